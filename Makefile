@@ -1,0 +1,38 @@
+# Two entry points: `make demo` (console on demo data) and `make test` (everything CI checks).
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
+DEMO_DB ?= demo/hetpool.duckdb
+PORT ?= 8501
+ADDRESS ?= 127.0.0.1
+
+.PHONY: demo test install system-deps lint bench clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[test]'
+	rm -f $(VENV)/.installed-*
+	touch $@
+
+install: $(STAMP)
+
+system-deps:
+	@sh scripts/system-deps.sh
+
+demo: install
+	@mkdir -p $(dir $(DEMO_DB))
+	$(VENV)/bin/hetpool --db $(DEMO_DB) init
+	$(VENV)/bin/hetpool --db $(DEMO_DB) registry load examples/fleet.yaml
+	$(VENV)/bin/hetpool --db $(DEMO_DB) console --port $(PORT) --address $(ADDRESS)
+
+lint: install
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy
+
+test: install system-deps lint
+	$(VENV)/bin/pytest
+
+clean:
+	rm -rf $(VENV) demo test-artifacts .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,26 @@
+"""hetpool init: create or upgrade the database."""
+
+from __future__ import annotations
+
+import argparse
+
+from app.commands._base import Context, add_command
+from store import schema_version
+
+
+def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+    """Add the init command."""
+    add_command(sub, "init", help="create the DuckDB file, or bring its schema up to date",
+                example="hetpool --db fleet.duckdb init", handler=run, common=common)
+
+
+def run(ctx: Context) -> int:
+    """Open the database writable, which applies pending migrations."""
+    con = ctx.connect()
+    try:
+        version = schema_version(con)
+    finally:
+        con.close()
+    ctx.emit({"db": str(ctx.db_path), "schema_version": version},
+             f"database {ctx.db_path} is at schema version {version}")
+    return 0

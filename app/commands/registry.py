@@ -1,0 +1,73 @@
+"""hetpool registry validate|load|show: the fleet description."""
+
+from __future__ import annotations
+
+import argparse
+
+from app.commands._base import Context, add_command, add_group
+from pool_registry import Registry, RegistryError, load_registry, registry_to_dict
+from store import require_registry, save_registry
+
+
+def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+    """Add the registry command group."""
+    group = add_group(sub, "registry", help="validate, load and show the fleet registry")
+    p = add_command(group, "validate", help="check a registry file and list every problem in it",
+                    example="hetpool registry validate examples/fleet.yaml", handler=validate, common=common)
+    p.add_argument("file", help="registry YAML file")
+    p = add_command(group, "load", help="validate a registry file and store it as the current fleet",
+                    example="hetpool registry load examples/fleet.yaml", handler=load, common=common)
+    p.add_argument("file", help="registry YAML file")
+    add_command(group, "show", help="print the fleet as last loaded into the database",
+                example="hetpool registry show --json", handler=show, common=common)
+
+
+def _summary(reg: Registry) -> str:
+    return f"{len(reg.chips)} chips, {len(reg.models)} models, {len(reg.pools)} pools"
+
+
+def validate(ctx: Context) -> int:
+    """Exit 0 when valid; on problems print all of them, one per line, and exit 2."""
+    try:
+        reg = load_registry(ctx.args.file)
+    except RegistryError as exc:
+        if ctx.as_json:
+            ctx.emit({"valid": False, "problems": [str(p) for p in exc.problems]}, "")
+        else:
+            for problem in exc.problems:
+                print(problem, file=ctx.err)
+        return 2
+    ctx.emit({"valid": True, "file": ctx.args.file, "chips": len(reg.chips), "models": len(reg.models),
+              "pools": len(reg.pools)}, f"{ctx.args.file}: valid ({_summary(reg)})")
+    return 0
+
+
+def load(ctx: Context) -> int:
+    """Validate, then store a snapshot (a no-op when nothing changed)."""
+    reg = load_registry(ctx.args.file)
+    con = ctx.connect()
+    try:
+        snapshot_id, created = save_registry(con, reg, str(ctx.args.file))
+    finally:
+        con.close()
+    verb = "stored as snapshot" if created else "unchanged since snapshot"
+    ctx.emit({"snapshot_id": snapshot_id, "created": created, "pools": len(reg.pools)},
+             f"{ctx.args.file}: {_summary(reg)}; {verb} #{snapshot_id} in {ctx.db_path}")
+    return 0
+
+
+def show(ctx: Context) -> int:
+    """Print the newest stored registry."""
+    con = ctx.connect(read_only=True)
+    try:
+        reg = require_registry(con)
+    finally:
+        con.close()
+    lines = [f"fleet {reg.name}: {_summary(reg)}",
+             f"{'pool':<12} {'chip':<14} {'devices':>7} {'$/hour':>9}  {'model':<18} stage"]
+    for p in reg.pools:
+        model = p.serving.model if p.serving else "-"
+        lines.append(f"{p.id:<12} {p.chip:<14} {p.devices:>7} {p.hourly_cost:>9.2f}  {model:<18} "
+                     f"{p.onboarding.stage}")
+    ctx.emit(registry_to_dict(reg), "\n".join(lines))
+    return 0

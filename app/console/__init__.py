@@ -1,0 +1,1 @@
+"""The Streamlit console: the only package that imports streamlit."""

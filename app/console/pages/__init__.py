@@ -1,0 +1,1 @@
+"""Thin page functions, one module per page."""

@@ -1,0 +1,13 @@
+"""Which exceptions are the user's to fix: the CLI prints them as one line and exits 2."""
+
+from __future__ import annotations
+
+from pool_registry import ConfigError
+from store import StoreError
+
+
+class UsageError(Exception):
+    """A bad argument that argparse could not catch by itself."""
+
+
+USER_ERRORS: tuple[type[BaseException], ...] = (UsageError, ConfigError, StoreError)

@@ -1,0 +1,27 @@
+"""Fleet registry: YAML in, frozen dataclasses out. Depends on nothing else in hetpool."""
+
+from pool_registry.loader import RegistryError, load_registry, load_registry_text
+from pool_registry.model import (
+    DTYPES,
+    ONBOARDING_STAGES,
+    Assignment,
+    Chip,
+    CostModel,
+    Interconnect,
+    Model,
+    Onboarding,
+    Pool,
+    Registry,
+    Serving,
+    UnknownIdError,
+)
+from pool_registry.serialize import registry_from_json, registry_to_dict, registry_to_json
+from pool_registry.versions import SpecifierError, parse_specifier, satisfies, version_key
+from pool_registry.yamlread import ConfigError, Problem, Reader
+
+__all__ = [
+    "DTYPES", "ONBOARDING_STAGES", "Assignment", "Chip", "ConfigError", "CostModel", "Interconnect", "Model",
+    "Onboarding", "Pool", "Problem", "Reader", "Registry", "RegistryError", "Serving", "SpecifierError",
+    "UnknownIdError", "load_registry", "load_registry_text", "parse_specifier", "registry_from_json",
+    "registry_to_dict", "registry_to_json", "satisfies", "version_key",
+]

@@ -1,0 +1,259 @@
+"""The one loader for fleet registry YAML: text in, validated Registry out, or every problem at once."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from pathlib import Path
+
+from yaml.nodes import Node
+
+from pool_registry.model import (
+    DTYPES,
+    ONBOARDING_STAGES,
+    Assignment,
+    Chip,
+    CostModel,
+    Interconnect,
+    Model,
+    Onboarding,
+    Pool,
+    Registry,
+    Serving,
+)
+from pool_registry.versions import SpecifierError, parse_specifier
+from pool_registry.yamlread import ConfigError, Reader, read_text
+
+_ID = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
+
+
+class RegistryError(ConfigError):
+    """A registry file that cannot be used."""
+
+
+def load_registry(path: str | Path) -> Registry:
+    """Read and validate a registry file."""
+    try:
+        text = read_text(path)
+    except ConfigError as exc:
+        raise RegistryError(exc.problems) from None
+    return load_registry_text(text, str(path))
+
+
+def load_registry_text(text: str, source: str = "<registry>") -> Registry:
+    """Validate registry YAML (or JSON) text; raise RegistryError listing every problem."""
+    r = Reader(source)
+    root = r.compose(text)
+    if root is None and not r.problems:
+        r.fail(None, "", "empty file; expected a mapping with chips, models and pools")
+    if root is None:
+        raise RegistryError(r.problems)
+    top = r.mapping(root, "", required=("chips", "pools"), optional=("version", "name", "models"))
+    if "version" in top:
+        r.integer(top["version"], "version", ge=1, le=1)
+    name = r.optional(top, "name", "", r.string, "fleet")
+    chips = tuple(_chip(r, p, n) for p, n in r.items(top.get("chips"), "chips"))
+    models = tuple(_model(r, p, n) for p, n in r.items(top.get("models"), "models"))
+    pools = tuple(_pool(r, p, n) for p, n in r.items(top.get("pools"), "pools"))
+    _check_ids(r, top.get("chips"), "chips", [c.id for c in chips])
+    _check_ids(r, top.get("models"), "models", [m.id for m in models])
+    _check_ids(r, top.get("pools"), "pools", [p.id for p in pools])
+    _check_refs(r, top, chips, models, pools)
+    if "pools" in top and not pools and not r.problems:
+        r.fail(top["pools"], "pools", "expected at least one pool")
+    if r.problems:
+        raise RegistryError(r.problems)
+    return Registry(name=name, chips=chips, models=models, pools=pools)
+
+
+def _ident(r: Reader, node: Node, path: str) -> str:
+    value = r.text(node, path)
+    if value and not _ID.match(value):
+        r.fail(node, path, f"bad id {value!r}; use lower-case letters, digits, '.', '_' and '-'")
+    return value
+
+
+def _chip(r: Reader, path: str, node: Node) -> Chip:
+    f = r.mapping(node, path, required=(
+        "id", "vendor", "peak_tflops_bf16", "hbm_capacity_gb", "hbm_bw_tbps", "interconnect",
+        "supported_dtypes",
+    ), optional=("name",))
+    ic = Interconnect("", 0.0)
+    if "interconnect" in f:
+        g = r.mapping(f["interconnect"], f"{path}.interconnect", required=("kind", "bw_gbps"))
+        ic = Interconnect(
+            kind=r.optional(g, "kind", f"{path}.interconnect", r.string, ""),
+            bw_gbps=r.optional(g, "bw_gbps", f"{path}.interconnect", _positive(r), 0.0),
+        )
+    dtypes: tuple[str, ...] = ()
+    if "supported_dtypes" in f:
+        dtypes = r.string_list(f["supported_dtypes"], f"{path}.supported_dtypes")
+        for i, d in enumerate(dtypes):
+            if d not in DTYPES:
+                r.fail(f["supported_dtypes"].value[i], f"{path}.supported_dtypes[{i}]",
+                       f"unknown dtype '{d}'; expected one of: {', '.join(DTYPES)}")
+    chip_id = r.optional(f, "id", path, lambda n, p: _ident(r, n, p), "")
+    return Chip(
+        id=chip_id,
+        vendor=r.optional(f, "vendor", path, r.string, ""),
+        name=r.optional(f, "name", path, r.string, chip_id),
+        peak_tflops_bf16=r.optional(f, "peak_tflops_bf16", path, _positive(r), 0.0),
+        hbm_capacity_gb=r.optional(f, "hbm_capacity_gb", path, _positive(r), 0.0),
+        hbm_bw_tbps=r.optional(f, "hbm_bw_tbps", path, _positive(r), 0.0),
+        interconnect=ic,
+        supported_dtypes=dtypes,
+    )
+
+
+def _positive(r: Reader) -> Callable[[Node, str], float]:
+    return lambda n, p: r.number(n, p, gt=0)
+
+
+def _count(r: Reader) -> Callable[[Node, str], int]:
+    return lambda n, p: r.integer(n, p, gt=0)
+
+
+def _field(item: Node | None, key: str) -> Node | None:
+    """The value node of key in a mapping node, for pointing errors at the exact line."""
+    if item is None or not isinstance(item.value, list):
+        return item
+    for pair in item.value:
+        if isinstance(pair, tuple) and pair[0].value == key:
+            return pair[1]
+    return item
+
+
+def _model(r: Reader, path: str, node: Node) -> Model:
+    f = r.mapping(node, path, required=(
+        "id", "total_params_b", "active_params_b", "bytes_per_param", "layers", "kv_heads", "head_dim",
+        "max_context",
+    ), optional=("kv_bytes_per_elem", "requires"))
+    requires = r.optional(f, "requires", path, r.string_map, {})
+    for component, spec in requires.items():
+        try:
+            parse_specifier(spec)
+        except SpecifierError as exc:
+            r.fail(f["requires"], f"{path}.requires.{component}", str(exc))
+    model = Model(
+        id=r.optional(f, "id", path, lambda n, p: _ident(r, n, p), ""),
+        total_params_b=r.optional(f, "total_params_b", path, _positive(r), 0.0),
+        active_params_b=r.optional(f, "active_params_b", path, _positive(r), 0.0),
+        bytes_per_param=r.optional(f, "bytes_per_param", path, _positive(r), 0.0),
+        layers=r.optional(f, "layers", path, _count(r), 0),
+        kv_heads=r.optional(f, "kv_heads", path, _count(r), 0),
+        head_dim=r.optional(f, "head_dim", path, _count(r), 0),
+        max_context=r.optional(f, "max_context", path, _count(r), 0),
+        kv_bytes_per_elem=r.optional(f, "kv_bytes_per_elem", path, _positive(r), 2.0),
+        requires=requires,
+    )
+    if model.active_params_b > model.total_params_b > 0:
+        r.fail(f["active_params_b"], f"{path}.active_params_b",
+               f"active params ({model.active_params_b:g}B) exceed total params ({model.total_params_b:g}B)")
+    return model
+
+
+def _pool(r: Reader, path: str, node: Node) -> Pool:
+    f = r.mapping(node, path, required=(
+        "id", "chip", "devices", "devices_per_node", "hourly_cost_per_device", "exporter", "assign",
+        "cost_model",
+    ), optional=("stack", "serving", "onboarding"))
+    pool = Pool(
+        id=r.optional(f, "id", path, lambda n, p: _ident(r, n, p), ""),
+        chip=r.optional(f, "chip", path, r.text, ""),
+        devices=r.optional(f, "devices", path, _count(r), 0),
+        devices_per_node=r.optional(f, "devices_per_node", path, _count(r), 0),
+        hourly_cost_per_device=r.optional(f, "hourly_cost_per_device", path, _positive(r), 0.0),
+        exporter=r.optional(f, "exporter", path, lambda n, p: _ident(r, n, p), ""),
+        assign=r.optional(f, "assign", path, lambda n, p: _assign(r, n, p), Assignment()),
+        stack=r.optional(f, "stack", path, r.string_map, {}),
+        serving=r.optional(f, "serving", path, lambda n, p: _serving(r, n, p), None),
+        cost_model=r.optional(f, "cost_model", path, lambda n, p: _cost_model(r, n, p), CostModel(0.0, 0.0)),
+        onboarding=r.optional(f, "onboarding", path, lambda n, p: _onboarding(r, n, p),
+                              Onboarding("production")),
+    )
+    if pool.devices and pool.devices_per_node > pool.devices:
+        r.fail(f["devices_per_node"], f"{path}.devices_per_node",
+               f"{pool.devices_per_node} devices per node exceeds the pool's {pool.devices} devices")
+    if pool.serving and pool.devices:
+        need = pool.serving.replicas * pool.serving.devices_per_replica
+        if need > pool.devices:
+            r.fail(f["serving"], f"{path}.serving",
+                   f"{pool.serving.replicas} replicas x {pool.serving.devices_per_replica} devices = {need} "
+                   f"exceeds the pool's {pool.devices} devices")
+    return pool
+
+
+def _assign(r: Reader, node: Node, path: str) -> Assignment:
+    f = r.mapping(node, path, required=(), optional=("node_pattern", "node_patterns", "labels"))
+    patterns: tuple[str, ...] = ()
+    if "node_pattern" in f:
+        patterns = (r.string(f["node_pattern"], f"{path}.node_pattern"),)
+    if "node_patterns" in f:
+        patterns += r.string_list(f["node_patterns"], f"{path}.node_patterns")
+    labels = r.optional(f, "labels", path, r.string_map, {})
+    if not f and isinstance(node.value, list) and not node.value:
+        r.fail(node, path, "expected node_pattern, node_patterns or labels")
+    return Assignment(node_patterns=patterns, labels=labels)
+
+
+def _serving(r: Reader, node: Node, path: str) -> Serving:
+    f = r.mapping(node, path, required=("model", "replicas", "devices_per_replica", "max_concurrency"),
+                  optional=("engine", "max_queue"))
+    return Serving(
+        model=r.optional(f, "model", path, r.text, ""),
+        engine=r.optional(f, "engine", path, r.string, "vllm"),
+        replicas=r.optional(f, "replicas", path, _count(r), 0),
+        devices_per_replica=r.optional(f, "devices_per_replica", path, _count(r), 0),
+        max_concurrency=r.optional(f, "max_concurrency", path, _count(r), 0),
+        max_queue=r.optional(f, "max_queue", path, lambda n, p: r.integer(n, p, ge=0), 1024),
+    )
+
+
+def _cost_model(r: Reader, node: Node, path: str) -> CostModel:
+    f = r.mapping(node, path, required=("mfu", "mem_bw_eff"))
+    ratio = lambda n, p: r.number(n, p, gt=0, le=1)  # noqa: E731
+    return CostModel(mfu=r.optional(f, "mfu", path, ratio, 0.0),
+                     mem_bw_eff=r.optional(f, "mem_bw_eff", path, ratio, 0.0))
+
+
+def _onboarding(r: Reader, node: Node, path: str) -> Onboarding:
+    f = r.mapping(node, path, required=("stage",), optional=("started", "evidence"))
+    evidence = r.optional(f, "evidence", path, r.string_map, {})
+    for stage in evidence:
+        if stage not in ONBOARDING_STAGES:
+            r.fail(f["evidence"], f"{path}.evidence.{stage}",
+                   f"unknown stage '{stage}'; expected one of: {', '.join(ONBOARDING_STAGES)}")
+    return Onboarding(
+        stage=r.optional(f, "stage", path, lambda n, p: r.choice(n, p, ONBOARDING_STAGES), "production"),
+        started=r.optional(f, "started", path, r.date, None),
+        evidence=evidence,
+    )
+
+
+def _check_ids(r: Reader, seq: Node | None, path: str, ids: list[str]) -> None:
+    seen: dict[str, int] = {}
+    nodes = seq.value if seq is not None and isinstance(seq.value, list) else []
+    for i, item_id in enumerate(ids):
+        if not item_id:
+            continue
+        if item_id in seen:
+            line = nodes[seen[item_id]].start_mark.line + 1 if nodes else "?"
+            r.fail(_field(nodes[i], "id") if nodes else None, f"{path}[{i}].id",
+                   f"duplicate id '{item_id}' (first defined at line {line})")
+        else:
+            seen[item_id] = i
+
+
+def _check_refs(r: Reader, top: dict[str, Node], chips: tuple[Chip, ...], models: tuple[Model, ...],
+                pools: tuple[Pool, ...]) -> None:
+    chip_ids = [c.id for c in chips]
+    model_ids = [m.id for m in models]
+    pool_nodes = top["pools"].value if "pools" in top and isinstance(top["pools"].value, list) else []
+    for i, pool in enumerate(pools):
+        item = pool_nodes[i] if i < len(pool_nodes) else None
+        if pool.chip and pool.chip not in chip_ids:
+            r.fail(_field(item, "chip"), f"pools[{i}].chip",
+                   f"unknown chip '{pool.chip}'; known: {', '.join(chip_ids) or '(none)'}")
+        if pool.serving and pool.serving.model and pool.serving.model not in model_ids:
+            r.fail(_field(_field(item, "serving"), "model"), f"pools[{i}].serving.model",
+                   f"unknown model '{pool.serving.model}'; known: {', '.join(model_ids) or '(none)'}")

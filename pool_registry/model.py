@@ -1,0 +1,195 @@
+"""Frozen domain objects of the fleet: chips, models, pools and the registry that ties them."""
+
+from __future__ import annotations
+
+import datetime as dt
+import fnmatch
+from dataclasses import dataclass, field
+from typing import TypeVar
+
+DTYPES = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "fp6", "fp4", "int8", "int4")
+
+# Onboarding stages in order; a chip reaches production only after every earlier stage has evidence.
+ONBOARDING_STAGES = (
+    "hardware",     # devices racked, visible to the OS, device count matches the order
+    "driver",       # driver and firmware installed at the declared versions
+    "exporter",     # the exporter's metrics arrive in hetpool and normalize without rejects
+    "framework",    # the serving engine starts and serves the model
+    "accuracy",     # model accuracy matches the reference within tolerance
+    "performance",  # throughput and latency baseline measured; cost model calibrated
+    "canary",       # a share of real traffic served within SLA
+    "production",   # routed by the production policy
+)
+
+GIB = 1024**3
+GB = 1e9
+
+
+@dataclass(frozen=True)
+class Interconnect:
+    """The device-to-device link of a chip (NVLink, Infinity Fabric, HCCS, RoCE, ...)."""
+
+    kind: str
+    bw_gbps: float  # GB/s per device, one direction
+
+
+@dataclass(frozen=True)
+class Chip:
+    """Capability descriptor of one accelerator model."""
+
+    id: str
+    vendor: str
+    name: str
+    peak_tflops_bf16: float
+    hbm_capacity_gb: float
+    hbm_bw_tbps: float
+    interconnect: Interconnect
+    supported_dtypes: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Model:
+    """A served model's size and shape, enough to size weights and KV cache."""
+
+    id: str
+    total_params_b: float
+    active_params_b: float
+    bytes_per_param: float
+    layers: int
+    kv_heads: int
+    head_dim: int
+    max_context: int
+    kv_bytes_per_elem: float = 2.0
+    requires: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def weight_bytes(self) -> float:
+        """Bytes of weights: every parameter is resident even when only some are active."""
+        return self.total_params_b * 1e9 * self.bytes_per_param
+
+    @property
+    def kv_bytes_per_token(self) -> float:
+        """KV cache bytes per token: K and V, per layer, per KV head."""
+        return 2.0 * self.layers * self.kv_heads * self.head_dim * self.kv_bytes_per_elem
+
+
+@dataclass(frozen=True)
+class Assignment:
+    """How a sample finds its pool: a node-name glob, or labels that must all match."""
+
+    node_patterns: tuple[str, ...] = ()
+    labels: dict[str, str] = field(default_factory=dict)
+
+    def matches(self, node: str, labels: dict[str, str] | None = None) -> bool:
+        """True when the node name or the sample labels satisfy this rule."""
+        if self.node_patterns and any(fnmatch.fnmatchcase(node, p) for p in self.node_patterns):
+            return True
+        if self.labels:
+            have = labels or {}
+            return all(have.get(k) == v for k, v in self.labels.items())
+        return False
+
+
+@dataclass(frozen=True)
+class Serving:
+    """What a pool serves and how wide its replicas are."""
+
+    model: str
+    engine: str
+    replicas: int
+    devices_per_replica: int
+    max_concurrency: int
+    max_queue: int = 1024
+
+
+@dataclass(frozen=True)
+class CostModel:
+    """Efficiency coefficients of the roofline cost model."""
+
+    mfu: float
+    mem_bw_eff: float
+
+
+@dataclass(frozen=True)
+class Onboarding:
+    """Where a pool's chip stands on the road to production, with dated evidence per stage."""
+
+    stage: str
+    started: dt.date | None = None
+    evidence: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def stage_index(self) -> int:
+        """Position of the current stage in ONBOARDING_STAGES."""
+        return ONBOARDING_STAGES.index(self.stage)
+
+
+@dataclass(frozen=True)
+class Pool:
+    """A set of identical devices with a price, an exporter, a stack and a serving config."""
+
+    id: str
+    chip: str
+    devices: int
+    devices_per_node: int
+    hourly_cost_per_device: float
+    exporter: str
+    assign: Assignment
+    stack: dict[str, str]
+    serving: Serving | None
+    cost_model: CostModel
+    onboarding: Onboarding
+
+    @property
+    def nodes(self) -> int:
+        """Number of nodes, rounding a partial node up."""
+        return -(-self.devices // self.devices_per_node)
+
+    @property
+    def hourly_cost(self) -> float:
+        """Cost of the whole pool per hour."""
+        return self.devices * self.hourly_cost_per_device
+
+
+@dataclass(frozen=True)
+class Registry:
+    """The whole fleet, with references already checked."""
+
+    name: str
+    chips: tuple[Chip, ...]
+    models: tuple[Model, ...]
+    pools: tuple[Pool, ...]
+
+    def chip(self, chip_id: str) -> Chip:
+        """The chip with this id."""
+        return _by_id(self.chips, chip_id, "chip")
+
+    def model(self, model_id: str) -> Model:
+        """The model with this id."""
+        return _by_id(self.models, model_id, "model")
+
+    def pool(self, pool_id: str) -> Pool:
+        """The pool with this id."""
+        return _by_id(self.pools, pool_id, "pool")
+
+    def chip_of(self, pool: Pool) -> Chip:
+        """The chip a pool is built from."""
+        return self.chip(pool.chip)
+
+
+class UnknownIdError(LookupError):
+    """A lookup by id that names nothing in the registry."""
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+_Item = TypeVar("_Item", Chip, Model, Pool)
+
+
+def _by_id(items: tuple[_Item, ...], wanted: str, kind: str) -> _Item:
+    for item in items:
+        if item.id == wanted:
+            return item
+    known = ", ".join(i.id for i in items)
+    raise UnknownIdError(f"unknown {kind} '{wanted}'; known: {known}")

@@ -1,0 +1,72 @@
+"""Registry to plain data in the input schema, so a stored snapshot reloads through the same validator."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from pool_registry.loader import load_registry_text
+from pool_registry.model import Chip, Model, Pool, Registry
+
+
+def _chip(c: Chip) -> dict[str, Any]:
+    return {
+        "id": c.id, "vendor": c.vendor, "name": c.name, "peak_tflops_bf16": c.peak_tflops_bf16,
+        "hbm_capacity_gb": c.hbm_capacity_gb, "hbm_bw_tbps": c.hbm_bw_tbps,
+        "interconnect": {"kind": c.interconnect.kind, "bw_gbps": c.interconnect.bw_gbps},
+        "supported_dtypes": list(c.supported_dtypes),
+    }
+
+
+def _model(m: Model) -> dict[str, Any]:
+    return {
+        "id": m.id, "total_params_b": m.total_params_b, "active_params_b": m.active_params_b,
+        "bytes_per_param": m.bytes_per_param, "layers": m.layers, "kv_heads": m.kv_heads,
+        "head_dim": m.head_dim, "max_context": m.max_context, "kv_bytes_per_elem": m.kv_bytes_per_elem,
+        "requires": dict(m.requires),
+    }
+
+
+def _pool(p: Pool) -> dict[str, Any]:
+    assign: dict[str, Any] = {}
+    if p.assign.node_patterns:
+        assign["node_patterns"] = list(p.assign.node_patterns)
+    if p.assign.labels:
+        assign["labels"] = dict(p.assign.labels)
+    out: dict[str, Any] = {
+        "id": p.id, "chip": p.chip, "devices": p.devices, "devices_per_node": p.devices_per_node,
+        "hourly_cost_per_device": p.hourly_cost_per_device, "exporter": p.exporter, "assign": assign,
+        "stack": dict(p.stack),
+        "cost_model": {"mfu": p.cost_model.mfu, "mem_bw_eff": p.cost_model.mem_bw_eff},
+        "onboarding": {"stage": p.onboarding.stage, "evidence": dict(p.onboarding.evidence)},
+    }
+    if p.onboarding.started is not None:
+        out["onboarding"]["started"] = p.onboarding.started.isoformat()
+    if p.serving is not None:
+        s = p.serving
+        out["serving"] = {
+            "model": s.model, "engine": s.engine, "replicas": s.replicas,
+            "devices_per_replica": s.devices_per_replica, "max_concurrency": s.max_concurrency,
+            "max_queue": s.max_queue,
+        }
+    return out
+
+
+def registry_to_dict(reg: Registry) -> dict[str, Any]:
+    """Plain JSON-able data in the same shape as the YAML file."""
+    return {
+        "version": 1, "name": reg.name,
+        "chips": [_chip(c) for c in reg.chips],
+        "models": [_model(m) for m in reg.models],
+        "pools": [_pool(p) for p in reg.pools],
+    }
+
+
+def registry_to_json(reg: Registry) -> str:
+    """Canonical JSON text of a registry."""
+    return json.dumps(registry_to_dict(reg), sort_keys=True, separators=(",", ":"))
+
+
+def registry_from_json(text: str, source: str = "<snapshot>") -> Registry:
+    """Rebuild a registry from its JSON form, validated like a file."""
+    return load_registry_text(text, source)

@@ -1,0 +1,261 @@
+"""Line-aware YAML reading: every value keeps its file, line and field path for error messages."""
+
+from __future__ import annotations
+
+import datetime as dt
+import difflib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+import yaml
+from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
+
+T = TypeVar("T")
+
+
+class ConfigError(Exception):
+    """A YAML file that cannot be used; carries every problem found, each with file, line and path."""
+
+    def __init__(self, problems: list[Problem]):
+        self.problems = sorted(problems, key=lambda p: p.line or 0)
+        problems = self.problems
+        first = problems[0]
+        more = f" (and {len(problems) - 1} more problems)" if len(problems) > 1 else ""
+        super().__init__(f"{first}{more}")
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One validation failure at a place in a file."""
+
+    file: str
+    line: int | None
+    path: str
+    message: str
+
+    def __str__(self) -> str:
+        where = f"{self.file}:{self.line}" if self.line else self.file
+        return f"{where}: {self.path}: {self.message}" if self.path else f"{where}: {self.message}"
+
+
+_TYPE_NAMES = {
+    "tag:yaml.org,2002:str": "string",
+    "tag:yaml.org,2002:int": "integer",
+    "tag:yaml.org,2002:float": "number",
+    "tag:yaml.org,2002:bool": "boolean",
+    "tag:yaml.org,2002:null": "null",
+    "tag:yaml.org,2002:timestamp": "date",
+}
+
+
+def _describe(node: Node) -> str:
+    if isinstance(node, MappingNode):
+        return "a mapping"
+    if isinstance(node, SequenceNode):
+        return "a list"
+    kind = _TYPE_NAMES.get(node.tag, node.tag)
+    return f"{node.value!r} ({kind})"
+
+
+class Reader:
+    """Walks a composed YAML tree, converting values and collecting problems instead of stopping at one."""
+
+    def __init__(self, file: str):
+        self.file = file
+        self.problems: list[Problem] = []
+        self._constructor = yaml.constructor.SafeConstructor()
+
+    # -- problems -------------------------------------------------------------------------------
+    def fail(self, node: Node | None, path: str, message: str) -> None:
+        """Record a problem at a node's line."""
+        line = node.start_mark.line + 1 if node is not None else None
+        self.problems.append(Problem(self.file, line, path, message))
+
+    def raise_if_problems(self) -> None:
+        """Raise ConfigError when anything was recorded."""
+        if self.problems:
+            raise ConfigError(self.problems)
+
+    # -- documents --------------------------------------------------------------------------------
+    def compose(self, text: str) -> Node | None:
+        """Parse YAML text into a node tree; syntax errors become problems with their line."""
+        try:
+            return yaml.compose(text, Loader=yaml.SafeLoader)
+        except yaml.MarkedYAMLError as exc:
+            mark = exc.problem_mark or exc.context_mark
+            line = mark.line + 1 if mark is not None else None
+            self.problems.append(Problem(self.file, line, "", f"YAML syntax error: {exc.problem}"))
+        except yaml.YAMLError as exc:
+            self.problems.append(Problem(self.file, None, "", f"YAML syntax error: {exc}"))
+        return None
+
+    # -- structure --------------------------------------------------------------------------------
+    def mapping(
+        self, node: Node, path: str, required: tuple[str, ...], optional: tuple[str, ...] = ()
+    ) -> dict[str, Node]:
+        """Return key -> node, reporting missing, unknown and duplicate keys."""
+        if not isinstance(node, MappingNode):
+            self.fail(node, path, f"expected a mapping, got {_describe(node)}")
+            return {}
+        allowed = required + optional
+        out: dict[str, Node] = {}
+        lines: dict[str, int] = {}
+        for key_node, value_node in node.value:
+            key = str(key_node.value)
+            sub = f"{path}.{key}" if path else key
+            if key in out:
+                self.fail(key_node, sub, f"duplicate key (first at line {lines[key]})")
+                continue
+            if key not in allowed:
+                hint = difflib.get_close_matches(key, allowed, n=1)
+                did = f"did you mean '{hint[0]}'? " if hint else ""
+                self.fail(key_node, sub, f"unknown key '{key}'; {did}expected one of: {', '.join(allowed)}")
+                continue
+            out[key] = value_node
+            lines[key] = key_node.start_mark.line + 1
+        for key in required:
+            if key not in out:
+                self.fail(node, f"{path}.{key}" if path else key, "missing required field")
+        return out
+
+    def free_mapping(self, node: Node, path: str) -> dict[str, Node]:
+        """A mapping whose keys are data (for example component -> version)."""
+        if not isinstance(node, MappingNode):
+            self.fail(node, path, f"expected a mapping, got {_describe(node)}")
+            return {}
+        out: dict[str, Node] = {}
+        for key_node, value_node in node.value:
+            key = str(key_node.value)
+            if key in out:
+                self.fail(key_node, f"{path}.{key}", "duplicate key")
+                continue
+            out[key] = value_node
+        return out
+
+    def sequence(self, node: Node, path: str) -> list[Node]:
+        """Return the items of a YAML list."""
+        if not isinstance(node, SequenceNode):
+            self.fail(node, path, f"expected a list, got {_describe(node)}")
+            return []
+        return list(node.value)
+
+    def items(self, node: Node | None, path: str) -> Iterator[tuple[str, Node]]:
+        """Yield (path[i], node) for each element of an optional list."""
+        if node is None:
+            return
+        for i, item in enumerate(self.sequence(node, path)):
+            yield f"{path}[{i}]", item
+
+    # -- scalars ----------------------------------------------------------------------------------
+    def _scalar(self, node: Node) -> Any:
+        return self._constructor.construct_object(node, deep=True)
+
+    def string(self, node: Node, path: str, *, allow_empty: bool = False) -> str:
+        """A string; numbers are refused so a version like 12.4 must be quoted, as YAML would mangle 12.10."""
+        if not isinstance(node, ScalarNode) or node.tag != "tag:yaml.org,2002:str":
+            self.fail(node, path, f"expected a string, got {_describe(node)}")
+            return ""
+        value = str(node.value)
+        if not value.strip() and not allow_empty:
+            self.fail(node, path, "expected a non-empty string")
+        return value
+
+    def text(self, node: Node, path: str) -> str:
+        """A scalar taken as text whatever YAML typed it as (for ids and labels)."""
+        if not isinstance(node, ScalarNode) or node.tag == "tag:yaml.org,2002:null":
+            self.fail(node, path, f"expected a string, got {_describe(node)}")
+            return ""
+        return str(node.value)
+
+    def number(
+        self, node: Node, path: str, *, gt: float | None = None, ge: float | None = None,
+        le: float | None = None,
+    ) -> float:
+        """A real number with optional bounds."""
+        if not isinstance(node, ScalarNode) or node.tag not in (
+            "tag:yaml.org,2002:int", "tag:yaml.org,2002:float"
+        ):
+            self.fail(node, path, f"expected a number, got {_describe(node)}")
+            return 0.0
+        value = float(self._scalar(node))
+        if value != value or value in (float("inf"), float("-inf")):
+            self.fail(node, path, f"expected a finite number, got {node.value!r}")
+            return 0.0
+        self._bounds(node, path, value, gt, ge, le)
+        return value
+
+    def integer(
+        self, node: Node, path: str, *, gt: int | None = None, ge: int | None = None, le: int | None = None,
+    ) -> int:
+        """A whole number with optional bounds."""
+        if not isinstance(node, ScalarNode) or node.tag != "tag:yaml.org,2002:int":
+            self.fail(node, path, f"expected an integer, got {_describe(node)}")
+            return 0
+        value = int(self._scalar(node))
+        self._bounds(node, path, value, gt, ge, le)
+        return value
+
+    def _bounds(self, node: Node, path: str, value: float, gt: float | None, ge: float | None,
+                le: float | None) -> None:
+        if gt is not None and not value > gt:
+            self.fail(node, path, f"must be > {gt:g}, got {node.value}")
+        if ge is not None and not value >= ge:
+            self.fail(node, path, f"must be >= {ge:g}, got {node.value}")
+        if le is not None and not value <= le:
+            self.fail(node, path, f"must be <= {le:g}, got {node.value}")
+
+    def boolean(self, node: Node, path: str) -> bool:
+        """A YAML boolean."""
+        if not isinstance(node, ScalarNode) or node.tag != "tag:yaml.org,2002:bool":
+            self.fail(node, path, f"expected true or false, got {_describe(node)}")
+            return False
+        return bool(self._scalar(node))
+
+    def date(self, node: Node, path: str) -> dt.date | None:
+        """A calendar date written as YYYY-MM-DD."""
+        if isinstance(node, ScalarNode) and node.tag == "tag:yaml.org,2002:timestamp":
+            value = self._scalar(node)
+            return value.date() if isinstance(value, dt.datetime) else value
+        if isinstance(node, ScalarNode) and node.tag == "tag:yaml.org,2002:str":
+            try:
+                return dt.date.fromisoformat(node.value)
+            except ValueError:
+                pass
+        self.fail(node, path, f"expected a date (YYYY-MM-DD), got {_describe(node)}")
+        return None
+
+    def choice(self, node: Node, path: str, options: tuple[str, ...]) -> str:
+        """A string that must be one of a fixed set."""
+        value = self.text(node, path)
+        if value and value not in options:
+            self.fail(node, path, f"unknown value '{value}'; expected one of: {', '.join(options)}")
+        return value
+
+    def string_list(self, node: Node, path: str) -> tuple[str, ...]:
+        """A list of strings."""
+        return tuple(self.text(item, f"{path}[{i}]") for i, item in enumerate(self.sequence(node, path)))
+
+    def string_map(self, node: Node, path: str) -> dict[str, str]:
+        """A mapping of free keys to string values."""
+        return {k: self.text(v, f"{path}.{k}") for k, v in self.free_mapping(node, path).items()}
+
+    def optional(self, fields: dict[str, Node], key: str, path: str, read: Callable[[Node, str], T],
+                 default: T) -> T:
+        """Read fields[key] when present, else the default."""
+        node = fields.get(key)
+        return default if node is None else read(node, f"{path}.{key}" if path else key)
+
+
+def read_text(path: str | Path) -> str:
+    """Read a config file, turning I/O trouble into a ConfigError naming the file."""
+    p = Path(path)
+    try:
+        return p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError([Problem(str(p), None, "", "file not found")]) from None
+    except IsADirectoryError:
+        raise ConfigError([Problem(str(p), None, "", "is a directory, expected a YAML file")]) from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError([Problem(str(p), None, "", f"not UTF-8 text ({exc.reason})")]) from None
