@@ -1,5 +1,5 @@
 """CLI command modules; each exposes register(subparsers, common)."""
 
-from app.commands import console, init, registry
+from app.commands import console, ingest, init, registry
 
-MODULES = (init, registry, console)
+MODULES = (init, registry, ingest, console)
