@@ -128,7 +128,7 @@ def _model(r: Reader, path: str, node: Node) -> Model:
         "id", "total_params_b", "active_params_b", "bytes_per_param", "layers", "kv_heads", "head_dim",
         "max_context",
     ), optional=("kv_bytes_per_elem", "requires"))
-    requires = r.optional(f, "requires", path, r.string_map, {})
+    requires: dict[str, str] = r.optional(f, "requires", path, r.string_map, {})
     for component, spec in requires.items():
         try:
             parse_specifier(spec)
@@ -190,7 +190,7 @@ def _assign(r: Reader, node: Node, path: str) -> Assignment:
         patterns = (r.string(f["node_pattern"], f"{path}.node_pattern"),)
     if "node_patterns" in f:
         patterns += r.string_list(f["node_patterns"], f"{path}.node_patterns")
-    labels = r.optional(f, "labels", path, r.string_map, {})
+    labels: dict[str, str] = r.optional(f, "labels", path, r.string_map, {})
     if not f and isinstance(node.value, list) and not node.value:
         r.fail(node, path, "expected node_pattern, node_patterns or labels")
     return Assignment(node_patterns=patterns, labels=labels)
@@ -218,7 +218,7 @@ def _cost_model(r: Reader, node: Node, path: str) -> CostModel:
 
 def _onboarding(r: Reader, node: Node, path: str) -> Onboarding:
     f = r.mapping(node, path, required=("stage",), optional=("started", "evidence"))
-    evidence = r.optional(f, "evidence", path, r.string_map, {})
+    evidence: dict[str, str] = r.optional(f, "evidence", path, r.string_map, {})
     for stage in evidence:
         if stage not in ONBOARDING_STAGES:
             r.fail(f["evidence"], f"{path}.evidence.{stage}",

@@ -183,8 +183,8 @@ class Reader:
         if value != value or value in (float("inf"), float("-inf")):
             self.fail(node, path, f"expected a finite number, got {node.value!r}")
             return 0.0
-        self._bounds(node, path, value, gt, ge, le)
-        return value
+        # an out-of-range value reads as 0 so that checks depending on it stay quiet
+        return value if self._bounds(node, path, value, gt, ge, le) else 0.0
 
     def integer(
         self, node: Node, path: str, *, gt: int | None = None, ge: int | None = None, le: int | None = None,
@@ -194,17 +194,16 @@ class Reader:
             self.fail(node, path, f"expected an integer, got {_describe(node)}")
             return 0
         value = int(self._scalar(node))
-        self._bounds(node, path, value, gt, ge, le)
-        return value
+        return value if self._bounds(node, path, value, gt, ge, le) else 0
 
     def _bounds(self, node: Node, path: str, value: float, gt: float | None, ge: float | None,
-                le: float | None) -> None:
-        if gt is not None and not value > gt:
-            self.fail(node, path, f"must be > {gt:g}, got {node.value}")
-        if ge is not None and not value >= ge:
-            self.fail(node, path, f"must be >= {ge:g}, got {node.value}")
-        if le is not None and not value <= le:
-            self.fail(node, path, f"must be <= {le:g}, got {node.value}")
+                le: float | None) -> bool:
+        for bound, ok, op in ((gt, gt is None or value > gt, ">"), (ge, ge is None or value >= ge, ">="),
+                              (le, le is None or value <= le, "<=")):
+            if not ok:
+                self.fail(node, path, f"must be {op} {bound:g}, got {node.value}")
+                return False
+        return True
 
     def boolean(self, node: Node, path: str) -> bool:
         """A YAML boolean."""

@@ -22,7 +22,7 @@ def fleet_overview(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
             "nodes": p.nodes, "cost_per_hour": round(p.hourly_cost, 2),
             "model": p.serving.model if p.serving else "",
             "engine": p.serving.engine if p.serving else "",
-            "stack": ", ".join(f"{k} {v}" for k, v in p.stack.items()),
+            "stack": ", ".join(f"{k} {v}" for k, v in sorted(p.stack.items())),
             "onboarding": p.onboarding.stage,
         })
     return pl.DataFrame(rows)

@@ -1,0 +1,177 @@
+"""Registry loading: the example fleet, a table of broken files, and the snapshot round trip."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pool_registry import (
+    Registry,
+    RegistryError,
+    load_registry,
+    load_registry_text,
+    registry_from_json,
+    registry_to_dict,
+    registry_to_json,
+)
+
+VALID = """\
+name: tiny
+chips:
+  - id: h100
+    vendor: nvidia
+    peak_tflops_bf16: 989
+    hbm_capacity_gb: 80
+    hbm_bw_tbps: 3.35
+    interconnect: {kind: nvlink4, bw_gbps: 450}
+    supported_dtypes: [bf16, fp8]
+models:
+  - id: m70
+    total_params_b: 70
+    active_params_b: 70
+    bytes_per_param: 2
+    layers: 80
+    kv_heads: 8
+    head_dim: 128
+    max_context: 8192
+    requires: {vllm: ">=0.15,<0.16"}
+pools:
+  - id: p1
+    chip: h100
+    devices: 16
+    devices_per_node: 8
+    hourly_cost_per_device: 3.0
+    exporter: dcgm
+    assign: {node_pattern: "p1-*"}
+    serving: {model: m70, replicas: 2, devices_per_replica: 8, max_concurrency: 32}
+    cost_model: {mfu: 0.4, mem_bw_eff: 0.7}
+"""
+
+
+def test_valid_text_loads_with_exact_values() -> None:
+    reg = load_registry_text(VALID, "tiny.yaml")
+    assert reg.name == "tiny"
+    pool = reg.pool("p1")
+    assert pool.nodes == 2
+    assert pool.hourly_cost == pytest.approx(48.0)
+    assert reg.chip_of(pool).interconnect.bw_gbps == 450
+    model = reg.model("m70")
+    # 70e9 params x 2 bytes; K and V x 80 layers x 8 heads x 128 dims x 2 bytes per token.
+    assert model.weight_bytes == pytest.approx(140e9)
+    assert model.kv_bytes_per_token == 2 * 80 * 8 * 128 * 2
+    assert pool.onboarding.stage == "production"
+
+
+def test_example_fleet_has_the_promised_pools(fleet: Registry) -> None:
+    vendors = {fleet.chip_of(p).vendor for p in fleet.pools}
+    assert {"nvidia", "amd", "huawei", "intel", "cambricon"} <= vendors
+    assert len(fleet.pools) >= 5
+    onboarding = [p for p in fleet.pools if fleet.chip_of(p).vendor == "cambricon"]
+    assert onboarding and onboarding[0].onboarding.stage != "production"
+    dense = [m for m in fleet.models if m.active_params_b == m.total_params_b]
+    moe = [m for m in fleet.models if m.active_params_b < m.total_params_b / 5]
+    assert any(60 <= m.total_params_b <= 80 for m in dense)
+    assert moe
+
+
+def _swap(old: str, new: str) -> str:
+    assert old in VALID, old
+    return VALID.replace(old, new, 1)
+
+
+# (name, text, line, path, reason fragment)
+INVALID = [
+    ("unknown chip reference", _swap("chip: h100\n", "chip: h200\n"), 22, "pools[0].chip",
+     "unknown chip 'h200'; known: h100"),
+    ("unknown model reference", _swap("{model: m70,", "{model: m7,"), 28, "pools[0].serving.model",
+     "unknown model 'm7'; known: m70"),
+    ("duplicate chip id", VALID.replace("models:", "  - id: h100\n    vendor: amd\n    peak_tflops_bf16: 1\n"
+     "    hbm_capacity_gb: 1\n    hbm_bw_tbps: 1\n    interconnect: {kind: x, bw_gbps: 1}\n"
+     "    supported_dtypes: [bf16]\nmodels:"), 10, "chips[1].id", "duplicate id 'h100' (first defined at line 3)"),
+    ("wrong type", _swap("devices: 16", "devices: sixteen"), 23, "pools[0].devices",
+     "expected an integer, got 'sixteen' (string)"),
+    ("float where integer", _swap("layers: 80", "layers: 80.5"), 15, "models[0].layers",
+     "expected an integer, got '80.5' (number)"),
+    ("negative capacity", _swap("hbm_capacity_gb: 80", "hbm_capacity_gb: -80"), 6, "chips[0].hbm_capacity_gb",
+     "must be > 0, got -80"),
+    ("zero cost", _swap("hourly_cost_per_device: 3.0", "hourly_cost_per_device: 0"), 25,
+     "pools[0].hourly_cost_per_device", "must be > 0, got 0"),
+    ("missing required field", _swap("    hbm_bw_tbps: 3.35\n", ""), 3, "chips[0].hbm_bw_tbps",
+     "missing required field"),
+    ("unknown key typo", _swap("    exporter: dcgm\n", "    exportr: dcgm\n"), 26, "pools[0].exportr",
+     "unknown key 'exportr'; did you mean 'exporter'?"),
+    ("yaml syntax error", _swap("devices: 16\n", "devices: [16\n"), 24, "",
+     "YAML syntax error"),
+    ("mfu above one", _swap("mfu: 0.4", "mfu: 1.4"), 29, "pools[0].cost_model.mfu", "must be <= 1, got 1.4"),
+    ("unknown dtype", _swap("[bf16, fp8]", "[bf16, fp9]"), 9, "chips[0].supported_dtypes[1]",
+     "unknown dtype 'fp9'"),
+    ("active above total", _swap("active_params_b: 70", "active_params_b: 700"), 13, "models[0].active_params_b",
+     "active params (700B) exceed total params (70B)"),
+    ("replicas exceed devices", _swap("replicas: 2,", "replicas: 3,"), 28, "pools[0].serving",
+     "3 replicas x 8 devices = 24 exceeds the pool's 16 devices"),
+    ("bad version requirement", _swap('">=0.15,<0.16"', '"at least 0.15"'), 19, "models[0].requires.vllm",
+     "bad version requirement 'at least 0.15'"),
+    ("duplicate yaml key", _swap("    devices: 16\n", "    devices: 16\n    devices: 8\n"), 24,
+     "pools[0].devices", "duplicate key (first at line 23)"),
+    ("unknown onboarding stage", _swap("    cost_model:", "    onboarding: {stage: shipping}\n    cost_model:"),
+     29, "pools[0].onboarding.stage", "unknown value 'shipping'"),
+    ("pools not a list", VALID.split("pools:")[0] + "pools: p1\n", 20, "pools", "expected a list, got 'p1'"),
+    ("bad id characters", _swap("id: p1", "id: 'P 1'"), 21, "pools[0].id", "bad id 'P 1'"),
+    ("empty file", "", None, "", "empty file"),
+]
+
+
+@pytest.mark.parametrize(("text", "line", "path", "reason"), [c[1:] for c in INVALID], ids=[c[0] for c in INVALID])
+def test_invalid_registry_names_file_line_path_and_reason(text: str, line: int | None, path: str,
+                                                          reason: str) -> None:
+    with pytest.raises(RegistryError) as info:
+        load_registry_text(text, "bad.yaml")
+    matching = [p for p in info.value.problems if p.path == path and reason in p.message]
+    assert matching, f"no problem at {path!r} with {reason!r}; got: {[str(p) for p in info.value.problems]}"
+    assert matching[0].line == line
+    assert matching[0].file == "bad.yaml"
+    where = f"bad.yaml:{line}" if line else "bad.yaml"
+    assert str(matching[0]).startswith(where)
+
+
+def test_every_problem_is_reported_not_just_the_first() -> None:
+    text = _swap("devices: 16", "devices: -1").replace("mfu: 0.4", "mfu: 2")
+    with pytest.raises(RegistryError) as info:
+        load_registry_text(text, "bad.yaml")
+    paths = {p.path for p in info.value.problems}
+    assert {"pools[0].devices", "pools[0].cost_model.mfu"} <= paths
+    assert "(and 1 more problems)" in str(info.value) or "more problems" in str(info.value)
+
+
+def test_missing_file_is_a_registry_error(tmp_path: Path) -> None:
+    with pytest.raises(RegistryError, match="file not found"):
+        load_registry(tmp_path / "nope.yaml")
+
+
+def test_round_trip_yaml_dataclasses_json(fleet: Registry) -> None:
+    again = registry_from_json(registry_to_json(fleet))
+    assert again == fleet
+    assert json.loads(registry_to_json(again)) == registry_to_dict(fleet)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    devices=st.integers(1, 4096), per_node=st.integers(1, 16), cost=st.floats(0.01, 100, allow_nan=False),
+    mfu=st.floats(0.01, 1.0), patterns=st.lists(st.from_regex(r"[a-z]{1,6}-\*", fullmatch=True), min_size=1,
+                                                max_size=3),
+)
+def test_round_trip_holds_for_generated_pools(devices: int, per_node: int, cost: float, mfu: float,
+                                              patterns: list[str]) -> None:
+    per_node = min(per_node, devices)
+    text = (VALID.replace("devices: 16", f"devices: {devices}").replace("devices_per_node: 8",
+            f"devices_per_node: {per_node}").replace("hourly_cost_per_device: 3.0",
+            f"hourly_cost_per_device: {cost!r}").replace("mfu: 0.4", f"mfu: {mfu!r}")
+            .replace('assign: {node_pattern: "p1-*"}', f"assign: {{node_patterns: {json.dumps(patterns)}}}")
+            .replace("replicas: 2, devices_per_replica: 8", "replicas: 1, devices_per_replica: 1"))
+    reg = load_registry_text(text)
+    assert registry_from_json(registry_to_json(reg)) == reg
+    assert reg.pools[0].assign.node_patterns == tuple(patterns)
