@@ -56,5 +56,11 @@ def transaction(con: duckdb.DuckDBPyConnection) -> Iterator[duckdb.DuckDBPyConne
 
 def schema_version(con: duckdb.DuckDBPyConnection) -> int:
     """Highest applied migration."""
-    row = con.execute("SELECT coalesce(max(version), 0) FROM schema_migrations").fetchone()
+    row = fetch_one(con, "SELECT coalesce(max(version), 0) FROM schema_migrations")
     return int(row[0]) if row else 0
+
+
+def fetch_one(con: duckdb.DuckDBPyConnection, sql: str, params: list[object] | None = None) -> tuple | None:
+    """First row of a query, with the result fetched to the end so the connection is free again."""
+    rows = con.execute(sql, params or []).fetchall()
+    return rows[0] if rows else None

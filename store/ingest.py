@@ -10,7 +10,9 @@ from types import TracebackType
 import duckdb
 import polars as pl
 
+from store.db import fetch_one
 from store.errors import StoreError
+from store.rollups import raw_horizon, refresh_rollups
 
 SAMPLE_COLUMNS = ("ts", "pool", "node", "device", "metric", "value", "attributes")
 SAMPLE_SCHEMA: dict[str, pl.DataType] = {
@@ -57,19 +59,22 @@ class IngestRun:
         self.rows_stored = 0
         self.warnings: list[str] = []
         self.window: tuple[int, int] | None = None
+        self.stored_span: tuple[int, int] | None = None
         self.run_id = 0
         self._open = False
+        self._horizon: int | None = None
 
     def __enter__(self) -> IngestRun:
         self.con.execute("BEGIN TRANSACTION")
         self._open = True
-        row = self.con.execute(
-            "INSERT INTO ingest_runs (kind, source, started_at, status) VALUES (?, ?, ?, 'running') "
-            "RETURNING run_id",
+        row = fetch_one(
+            self.con,
+            "INSERT INTO ingest_runs (kind, source, started_at, status) VALUES (?, ?, ?, 'running') RETURNING run_id",
             [self.kind, self.source, dt.datetime.now(dt.UTC)],
-        ).fetchone()
+        )
         assert row is not None
         self.run_id = int(row[0])
+        self._horizon = raw_horizon(self.con)
         return self
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
@@ -82,6 +87,8 @@ class IngestRun:
             return
         try:
             self._check_accounting()
+            if self.stored_span is not None:
+                refresh_rollups(self.con, *self.stored_span)
             self.con.execute(
                 "UPDATE ingest_runs SET finished_at = ?, window_start = ?, window_end = ?, read = ?, "
                 "stored = ?, rejected = ?, duplicates = ?, status = ?, warnings = ? WHERE run_id = ?",
@@ -126,6 +133,10 @@ class IngestRun:
             weights.alias("n_src"))
         if batch.select(pl.any_horizontal(pl.col(list(SAMPLE_COLUMNS)).is_null()).any()).item():
             raise StoreError(f"ingest of {self.source!r} produced a sample with a null field")
+        if self._horizon is not None:
+            batch = self._reject_pruned(batch, self._horizon)
+            if batch.height == 0:
+                return (0, 0)
         unique = batch.unique(subset=list(KEY), keep="first", maintain_order=True)
         in_batch_dupes = int(batch["n_src"].sum()) - int(unique["n_src"].sum())
         lo, hi = int(unique["ts"].min()), int(unique["ts"].max())  # type: ignore[arg-type]
@@ -133,8 +144,7 @@ class IngestRun:
         arrow = unique.to_arrow()
         self.con.register("_hp_batch", arrow)
         try:
-            overlap = self.con.execute(
-                "SELECT count(*) FROM samples WHERE ts BETWEEN ? AND ?", [lo, hi]).fetchone()
+            overlap = fetch_one(self.con, "SELECT count(*) FROM samples WHERE ts BETWEEN ? AND ?", [lo, hi])
             if overlap and overlap[0]:
                 self.con.execute(
                     f"CREATE OR REPLACE TEMP TABLE _hp_new AS SELECT b.* FROM _hp_batch b ANTI JOIN "
@@ -143,9 +153,13 @@ class IngestRun:
                 source = "_hp_new"
             else:
                 source = "_hp_batch"
-            got = self.con.execute(f"SELECT count(*), coalesce(sum(n_src), 0) FROM {source}").fetchone()
+            got = fetch_one(self.con, f"SELECT count(*), coalesce(sum(n_src), 0), min(ts), max(ts) FROM {source}")
             assert got is not None
             rows, stored = int(got[0]), int(got[1])
+            if rows:
+                span = (int(got[2]), int(got[3]))
+                self.stored_span = span if self.stored_span is None else (
+                    min(span[0], self.stored_span[0]), max(span[1], self.stored_span[1]))
             cols = ", ".join(SAMPLE_COLUMNS)
             self.con.execute(f"INSERT INTO samples ({cols}) SELECT {cols} FROM {source}")
             if source == "_hp_new":
@@ -157,6 +171,20 @@ class IngestRun:
         self.counts.stored += stored
         self.counts.duplicates += duplicates
         return stored, duplicates
+
+    def _reject_pruned(self, batch: pl.DataFrame, horizon: int) -> pl.DataFrame:
+        """Samples older than the retention horizon would never reach the rollups: reject them."""
+        old = batch.filter(pl.col("ts") < horizon)
+        if old.height:
+            self.add_rejects(old.select(
+                pl.lit(None, dtype=pl.Int64).alias("line"),
+                pl.format("{} {} {}@{} {}", "metric", "node", "device", "ts", "value").alias("record"),
+                pl.lit(f"older than the raw retention horizon {horizon} ms (pruned by 'hetpool prune')")
+                .alias("reason"),
+            ))
+            # a folded row stands for n_src records; all of them are rejected with it
+            self.counts.rejected += int(old["n_src"].sum()) - old.height
+        return batch.filter(pl.col("ts") >= horizon)
 
     def add_rejects(self, frame: pl.DataFrame) -> int:
         """Keep rejected records with their reason; returns how many."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import duckdb
 import polars as pl
 
+from store.db import fetch_one
 from store.snapshots import latest_registry
 
 
@@ -32,6 +33,6 @@ def table_counts(con: duckdb.DuckDBPyConnection) -> dict[str, int]:
     """Row counts of the main tables, for status lines and empty states."""
     out = {}
     for table in ("samples", "rejects", "versions", "requests", "replay_runs", "registry_snapshots"):
-        row = con.execute(f"SELECT count(*) FROM {table}").fetchone()  # table names are constants
+        row = fetch_one(con, f"SELECT count(*) FROM {table}")  # table names are constants
         out[table] = int(row[0]) if row else 0
     return out

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import duckdb
 
 from pool_registry import Registry, registry_from_json, registry_to_json
+from store.db import fetch_one
 from store.errors import StoreError
 
 
@@ -27,24 +28,24 @@ def save_registry(con: duckdb.DuckDBPyConnection, registry: Registry, source: st
     """Store a snapshot unless the newest one is identical; return (snapshot_id, created)."""
     body = registry_to_json(registry)
     digest = hashlib.sha256(body.encode()).hexdigest()
-    newest = con.execute(
-        "SELECT snapshot_id, sha256 FROM registry_snapshots ORDER BY snapshot_id DESC LIMIT 1").fetchone()
+    newest = fetch_one(con, "SELECT snapshot_id, sha256 FROM registry_snapshots ORDER BY snapshot_id DESC LIMIT 1")
     if newest and newest[1] == digest:
         return int(newest[0]), False
-    row = con.execute(
-        "INSERT INTO registry_snapshots (loaded_at, source, sha256, body) VALUES (?, ?, ?, ?) "
-        "RETURNING snapshot_id",
+    row = fetch_one(
+        con,
+        "INSERT INTO registry_snapshots (loaded_at, source, sha256, body) VALUES (?, ?, ?, ?) RETURNING snapshot_id",
         [dt.datetime.now(dt.UTC), source, digest, body],
-    ).fetchone()
+    )
     assert row is not None
     return int(row[0]), True
 
 
 def latest_registry(con: duckdb.DuckDBPyConnection) -> Snapshot | None:
     """The newest snapshot, or None when no registry was ever loaded."""
-    row = con.execute(
-        "SELECT snapshot_id, loaded_at, source, sha256, body FROM registry_snapshots "
-        "ORDER BY snapshot_id DESC LIMIT 1").fetchone()
+    row = fetch_one(
+        con,
+        "SELECT snapshot_id, loaded_at, source, sha256, body FROM registry_snapshots ORDER BY snapshot_id DESC LIMIT 1",
+    )
     if row is None:
         return None
     return Snapshot(int(row[0]), row[1], row[2], row[3], registry_from_json(row[4], f"snapshot #{row[0]}"))

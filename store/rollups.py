@@ -1,0 +1,82 @@
+"""1-minute and 1-hour rollups, refreshed for the touched window only, and raw-sample retention."""
+
+from __future__ import annotations
+
+import duckdb
+
+from store.db import fetch_one
+
+MINUTE_MS = 60_000
+HOUR_MS = 3_600_000
+ROLLUP_TABLES = {"1m": ("rollup_1m", MINUTE_MS), "1h": ("rollup_1h", HOUR_MS)}
+_DIMS = "pool, node, device, metric, attributes"
+
+
+def floor_to(ts: int, width: int) -> int:
+    """Start of the bucket of the given width that holds ts."""
+    return ts - ts % width
+
+
+def raw_horizon(con: duckdb.DuckDBPyConnection) -> int | None:
+    """Epoch ms before which raw samples were pruned, or None when nothing was."""
+    row = fetch_one(con, "SELECT raw_horizon FROM retention WHERE id = 1")
+    return int(row[0]) if row else None
+
+
+def refresh_rollups(con: duckdb.DuckDBPyConnection, start_ms: int, end_ms: int) -> tuple[int, int]:
+    """Recompute the 1m buckets holding [start_ms, end_ms] from raw, then their hours from 1m.
+
+    Runs inside the caller's transaction. Buckets before the retention horizon are final (their raw
+    samples are gone) and are left alone. Returns the number of 1m and 1h rows written.
+    """
+    lo_m, hi_m = floor_to(start_ms, MINUTE_MS), floor_to(end_ms, MINUTE_MS) + MINUTE_MS
+    horizon = raw_horizon(con)
+    if horizon is not None:
+        lo_m = max(lo_m, floor_to(horizon + HOUR_MS - 1, HOUR_MS))
+    if lo_m >= hi_m:
+        return (0, 0)
+    con.execute("DELETE FROM rollup_1m WHERE bucket >= ? AND bucket < ?", [lo_m, hi_m])
+    con.execute(
+        f"INSERT INTO rollup_1m SELECT ts - ts % {MINUTE_MS} AS bucket, {_DIMS}, count(*), sum(value), "
+        f"avg(value), min(value), max(value), arg_max(value, ts), max(ts) FROM samples "
+        f"WHERE ts >= ? AND ts < ? GROUP BY ALL", [lo_m, hi_m])
+    minute_rows = _changes(con, "rollup_1m", lo_m, hi_m)
+    lo_h, hi_h = floor_to(lo_m, HOUR_MS), floor_to(hi_m - 1, HOUR_MS) + HOUR_MS
+    con.execute("DELETE FROM rollup_1h WHERE bucket >= ? AND bucket < ?", [lo_h, hi_h])
+    con.execute(
+        f"INSERT INTO rollup_1h SELECT bucket - bucket % {HOUR_MS} AS hour, {_DIMS}, sum(count), sum(sum), "
+        f"sum(sum) / sum(count), min(min), max(max), arg_max(last, last_ts), max(last_ts) FROM rollup_1m "
+        f"WHERE bucket >= ? AND bucket < ? GROUP BY ALL", [lo_h, hi_h])
+    return minute_rows, _changes(con, "rollup_1h", lo_h, hi_h)
+
+
+def _changes(con: duckdb.DuckDBPyConnection, table: str, lo: int, hi: int) -> int:
+    row = fetch_one(con, f"SELECT count(*) FROM {table} WHERE bucket >= ? AND bucket < ?", [lo, hi])
+    return int(row[0]) if row else 0
+
+
+def prune_raw(con: duckdb.DuckDBPyConnection, keep_ms: int, now_ms: int) -> tuple[int, int]:
+    """Drop raw samples older than now - keep (rounded down to the hour), keeping rollups complete.
+
+    Returns (rows deleted, new horizon). One transaction: rollups of the pruned range are brought up to
+    date from raw first, so nothing the console or exports read is lost.
+    """
+    horizon = floor_to(now_ms - keep_ms, HOUR_MS)
+    current = raw_horizon(con)
+    if current is not None and current >= horizon:
+        return (0, current)
+    con.execute("BEGIN TRANSACTION")
+    try:
+        row = fetch_one(con, "SELECT min(ts), count(*) FROM samples WHERE ts < ?", [horizon])
+        oldest, doomed = (row[0], int(row[1])) if row else (None, 0)
+        if oldest is not None:
+            refresh_rollups(con, int(oldest), horizon - 1)
+            con.execute("DELETE FROM samples WHERE ts < ?", [horizon])
+        con.execute(
+            "INSERT INTO retention VALUES (1, ?) ON CONFLICT (id) DO UPDATE SET raw_horizon = excluded.raw_horizon",
+            [horizon])
+        con.execute("COMMIT")
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
+    return doomed, horizon
