@@ -1,5 +1,5 @@
 """CLI command modules; each exposes register(subparsers, common)."""
 
-from app.commands import console, ingest, init, registry
+from app.commands import console, ingest, init, prune, registry
 
-MODULES = (init, registry, ingest, console)
+MODULES = (init, registry, ingest, prune, console)
