@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collectors.errors import CollectorError
 from pool_registry import ConfigError
 from store import StoreError
 
@@ -10,4 +11,4 @@ class UsageError(Exception):
     """A bad argument that argparse could not catch by itself."""
 
 
-USER_ERRORS: tuple[type[BaseException], ...] = (UsageError, ConfigError, StoreError)
+USER_ERRORS: tuple[type[BaseException], ...] = (UsageError, ConfigError, StoreError, CollectorError)
