@@ -1,0 +1,159 @@
+"""Talking to a Prometheus-API store: credentials from the environment, bounded retries, raw range vectors."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from urllib.parse import urlparse
+
+import requests
+from prometheus_api_client import PrometheusConnect
+from urllib3.util.retry import Retry
+
+from collectors.errors import CollectorError
+
+ENV_TOKEN = "HETPOOL_PROM_TOKEN"
+ENV_USER = "HETPOOL_PROM_USER"
+ENV_PASSWORD = "HETPOOL_PROM_PASSWORD"
+ENV_CA = "HETPOOL_PROM_CA_BUNDLE"
+
+
+class PromUnavailable(CollectorError):
+    """The server cannot be used at all: bad URL, refused connection, failed authentication."""
+
+
+class ChunkFailed(CollectorError):
+    """One query kept failing after every retry."""
+
+
+@dataclass(frozen=True)
+class PromAuth:
+    """Bearer token or basic-auth pair; never printed."""
+
+    token: str | None = field(default=None, repr=False)
+    user: str | None = None
+    password: str | None = field(default=None, repr=False)
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> PromAuth:
+        """Read HETPOOL_PROM_TOKEN, or HETPOOL_PROM_USER and HETPOOL_PROM_PASSWORD."""
+        env = os.environ if env is None else env
+        return cls(env.get(ENV_TOKEN) or None, env.get(ENV_USER) or None, env.get(ENV_PASSWORD) or None)
+
+    def headers(self) -> dict[str, str]:
+        """Authorization header for a bearer token."""
+        return {"Authorization": f"Bearer {self.token}"} if self.token else {}
+
+    def basic(self) -> tuple[str, str] | None:
+        """Basic-auth pair for requests."""
+        return (self.user, self.password or "") if self.user else None
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How hard to try one query before its chunk is reported missing."""
+
+    attempts: int = 4
+    backoff_s: float = 0.5
+    max_backoff_s: float = 8.0
+    timeout_s: float = 60.0
+
+
+@dataclass(frozen=True)
+class RangeVector:
+    """Raw samples of every series a selector matched, plus the server's warnings."""
+
+    series: list[tuple[dict[str, str], list[list[object]]]]  # (labels with __name__, [[seconds, "value"], ...])
+    warnings: list[str]
+
+
+def _describe(exc: BaseException) -> str:
+    text = str(exc)
+    if "Connection refused" in text or "NewConnectionError" in text:
+        return "connection refused"
+    if isinstance(exc, requests.Timeout):
+        return "timed out"
+    if isinstance(exc, requests.ConnectionError):
+        return "connection failed (closed or reset)"
+    return type(exc).__name__
+
+
+class PromClient:
+    """A Prometheus HTTP API client with every edge injectable: session, sleep, retry policy."""
+
+    def __init__(self, url: str, auth: PromAuth | None = None, *, verify: bool | str = True,
+                 session: requests.Session | None = None, retry: RetryPolicy | None = None,
+                 sleep: Callable[[float], None] = time.sleep):
+        parsed = urlparse(url)
+        if parsed.scheme not in ("http", "https") or not parsed.netloc:
+            raise PromUnavailable(f"bad Prometheus URL {url!r}; expected http(s)://host:port")
+        self.url = url.rstrip("/")
+        self.auth = auth or PromAuth()
+        self.retry = retry or RetryPolicy()
+        self.sleep = sleep
+        self.session = session or requests.Session()
+        self.session.verify = os.environ.get(ENV_CA, verify) if verify is True else verify
+        # our own loop retries with backoff and accounting, so the library's adapter must not retry too
+        self.prom = PrometheusConnect(url=self.url, headers=self.auth.headers(), auth=self.auth.basic(),
+                                      session=self.session, retry=Retry(total=0, raise_on_status=False),
+                                      timeout=self.retry.timeout_s)
+
+    def check(self) -> None:
+        """Fail fast, with one clear line, when the server is unreachable or refuses our credentials."""
+        try:
+            ok = self.prom.check_prometheus_connection()
+        except requests.RequestException as exc:
+            raise PromUnavailable(f"cannot reach Prometheus at {self.url}: {_describe(exc)}") from None
+        if not ok:
+            status = self._get("/api/v1/status/buildinfo", {}).status_code
+            if status in (401, 403):
+                raise PromUnavailable(f"Prometheus at {self.url} refused the credentials (HTTP {status}); "
+                                      f"check {ENV_TOKEN} or {ENV_USER}/{ENV_PASSWORD}")
+            raise PromUnavailable(f"Prometheus at {self.url} answered HTTP {status} to a health check")
+
+    def metric_names(self) -> list[str]:
+        """Every metric name the server holds (the __name__ label's values)."""
+        try:
+            return [str(n) for n in self.prom.get_label_values("__name__")]
+        except requests.RequestException as exc:
+            raise PromUnavailable(f"cannot list metrics at {self.url}: {_describe(exc)}") from None
+        except Exception as exc:  # the library raises its own exception type on non-200 answers
+            raise PromUnavailable(f"cannot list metrics at {self.url}: {str(exc)[:200]}") from None
+
+    def _get(self, path: str, params: dict[str, str]) -> requests.Response:
+        return self.session.get(f"{self.url}{path}", params=params, headers=self.auth.headers(),
+                                auth=self.auth.basic(), timeout=self.retry.timeout_s)
+
+    def range_vector(self, selector: str, start_ms: int, end_ms: int) -> RangeVector:
+        """All raw samples with start_ms < ts <= end_ms, via an instant query of a range selector."""
+        query = f"{selector}[{end_ms - start_ms - 1}ms]" if end_ms - start_ms > 1 else None
+        if query is None:
+            return RangeVector([], [])
+        # Prometheus 2.x range selectors include both ends, so [end - (end-start-1)ms, end] = (start, end].
+        params = {"query": query, "time": f"{end_ms / 1000:.3f}"}
+        last = ""
+        for attempt in range(self.retry.attempts):
+            if attempt:
+                self.sleep(min(self.retry.backoff_s * 2 ** (attempt - 1), self.retry.max_backoff_s))
+            try:
+                resp = self._get("/api/v1/query", params)
+            except requests.RequestException as exc:
+                last = _describe(exc)
+                continue
+            if resp.status_code in (401, 403):
+                raise PromUnavailable(f"Prometheus at {self.url} refused the credentials (HTTP {resp.status_code})")
+            if resp.status_code >= 500 or resp.status_code == 429:
+                last = f"HTTP {resp.status_code}"
+                continue
+            if resp.status_code != 200:
+                raise ChunkFailed(f"query {query!r} failed: HTTP {resp.status_code}: {resp.text[:200]}")
+            body = json.loads(resp.content)
+            if body.get("status") != "success":
+                raise ChunkFailed(f"query {query!r} failed: {body.get('error', 'unknown error')}")
+            result = body["data"]["result"]
+            return RangeVector([(s["metric"], s["values"]) for s in result], [str(w) for w in body.get("warnings", [])])
+        raise ChunkFailed(
+            f"query {selector} ({start_ms}, {end_ms}] failed after {self.retry.attempts} attempts: {last}")
