@@ -1,0 +1,29 @@
+"""Exceptions of the replay layer; messages quote the offending value."""
+
+from __future__ import annotations
+
+from pool_registry import ConfigError
+
+
+class ReplayError(Exception):
+    """Traffic or a replay that cannot be used as asked."""
+
+
+class TrafficError(ReplayError):
+    """A traffic file that cannot be read at all (as opposed to single bad rows, which are rejected)."""
+
+
+class UnknownNameError(ReplayError):
+    """A policy, format or overflow mode that is not registered."""
+
+
+class CandidateError(ConfigError):
+    """A candidate YAML file that cannot be used."""
+
+
+class GateError(ConfigError):
+    """A gate YAML file that cannot be used."""
+
+
+class GridError(ConfigError):
+    """A sweep grid YAML file that cannot be used."""

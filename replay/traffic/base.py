@@ -1,0 +1,170 @@
+"""The traffic contract: the canonical request frame, parse options, and shared row validation.
+
+Every adapter turns source bytes into a raw frame (strings or numbers, one row per source record, with
+`seq`, `line` and `record` for accounting) and hands it to `finalize`, which types, validates and splits it
+into accepted requests and rejects with reasons. Nothing is dropped silently: read == len(frame) + len(rejects).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+from typing import Protocol
+
+import polars as pl
+
+TRAFFIC_SCHEMA: dict[str, pl.DataType] = {
+    "seq": pl.Int64(), "arrival_ms": pl.Int64(), "in_tokens": pl.Int64(), "out_tokens": pl.Int64(),
+    "cached_tokens": pl.Int64(), "sla_tier": pl.String(), "model": pl.String(), "obs_pool": pl.String(),
+    "obs_ttft_s": pl.Float64(), "obs_e2e_s": pl.Float64(), "outcome": pl.String(),
+}
+REJECT_SCHEMA: dict[str, pl.DataType] = {"line": pl.Int64(), "record": pl.String(), "reason": pl.String()}
+
+# Relative-time traces (Mooncake, BurstGPT) start here unless told otherwise, so re-ingest is idempotent.
+DEFAULT_START = dt.datetime(2025, 1, 1, tzinfo=dt.UTC)
+DEFAULT_TIER = "standard"
+RECORD_CHARS = 300
+
+
+def epoch_ms(when: dt.datetime) -> int:
+    """Epoch milliseconds of a datetime; a naive one is taken as UTC."""
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=dt.UTC)
+    return round(when.timestamp() * 1000)
+
+
+@dataclass(frozen=True)
+class ParseOptions:
+    """What the command line adds to a trace: defaults for absent fields, a time base and a time scale.
+
+    `model` and `sla_tier` fill rows that carry none. `time_scale` X divides every gap to the first
+    arrival by X: arrival = t0 + (t - t0) / X, so X = 2 replays the trace at twice its request rate.
+    """
+
+    model: str | None = None
+    sla_tier: str | None = None
+    start_ms: int = epoch_ms(DEFAULT_START)
+    time_scale: float = 1.0
+
+
+@dataclass(frozen=True)
+class Parsed:
+    """An adapter's output: accepted requests (TRAFFIC_SCHEMA), rejects (line, record, reason), records read."""
+
+    frame: pl.DataFrame
+    rejects: pl.DataFrame
+    read: int
+
+
+class TrafficFormat(Protocol):
+    """A traffic file format: recognise it, parse it."""
+
+    name: str
+
+    def sniff(self, filename: str, head: bytes) -> bool:
+        """True when the file name and first bytes look like this format."""
+        ...
+
+    def parse(self, data: bytes, options: ParseOptions) -> Parsed:
+        """Bytes in, requests and rejects out; never raises for a bad row, only for an unusable file."""
+        ...
+
+
+def _text(col: str) -> pl.Expr:
+    return pl.col(col).cast(pl.String).str.strip_chars()
+
+
+def _missing(col: str) -> pl.Expr:
+    return _text(col).is_null() | (_text(col) == "")
+
+
+def int_check(col: str, label: str, *, required: bool) -> tuple[pl.Expr, pl.Expr]:
+    """(value, reason) expressions for a non-negative whole-number column."""
+    value = _text(col).cast(pl.Int64, strict=False)
+    reason = (
+        pl.when(_missing(col)).then(pl.lit(f"missing {label}") if required else pl.lit(None, pl.String))
+        .when(value.is_null()).then(pl.format(f"bad {label} '{{}}': expected a whole number", _text(col)))
+        .when(value < 0).then(pl.format(f"negative {label} {{}}", value))
+        .otherwise(pl.lit(None, pl.String))
+    )
+    return value, reason
+
+
+def float_check(col: str, label: str) -> tuple[pl.Expr, pl.Expr]:
+    """(value, reason) expressions for an optional non-negative finite number of seconds."""
+    value = _text(col).cast(pl.Float64, strict=False)
+    reason = (
+        pl.when(_missing(col)).then(pl.lit(None, pl.String))
+        .when(value.is_null() | value.is_nan() | value.is_infinite())
+        .then(pl.format(f"bad {label} '{{}}': expected a number of seconds", _text(col)))
+        .when(value < 0).then(pl.format(f"negative {label} {{}}", value))
+        .otherwise(pl.lit(None, pl.String))
+    )
+    return value, reason
+
+
+def _ensure(raw: pl.DataFrame) -> pl.DataFrame:
+    need = {"arrival_ms": pl.Int64(), "cached_tokens": pl.String(), "sla_tier": pl.String(),
+            "model": pl.String(), "obs_pool": pl.String(), "obs_ttft_s": pl.String(),
+            "obs_e2e_s": pl.String(), "outcome": pl.String(), "reason": pl.String()}
+    missing = [pl.lit(None, dtype).alias(c) for c, dtype in need.items() if c not in raw.columns]
+    return raw.with_columns(missing) if missing else raw
+
+
+def finalize(raw: pl.DataFrame, options: ParseOptions, read: int) -> Parsed:
+    """Type and validate a raw frame, apply defaults and the time scale, split off rejects."""
+    raw = _ensure(raw)
+    in_v, in_r = int_check("in_tokens", "in_tokens", required=True)
+    out_v, out_r = int_check("out_tokens", "out_tokens", required=True)
+    cached_v, cached_r = int_check("cached_tokens", "cached_tokens", required=False)
+    ttft_v, ttft_r = float_check("obs_ttft_s", "obs_ttft_s")
+    e2e_v, e2e_r = float_check("obs_e2e_s", "obs_e2e_s")
+    typed = raw.with_columns(
+        pl.coalesce(pl.col("reason"), in_r, out_r, cached_r, ttft_r, e2e_r).alias("reason"),
+        in_v.alias("in_tokens"), out_v.alias("out_tokens"), cached_v.fill_null(0).alias("cached_tokens"),
+        ttft_v.alias("obs_ttft_s"), e2e_v.alias("obs_e2e_s"),
+    ).with_columns(
+        pl.coalesce(
+            pl.col("reason"),
+            pl.when(pl.col("arrival_ms").is_null()).then(pl.lit("missing arrival time")),
+            pl.when(pl.col("cached_tokens") > pl.col("in_tokens")).then(
+                pl.format("cached_tokens {} exceed in_tokens {}", "cached_tokens", "in_tokens")),
+            pl.when(pl.col("obs_e2e_s") < pl.col("obs_ttft_s")).then(
+                pl.format("obs_e2e_s {} is shorter than obs_ttft_s {}", "obs_e2e_s", "obs_ttft_s")),
+        ).alias("reason"),
+    )
+    rejects = typed.filter(pl.col("reason").is_not_null()).select(
+        pl.col("line").cast(pl.Int64), pl.col("record").cast(pl.String).str.slice(0, RECORD_CHARS),
+        pl.col("reason"))
+    good = typed.filter(pl.col("reason").is_null())
+    tier, model = options.sla_tier or DEFAULT_TIER, options.model or ""
+    frame = good.select(
+        pl.col("seq").cast(pl.Int64),
+        pl.col("arrival_ms").cast(pl.Int64),
+        "in_tokens", "out_tokens", "cached_tokens",
+        _blank_to(pl.col("sla_tier"), tier).alias("sla_tier"),
+        _blank_to(pl.col("model"), model).alias("model"),
+        _blank_to(pl.col("obs_pool"), None).alias("obs_pool"),
+        "obs_ttft_s", "obs_e2e_s",
+        _blank_to(pl.col("outcome"), None).alias("outcome"),
+    )
+    return Parsed(scale_time(frame, options.time_scale), rejects, read)
+
+
+def _blank_to(expr: pl.Expr, default: str | None) -> pl.Expr:
+    text = expr.cast(pl.String).str.strip_chars()
+    return pl.when(text.is_null() | (text == "")).then(pl.lit(default, pl.String)).otherwise(text)
+
+
+def scale_time(frame: pl.DataFrame, x: float) -> pl.DataFrame:
+    """Divide each arrival's offset from the first arrival by x (x > 1 compresses the trace)."""
+    if x == 1.0 or frame.height == 0:
+        return frame
+    t0 = pl.col("arrival_ms").min()
+    return frame.with_columns(
+        (t0 + ((pl.col("arrival_ms") - t0).cast(pl.Float64) / x).round(0).cast(pl.Int64)).alias("arrival_ms"))
+
+
+def empty_parsed(read: int = 0) -> Parsed:
+    """A Parsed with no rows, for empty files."""
+    return Parsed(pl.DataFrame(schema=TRAFFIC_SCHEMA), pl.DataFrame(schema=REJECT_SCHEMA), read)

@@ -1,0 +1,81 @@
+"""CSV text to a raw all-string frame with exact line numbers; rows of the wrong width become rejects."""
+
+from __future__ import annotations
+
+import csv
+import io
+
+import polars as pl
+
+from replay.errors import TrafficError
+
+
+def decode(data: bytes, source: str) -> str:
+    """UTF-8 text (a BOM is dropped), or a TrafficError naming the file."""
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise TrafficError(f"{source}: not UTF-8 text (byte {exc.start}: {exc.reason})") from None
+
+
+def read_rows(text: str, source: str, required: tuple[str, ...]) -> tuple[pl.DataFrame, int]:
+    """Parse CSV text into (raw frame, records read); the frame has one string column per header field.
+
+    Blank lines are not records. A row with fewer or more fields than the header is kept with a reason so
+    that it is rejected, never silently padded or truncated.
+    """
+    reader = csv.reader(io.StringIO(text, newline=""))
+    try:
+        header = next(reader)
+    except StopIteration:
+        header = []
+    except csv.Error as exc:
+        raise TrafficError(f"{source}: line 1: bad CSV header ({exc})") from None
+    header = [h.strip() for h in header]
+    absent = [c for c in required if c not in header]
+    if absent:
+        raise TrafficError(f"{source}: missing column {', '.join(repr(c) for c in absent)}; "
+                           f"header has: {', '.join(header) or '(nothing)'}")
+    width = len(header)
+    cols: list[list[str | None]] = [[] for _ in header]
+    lines: list[int] = []
+    records: list[str] = []
+    reasons: list[str | None] = []
+    line = reader.line_num
+    while True:
+        start = line + 1
+        try:
+            row = next(reader)
+        except StopIteration:
+            break
+        except csv.Error as exc:
+            line = reader.line_num
+            lines.append(start)
+            records.append("")
+            reasons.append(f"bad CSV row ({exc})")
+            for col in cols:
+                col.append(None)
+            continue
+        line = reader.line_num
+        if not row or (len(row) == 1 and not row[0].strip()):
+            continue
+        lines.append(start)
+        records.append(",".join(row))
+        if len(row) != width:
+            reasons.append(f"expected {width} fields ({', '.join(header)}), got {len(row)}")
+            row = (row + [""] * width)[:width]
+        else:
+            reasons.append(None)
+        for col, value in zip(cols, row, strict=True):
+            col.append(value)
+    frame = pl.DataFrame(
+        {name: pl.Series(name, values, dtype=pl.String) for name, values in zip(header, cols, strict=True)}
+    ).with_columns(
+        pl.Series("line", lines, dtype=pl.Int64), pl.Series("record", records, dtype=pl.String),
+        pl.Series("reason", reasons, dtype=pl.String),
+    ) if header else pl.DataFrame()
+    if frame.height == 0:
+        frame = pl.DataFrame(schema={**{h: pl.String() for h in header}, "line": pl.Int64(),
+                                     "record": pl.String(), "reason": pl.String()})
+    frame = frame.with_row_index("seq").with_columns(pl.col("seq").cast(pl.Int64))
+    return frame, frame.height

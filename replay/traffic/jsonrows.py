@@ -1,0 +1,39 @@
+"""JSON Lines to Python records with line numbers; a line that is not a JSON object becomes a reject."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+from replay.traffic.csvrows import decode
+
+
+def records(data: bytes, source: str) -> Iterator[tuple[int, str, dict[str, Any] | None, str | None]]:
+    """Yield (line, text, object or None, reason or None) for every non-blank line."""
+    for number, line in enumerate(decode(data, source).splitlines(), start=1):
+        text = line.strip()
+        if not text:
+            continue
+        try:
+            obj = json.loads(text)
+        except json.JSONDecodeError as exc:
+            yield number, text, None, f"not JSON ({exc.msg} at column {exc.colno})"
+            continue
+        if not isinstance(obj, dict):
+            yield number, text, None, f"expected a JSON object, got {type(obj).__name__}"
+            continue
+        yield number, text, obj, None
+
+
+def as_text(value: Any) -> str | None:
+    """A JSON scalar as text for typed validation later; absent or null stays None."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value)) if abs(value) < 2**53 else repr(value)
+    if isinstance(value, (int, float, str)):
+        return str(value)
+    return json.dumps(value)
