@@ -1,0 +1,73 @@
+"""Request traffic in the `requests` table: idempotent writes inside an ingest run, and window reads."""
+
+from __future__ import annotations
+
+import duckdb
+import polars as pl
+
+from store.errors import StoreError
+from store.ingest import IngestRun
+
+REQUEST_COLUMNS: dict[str, pl.DataType] = {
+    "trace": pl.String(), "seq": pl.Int64(), "arrival_ms": pl.Int64(), "in_tokens": pl.Int32(),
+    "out_tokens": pl.Int32(), "cached_tokens": pl.Int32(), "sla_tier": pl.String(), "model": pl.String(),
+    "obs_pool": pl.String(), "obs_ttft_s": pl.Float64(), "obs_e2e_s": pl.Float64(), "outcome": pl.String(),
+}
+_COLS = ", ".join(REQUEST_COLUMNS)
+
+
+def add_requests(run: IngestRun, trace: str, frame: pl.DataFrame) -> tuple[int, int]:
+    """Insert requests whose (trace, seq) is new; count stored and duplicates on the run."""
+    if frame.height == 0:
+        return (0, 0)
+    try:
+        batch = frame.with_columns(pl.lit(trace).alias("trace")).select(
+            [pl.col(c).cast(t) for c, t in REQUEST_COLUMNS.items()])
+    except pl.exceptions.PolarsError as exc:
+        raise StoreError(f"requests of trace {trace!r} do not fit the requests table: {exc}") from exc
+    unique = batch.unique(subset=["seq"], keep="first", maintain_order=True)
+    con = run.con
+    con.register("_hp_requests", unique.to_arrow())
+    try:
+        got = con.execute(
+            "SELECT count(*) FROM _hp_requests b ANTI JOIN requests r ON r.trace = b.trace AND r.seq = b.seq"
+        ).fetchone()
+        stored = int(got[0]) if got else 0
+        con.execute(
+            f"INSERT INTO requests ({_COLS}) SELECT {_COLS} FROM _hp_requests b "
+            "ANTI JOIN requests r ON r.trace = b.trace AND r.seq = b.seq")
+    finally:
+        con.unregister("_hp_requests")
+    duplicates = batch.height - stored
+    lo, hi = int(batch["arrival_ms"].min()), int(batch["arrival_ms"].max())  # type: ignore[arg-type]
+    run.window = (min(lo, run.window[0]), max(hi, run.window[1])) if run.window else (lo, hi)
+    run.counts.stored += stored
+    run.counts.duplicates += duplicates
+    run.rows_stored += stored
+    return stored, duplicates
+
+
+def read_requests(con: duckdb.DuckDBPyConnection, *, trace: str | None = None, start_ms: int | None = None,
+                  end_ms: int | None = None) -> pl.DataFrame:
+    """Stored requests in [start_ms, end_ms), optionally of one trace, in arrival order."""
+    where: list[str] = []
+    params: list[object] = []
+    if trace is not None:
+        where.append("trace = ?")
+        params.append(trace)
+    if start_ms is not None:
+        where.append("arrival_ms >= ?")
+        params.append(start_ms)
+    if end_ms is not None:
+        where.append("arrival_ms < ?")
+        params.append(end_ms)
+    clause = f"WHERE {' AND '.join(where)}" if where else ""
+    frame = con.sql(f"SELECT {_COLS} FROM requests {clause} ORDER BY arrival_ms, trace, seq", params=params).pl()
+    return frame.with_columns(pl.col(c).cast(pl.Int64) for c in ("in_tokens", "out_tokens", "cached_tokens"))
+
+
+def list_traces(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
+    """One row per stored trace: request count and arrival window."""
+    return con.sql(
+        "SELECT trace, count(*) AS requests, min(arrival_ms) AS first_ms, max(arrival_ms) AS last_ms "
+        "FROM requests GROUP BY trace ORDER BY trace").pl()
