@@ -1,0 +1,55 @@
+"""Static hard constraints of a request on a pool: model served, memory and context window.
+
+Memory: weights + KV cache for the request's whole context (in + out tokens) must fit one replica's HBM,
+with capacity in GB = 1e9 bytes as on spec sheets. Context: in + out tokens <= the model's max_context.
+The SLA and queue-limit constraints depend on the moment and are checked by the simulator's policies.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from replay.fleet import PoolSpec
+
+
+def needed_bytes(context_tokens: np.ndarray, pool: PoolSpec) -> np.ndarray:
+    """Bytes one replica needs for the weights and this request's KV cache."""
+    return pool.model.weight_bytes + pool.model.kv_bytes_per_token * context_tokens
+
+
+def fits_memory(context_tokens: np.ndarray, pool: PoolSpec) -> np.ndarray:
+    """True where weights plus KV cache fit the replica."""
+    return needed_bytes(context_tokens, pool) <= pool.replica_memory_bytes
+
+
+def fits_context(context_tokens: np.ndarray, pool: PoolSpec) -> np.ndarray:
+    """True where the request is within the model's context window."""
+    return context_tokens <= pool.model.max_context
+
+
+def serves_model(models: np.ndarray, pool: PoolSpec) -> np.ndarray:
+    """True where the request names the pool's model or names none ('' runs on whatever a pool serves)."""
+    return (models == "") | (models == pool.model.id)
+
+
+def feasible(models: np.ndarray, context_tokens: np.ndarray, pool: PoolSpec) -> np.ndarray:
+    """All static constraints at once."""
+    return serves_model(models, pool) & fits_context(context_tokens, pool) & fits_memory(context_tokens, pool)
+
+
+def why_not(model: str, context_tokens: int, pools: tuple[PoolSpec, ...]) -> str:
+    """Why no pool can ever take a request, naming the closest miss."""
+    serving = [p for p in pools if model in ("", p.model.id)]
+    if not serving:
+        known = ", ".join(sorted({p.model.id for p in pools}))
+        return f"no pool serves model '{model}'; served: {known}"
+    in_window = [p for p in serving if context_tokens <= p.model.max_context]
+    if not in_window:
+        widest = max(p.model.max_context for p in serving)
+        return f"context of {context_tokens} tokens exceeds every model window (largest {widest})"
+    best = max(in_window, key=lambda p: p.replica_memory_bytes - float(needed_bytes(
+        np.array([context_tokens]), p)[0]))
+    need = float(needed_bytes(np.array([context_tokens]), best)[0]) / 1e9
+    return (f"needs {need:.1f} GB for weights and KV cache; largest replica has "
+            f"{best.replica_memory_bytes / 1e9:.1f} GB ({best.id}: {best.devices_per_replica} x "
+            f"{best.chip.hbm_capacity_gb:g} GB)")

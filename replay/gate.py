@@ -1,0 +1,130 @@
+"""The regression gate: a candidate against a baseline on the same traffic, with tolerances from YAML.
+
+    max_cost_increase_pct: 5            # cost_usd may rise at most 5 %
+    max_ttft_p99_increase_pct: 10       # p99 TTFT may rise at most 10 %
+    max_sla_violation_increase_pts: 1   # SLA violation rate may rise at most 1 percentage point
+
+Any tolerance left out is not checked; at least one is required. A negative tolerance demands an improvement.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from pool_registry import ConfigError, Reader
+from pool_registry.yamlread import read_text
+from replay.errors import GateError
+from replay.summary import Summary
+
+FIELDS = ("max_cost_increase_pct", "max_ttft_p99_increase_pct", "max_sla_violation_increase_pts")
+
+
+@dataclass(frozen=True)
+class Gate:
+    """Tolerances; None means the measure is not gated."""
+
+    max_cost_increase_pct: float | None = None
+    max_ttft_p99_increase_pct: float | None = None
+    max_sla_violation_increase_pts: float | None = None
+
+
+@dataclass(frozen=True)
+class Check:
+    """One gated measure: both values, the change, the limit and the outcome in words."""
+
+    name: str
+    baseline: float | None
+    candidate: float | None
+    change: float | None
+    limit: float
+    unit: str
+    passed: bool
+    message: str
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """pass or fail, with every check; reasons are the messages of the failed ones."""
+
+    checks: tuple[Check, ...]
+
+    @property
+    def passed(self) -> bool:
+        """True when every check passed."""
+        return all(c.passed for c in self.checks)
+
+    @property
+    def verdict(self) -> str:
+        """'pass' or 'fail'."""
+        return "pass" if self.passed else "fail"
+
+    @property
+    def reasons(self) -> list[str]:
+        """Why the gate failed (empty when it passed)."""
+        return [c.message for c in self.checks if not c.passed]
+
+
+def load_gate(path: str | Path) -> Gate:
+    """Read and validate a gate file."""
+    try:
+        text = read_text(path)
+    except ConfigError as exc:
+        raise GateError(exc.problems) from None
+    return load_gate_text(text, str(path))
+
+
+def load_gate_text(text: str, source: str = "<gate>") -> Gate:
+    """Validate gate YAML text; raise GateError listing every problem."""
+    r = Reader(source)
+    root = r.compose(text)
+    if root is None and not r.problems:
+        r.fail(None, "", f"empty file; expected a mapping with any of: {', '.join(FIELDS)}")
+    if root is None:
+        raise GateError(r.problems)
+    f = r.mapping(root, "", required=(), optional=FIELDS)
+    if not f and not r.problems:
+        r.fail(root, "", f"no tolerance given; expected any of: {', '.join(FIELDS)}")
+    gate = Gate(**{k: r.optional(f, k, "", r.number, None) for k in FIELDS})
+    if r.problems:
+        raise GateError(r.problems)
+    return gate
+
+
+def _pct(base: float, cand: float) -> float:
+    if base == 0:
+        return 0.0 if cand == 0 else float("inf")
+    return (cand - base) / base * 100.0
+
+
+def evaluate(gate: Gate, baseline: Summary, candidate: Summary) -> Verdict:
+    """Compare two summaries under the gate's tolerances."""
+    checks = []
+    if gate.max_cost_increase_pct is not None:
+        change = _pct(baseline.cost_usd, candidate.cost_usd)
+        ok = change <= gate.max_cost_increase_pct
+        checks.append(Check(
+            "cost_usd", baseline.cost_usd, candidate.cost_usd, change, gate.max_cost_increase_pct, "%", ok,
+            f"cost_usd {'rose' if change > 0 else 'changed'} {change:+.2f}% (baseline ${baseline.cost_usd:,.2f} "
+            f"-> candidate ${candidate.cost_usd:,.2f}); limit {gate.max_cost_increase_pct:+g}%"))
+    if gate.max_ttft_p99_increase_pct is not None:
+        b, c = baseline.ttft_p99, candidate.ttft_p99
+        limit = gate.max_ttft_p99_increase_pct
+        if b is None or c is None:
+            checks.append(Check("ttft_p99", b, c, None, limit, "%", False,
+                                "ttft_p99 cannot be compared: a run served no request"))
+        else:
+            change = _pct(b, c)
+            checks.append(Check(
+                "ttft_p99", b, c, change, limit, "%", change <= limit,
+                f"ttft_p99 {'rose' if change > 0 else 'changed'} {change:+.2f}% (baseline {b:.3f}s -> "
+                f"candidate {c:.3f}s); limit {limit:+g}%"))
+    if gate.max_sla_violation_increase_pts is not None:
+        b, c = baseline.sla_violation_rate, candidate.sla_violation_rate
+        change = (c - b) * 100.0
+        limit = gate.max_sla_violation_increase_pts
+        checks.append(Check(
+            "sla_violation_rate", b, c, change, limit, "points", change <= limit,
+            f"sla_violation_rate {'rose' if change > 0 else 'changed'} {change:+.2f} points "
+            f"(baseline {b * 100:.2f}% -> candidate {c * 100:.2f}%); limit {limit:+g} points"))
+    return Verdict(tuple(checks))

@@ -1,0 +1,21 @@
+"""Routing policies: one module each, and a registry that names the known ones when asked for another."""
+
+from __future__ import annotations
+
+from replay.errors import UnknownNameError
+from replay.policies import cost_min, least_loaded, pd_split, round_robin, sla_cost
+from replay.policies.base import Chooser, Policy, State
+
+POLICIES: dict[str, Policy] = {p.name: p for p in (
+    round_robin.POLICY, least_loaded.POLICY, cost_min.POLICY, sla_cost.POLICY, pd_split.POLICY)}
+
+
+def get_policy(name: str) -> Policy:
+    """The policy registered under name, or an error listing the known ones."""
+    try:
+        return POLICIES[name]
+    except KeyError:
+        raise UnknownNameError(f"unknown policy '{name}'; known: {', '.join(POLICIES)}") from None
+
+
+__all__ = ["POLICIES", "Chooser", "Policy", "State", "get_policy"]
