@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collectors.errors import CollectorError
 from pool_registry import ConfigError
+from replay.errors import ReplayError
 from store import StoreError
 
 
@@ -11,4 +12,4 @@ class UsageError(Exception):
     """A bad argument that argparse could not catch by itself."""
 
 
-USER_ERRORS: tuple[type[BaseException], ...] = (UsageError, ConfigError, StoreError, CollectorError)
+USER_ERRORS: tuple[type[BaseException], ...] = (UsageError, ConfigError, StoreError, CollectorError, ReplayError)

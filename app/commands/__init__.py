@@ -1,5 +1,5 @@
 """CLI command modules; each exposes register(subparsers, common)."""
 
-from app.commands import console, ingest, init, prune, registry
+from app.commands import console, ingest, init, prune, registry, replay
 
-MODULES = (init, registry, ingest, prune, console)
+MODULES = (init, registry, ingest, prune, replay, console)
