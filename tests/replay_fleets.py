@@ -1,0 +1,45 @@
+"""Small fleets built in code for replay tests, so every number in an assertion can be derived by hand."""
+
+from __future__ import annotations
+
+from pool_registry import (
+    Assignment,
+    Chip,
+    CostModel,
+    Interconnect,
+    Model,
+    Onboarding,
+    Pool,
+    Registry,
+    Serving,
+)
+
+
+def chip(chip_id: str = "chip", *, tflops: float = 1000.0, hbm_gb: float = 80.0, bw_tbps: float = 4.0,
+         link_gbps: float = 100.0) -> Chip:
+    """A chip with round numbers."""
+    return Chip(id=chip_id, vendor="test", name=chip_id, peak_tflops_bf16=tflops, hbm_capacity_gb=hbm_gb,
+                hbm_bw_tbps=bw_tbps, interconnect=Interconnect("test", link_gbps), supported_dtypes=("bf16",))
+
+
+def model(model_id: str = "m", *, params_b: float = 10.0, active_b: float | None = None, bpp: float = 2.0,
+          layers: int = 10, kv_heads: int = 8, head_dim: int = 128, max_context: int = 1_000_000) -> Model:
+    """A dense model unless active_b is given."""
+    return Model(id=model_id, total_params_b=params_b, active_params_b=active_b or params_b, bytes_per_param=bpp,
+                 layers=layers, kv_heads=kv_heads, head_dim=head_dim, max_context=max_context)
+
+
+def pool(pool_id: str, *, chip_id: str = "chip", model_id: str = "m", replicas: int = 1, dpr: int = 1,
+         concurrency: int = 1, max_queue: int = 1_000_000_000, cost: float = 1.0, mfu: float = 0.5,
+         eff: float = 0.5) -> Pool:
+    """A serving pool exactly as big as its replicas."""
+    return Pool(id=pool_id, chip=chip_id, devices=replicas * dpr, devices_per_node=dpr,
+                hourly_cost_per_device=cost, exporter="test", assign=Assignment(node_patterns=(f"{pool_id}-*",)),
+                stack={}, serving=Serving(model=model_id, engine="vllm", replicas=replicas, devices_per_replica=dpr,
+                                          max_concurrency=concurrency, max_queue=max_queue),
+                cost_model=CostModel(mfu=mfu, mem_bw_eff=eff), onboarding=Onboarding("production"))
+
+
+def fleet(*pools: Pool, chips: tuple[Chip, ...] | None = None, models: tuple[Model, ...] | None = None) -> Registry:
+    """A registry of the given pools on the default chip and model unless others are given."""
+    return Registry(name="test", chips=chips or (chip(),), models=models or (model(),), pools=pools)

@@ -1,0 +1,174 @@
+"""The discrete-event simulator against queueing theory and hand-worked schedules."""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+
+import numpy as np
+import polars as pl
+import pytest
+
+from replay import Candidate, SlaTier, run_replay
+from tests.replay_fleets import chip, fleet, model, pool
+
+COST_MIN = Candidate(name="t", policy="cost_min")
+
+
+def erlang_c(c: int, a: float) -> float:
+    """Probability that an arrival waits in M/M/c with offered load a = lambda / mu."""
+    head = sum(a**k / math.factorial(k) for k in range(c))
+    tail = a**c / math.factorial(c) * c / (c - a)
+    return tail / (head + tail)
+
+
+# Decode reads 1e9 B per token at 1e13 B/s: 1e-4 s per token. Prefill is zero (the one input token is cached).
+QUEUE_FLEET_C = 4
+QUEUE_FLEET = fleet(pool("p", replicas=QUEUE_FLEET_C, eff=1.0), chips=(chip(bw_tbps=10.0),),
+                    models=(model(params_b=1.0, bpp=1.0, max_context=10**9),))
+
+
+@pytest.mark.parametrize("rho", [0.5, 0.8, 0.9])
+def test_mean_wait_matches_erlang_c(rho: float) -> None:
+    """M/M/4 FCFS: Poisson arrivals, exponential service of mean 1 s, mean wait = C(c, a) / (c mu - lambda).
+
+    out_tokens ~ Exp(mean 10,000) so service = out x 1e-4 s is exponential to within rounding. Six seeds of
+    500,000 requests each (3M in all), the first 10 % of each cut as warm-up. Erlang-C is evaluated at each
+    sample's realised arrival rate and mean service time, which removes the input sampling error that
+    dominates near saturation, so what remains is the simulator's own error.
+    """
+    c, n = QUEUE_FLEET_C, 500_000
+    simulated, theory = [], []
+    for seed in range(6):
+        rng = np.random.default_rng(1000 + seed)
+        arrival = np.cumsum(rng.exponential(1 / (rho * c), n))
+        out = np.maximum(1, np.round(rng.exponential(10_000, n))).astype(np.int64)
+        traffic = pl.DataFrame({"arrival_ms": np.round(arrival * 1000).astype(np.int64), "in_tokens": 1,
+                                "cached_tokens": 1, "out_tokens": out})
+        waits = run_replay(COST_MIN, traffic, QUEUE_FLEET, seed).requests["wait_s"].to_numpy()
+        simulated.append(waits[n // 10:].mean())
+        service = out.mean() * 1e-4
+        lam = (n - 1) / (arrival[-1] - arrival[0])
+        theory.append(erlang_c(c, lam * service) / (c / service - lam))
+    assert np.mean(simulated) == pytest.approx(np.mean(theory), rel=0.03)
+
+
+def test_fcfs_schedule_by_hand() -> None:
+    # One replica with two slots; each request decodes 100 tokens = 1 s.
+    reg = fleet(pool("p", concurrency=2))
+    traffic = pl.DataFrame({"arrival_ms": [0, 0, 0, 500, 2500], "in_tokens": 0, "out_tokens": 100})
+    rows = run_replay(COST_MIN, traffic, reg, 0).requests
+    # Slots free at 0, 0 -> first two start at once; third waits for 1 s; fourth (0.5 s) waits until 1 s;
+    # fifth (2.5 s) finds a slot free (slots free at 2.0 and 2.0).
+    assert rows["wait_s"].to_list() == pytest.approx([0.0, 0.0, 1.0, 0.5, 0.0])
+    assert rows["e2e_s"].to_list() == pytest.approx([1.0, 1.0, 2.0, 1.5, 1.0])
+    assert rows["ttft_s"].to_list() == pytest.approx([0.0, 0.0, 1.0, 0.5, 0.0])
+
+
+def test_arrivals_are_replayed_in_time_order_whatever_the_frame_order() -> None:
+    reg = fleet(pool("p"))
+    traffic = pl.DataFrame({"seq": [0, 1], "arrival_ms": [1000, 0], "in_tokens": 0, "out_tokens": 100})
+    rows = run_replay(COST_MIN, traffic, reg, 0).requests
+    assert rows["seq"].to_list() == [1, 0]
+    assert rows["wait_s"].to_list() == pytest.approx([0.0, 0.0])
+
+
+def test_the_sla_constraint_moves_traffic_off_a_slow_pool() -> None:
+    # "slow" is cheap but its decode takes 0.04 s per token (bandwidth 1 TB/s x 0.5, 2e10 B per token);
+    # "fast" decodes at 0.005 s per token and costs 10x, so per request it is 1.25x dearer. A 2 s e2e limit on
+    # 100-token answers (slow takes 4 s) rules out the slow pool.
+    reg = fleet(pool("slow", chip_id="s", cost=1.0), pool("fast", chip_id="f", cost=10.0),
+                chips=(chip("s", bw_tbps=1.0), chip("f", bw_tbps=8.0)))
+    traffic = pl.DataFrame({"arrival_ms": [0, 10_000, 20_000], "in_tokens": 100, "out_tokens": 100})
+    tiers = {"standard": SlaTier(ttft_s=1.0, e2e_s=2.0)}
+    naive = run_replay(Candidate(name="c", policy="cost_min", sla_tiers=tiers), traffic, reg, 0)
+    aware = run_replay(Candidate(name="s", policy="sla_cost", sla_tiers=tiers), traffic, reg, 0)
+    assert naive.requests["pool"].to_list() == ["slow"] * 3
+    assert naive.summary.sla_violation_rate == 1.0
+    assert aware.requests["pool"].to_list() == ["fast"] * 3
+    assert aware.summary.sla_violation_rate == 0.0
+    assert aware.summary.cost_usd > naive.summary.cost_usd
+
+
+def test_sla_cost_spills_to_the_next_pool_when_the_wait_would_break_the_sla() -> None:
+    # Both pools take 1 s per request; cheap has one slot. The second simultaneous request would wait 1 s
+    # there (e2e 2 s > 1.5 s), so it goes to the dearer pool; cost_min queues it on the cheap one.
+    reg = fleet(pool("cheap", cost=1.0), pool("dear", cost=2.0))
+    traffic = pl.DataFrame({"arrival_ms": [0, 0], "in_tokens": 0, "out_tokens": 100})
+    tiers = {"standard": SlaTier(e2e_s=1.5)}
+    aware = run_replay(Candidate(name="s", policy="sla_cost", sla_tiers=tiers), traffic, reg, 0)
+    assert aware.requests["pool"].to_list() == ["cheap", "dear"]
+    naive = run_replay(Candidate(name="c", policy="cost_min", sla_tiers=tiers), traffic, reg, 0)
+    assert naive.requests["pool"].to_list() == ["cheap", "cheap"]
+    assert naive.requests["sla_met"].to_list() == [True, False]
+
+
+def _overloaded() -> pl.DataFrame:
+    # 20 requests at once, each 1 s, on one single-slot pool with room for 5 waiting.
+    return pl.DataFrame({"arrival_ms": [0] * 20, "in_tokens": 0, "out_tokens": 100,
+                         "model": ["m"] * 19 + ["nope"]})
+
+
+@pytest.mark.parametrize(("overflow", "served", "rejected", "flag_counts"), [
+    ("reject", 6, 14, {"queue": 0, "degrade": 0, "reject": 14}),
+    ("queue", 19, 1, {"queue": 13, "degrade": 0, "reject": 1}),
+    ("degrade", 19, 1, {"queue": 0, "degrade": 13, "reject": 1}),
+])
+def test_overflow_accounting(overflow: str, served: int, rejected: int, flag_counts: dict[str, int]) -> None:
+    reg = fleet(pool("p", max_queue=5))
+    cand = Candidate(name="o", policy="sla_cost", overflow=overflow)
+    result = run_replay(cand, _overloaded(), reg, 0)
+    s = result.summary
+    assert (s.served, s.rejected, s.still_queued) == (served, rejected, 0)
+    assert s.served + s.rejected + s.still_queued == s.requests == 20
+    assert s.overflow == flag_counts
+    rows = result.requests
+    assert rows.filter(pl.col("model") == "nope")["reason"][0] == "no pool serves model 'nope'; served: m"
+    assert rows["outcome"].value_counts().sort("outcome").rows() == sorted(
+        [(k, v) for k, v in (("served", served), ("rejected", rejected)) if v])
+    if overflow == "degrade":  # degraded requests are served but never count as meeting the SLA
+        assert rows.filter(pl.col("overflow") == "degrade")["sla_met"].to_list() == [False] * 13
+    if overflow == "reject":  # the first takes the slot, five wait, the rest are turned away
+        assert rows.filter(pl.col("outcome") == "served")["wait_s"].to_list() == pytest.approx([0, 1, 2, 3, 4, 5])
+
+
+def test_a_horizon_leaves_unfinished_requests_still_queued() -> None:
+    reg = fleet(pool("p"))
+    traffic = pl.DataFrame({"arrival_ms": [0, 0, 0, 0], "in_tokens": 0, "out_tokens": 100})
+    s = run_replay(Candidate(name="h", policy="cost_min", drain_s=2.5), traffic, reg, 0).summary
+    # Finishes at 1, 2, 3, 4 s; the replay stops 2.5 s after the last arrival.
+    assert (s.served, s.rejected, s.still_queued) == (2, 0, 2)
+    assert s.window_s == 2.5
+    assert s.utilization["p"] == pytest.approx(1.0)
+
+
+def test_same_seed_gives_byte_identical_results() -> None:
+    rng = np.random.default_rng(7)
+    n = 5_000
+    traffic = pl.DataFrame({"arrival_ms": np.sort(rng.integers(0, 600_000, n)), "in_tokens": rng.integers(1, 4000, n),
+                            "out_tokens": rng.integers(1, 500, n)})
+    reg = fleet(pool("a", replicas=2, concurrency=4, cost=1.0), pool("b", replicas=2, concurrency=4, cost=1.5))
+    cand = Candidate(name="n", policy="round_robin", noise=0.3, sla_tiers={"standard": SlaTier(ttft_s=1.0)})
+
+    def run(seed: int) -> tuple[bytes, str]:
+        result = run_replay(cand, traffic, reg, seed)
+        buf = io.BytesIO()
+        result.requests.write_ipc(buf)
+        return buf.getvalue(), json.dumps(result.summary.to_dict(), sort_keys=True)
+
+    first, again, other = run(11), run(11), run(12)
+    assert first == again
+    assert first[0] != other[0]  # the seed drives the service-time noise and the rotation start
+
+
+def test_utilization_and_provisioned_cost_by_hand() -> None:
+    reg = fleet(pool("p", replicas=2, cost=3.6))
+    traffic = pl.DataFrame({"arrival_ms": [0, 0, 1000], "in_tokens": 0, "out_tokens": 100})
+    s = run_replay(COST_MIN, traffic, reg, 0).summary
+    # Three 1 s requests on two slots over a 2 s window (last finish at 2 s): 3 / (2 x 2) busy.
+    assert s.window_s == pytest.approx(2.0)
+    assert s.utilization["p"] == pytest.approx(0.75)
+    assert s.provisioned_cost_usd == pytest.approx(2 * 3.6 * 2 / 3600)
+    assert s.cost_usd == pytest.approx(3 * 3.6 / 3600)
+    assert s.cost_per_mtok == pytest.approx(s.cost_usd / 300 * 1e6)
