@@ -28,9 +28,8 @@ def save_replay_run(con: duckdb.DuckDBPyConnection, *, candidate: dict[str, Any]
         "VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING run_id",
         [dt.datetime.now(dt.UTC), _json(candidate), None if baseline is None else _json(baseline), traffic,
          seed, _json({"candidate": summary, "baseline": baseline_summary}), verdict, _json(reasons or [])],
-    ).fetchone()
-    assert row is not None
-    return int(row[0])
+    ).fetchall()
+    return int(row[0][0])
 
 
 def list_replay_runs(con: duckdb.DuckDBPyConnection, limit: int = 100) -> pl.DataFrame:
@@ -42,11 +41,12 @@ def list_replay_runs(con: duckdb.DuckDBPyConnection, limit: int = 100) -> pl.Dat
 
 def get_replay_run(con: duckdb.DuckDBPyConnection, run_id: int) -> dict[str, Any] | None:
     """One run with its JSON columns decoded, or None."""
-    row = con.execute(
+    rows = con.execute(
         "SELECT run_id, created_at, candidate, baseline, traffic, seed, summary, verdict, reasons "
-        "FROM replay_runs WHERE run_id = ?", [run_id]).fetchone()
-    if row is None:
+        "FROM replay_runs WHERE run_id = ?", [run_id]).fetchall()
+    if not rows:
         return None
+    row = rows[0]
     return {"run_id": row[0], "created_at": row[1], "candidate": json.loads(row[2]),
             "baseline": json.loads(row[3]) if row[3] else None, "traffic": row[4], "seed": row[5],
             "summary": json.loads(row[6]), "verdict": row[7], "reasons": json.loads(row[8])}

@@ -31,8 +31,8 @@ def add_requests(run: IngestRun, trace: str, frame: pl.DataFrame) -> tuple[int, 
     try:
         got = con.execute(
             "SELECT count(*) FROM _hp_requests b ANTI JOIN requests r ON r.trace = b.trace AND r.seq = b.seq"
-        ).fetchone()
-        stored = int(got[0]) if got else 0
+        ).fetchall()
+        stored = int(got[0][0])
         con.execute(
             f"INSERT INTO requests ({_COLS}) SELECT {_COLS} FROM _hp_requests b "
             "ANTI JOIN requests r ON r.trace = b.trace AND r.seq = b.seq")

@@ -1,0 +1,73 @@
+"""The regression gate: tolerances from YAML, reasons for every failed check."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import polars as pl
+import pytest
+
+from replay import Candidate, Gate, GateError, PoolOverride, SlaTier, evaluate, load_gate_text, run_replay
+from replay.summary import Summary
+from tests.replay_fleets import fleet, pool
+
+TRAFFIC = pl.DataFrame({"arrival_ms": [0, 500, 1000, 1500], "in_tokens": [1000, 2000, 500, 100],
+                        "out_tokens": [100, 50, 200, 20]})
+REG = fleet(pool("a", cost=1.0, concurrency=4))
+BASE = Candidate(name="base", policy="sla_cost", sla_tiers={"standard": SlaTier(ttft_s=1.0, e2e_s=10.0)})
+GATE = Gate(max_cost_increase_pct=5, max_ttft_p99_increase_pct=10, max_sla_violation_increase_pts=1)
+
+
+def test_gate_file_loads() -> None:
+    text = "max_cost_increase_pct: 5\nmax_ttft_p99_increase_pct: 10.5\nmax_sla_violation_increase_pts: -1\n"
+    assert load_gate_text(text) == Gate(5.0, 10.5, -1.0)
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("max_cost_increase: 5\n", "g.yaml:1: max_cost_increase: unknown key 'max_cost_increase'; did you mean "
+                               "'max_cost_increase_pct'?"),
+    ("max_cost_increase_pct: five\n", "g.yaml:1: max_cost_increase_pct: expected a number, got 'five' (string)"),
+    ("", "g.yaml: empty file"),
+    ("{}\n", "g.yaml:1: no tolerance given"),
+])
+def test_bad_gate_files(text: str, expected: str) -> None:
+    with pytest.raises(GateError) as exc:
+        load_gate_text(text, "g.yaml")
+    assert str(exc.value.problems[0]).startswith(expected)
+
+
+def test_the_gate_fails_a_candidate_that_raises_cost_with_the_reason() -> None:
+    dearer = dataclasses.replace(BASE, name="dearer", pools={"a": PoolOverride(hourly_cost_per_device=1.2)})
+    base = run_replay(BASE, TRAFFIC, REG, 0).summary
+    cand = run_replay(dearer, TRAFFIC, REG, 0).summary
+    verdict = evaluate(GATE, base, cand)
+    assert not verdict.passed and verdict.verdict == "fail"
+    assert [c.name for c in verdict.checks if not c.passed] == ["cost_usd"]
+    assert verdict.checks[0].change == pytest.approx(20.0)
+    assert verdict.reasons == [f"cost_usd rose +20.00% (baseline ${base.cost_usd:,.2f} -> candidate "
+                               f"${cand.cost_usd:,.2f}); limit +5%"]
+    assert evaluate(GATE, base, base).passed
+
+
+def _summary(cost: float, p99: float | None, viol: float) -> Summary:
+    base = run_replay(BASE, TRAFFIC, REG, 0).summary
+    return dataclasses.replace(base, cost_usd=cost, ttft_p99=p99, sla_violation_rate=viol)
+
+
+def test_latency_and_sla_checks_by_hand() -> None:
+    verdict = evaluate(GATE, _summary(10.0, 1.0, 0.010), _summary(10.4, 1.2, 0.025))
+    assert [(c.name, c.passed) for c in verdict.checks] == [
+        ("cost_usd", True), ("ttft_p99", False), ("sla_violation_rate", False)]
+    assert verdict.reasons == [
+        "ttft_p99 rose +20.00% (baseline 1.000s -> candidate 1.200s); limit +10%",
+        "sla_violation_rate rose +1.50 points (baseline 1.00% -> candidate 2.50%); limit +1 points"]
+
+
+def test_a_run_that_serves_nothing_cannot_pass_the_latency_check() -> None:
+    verdict = evaluate(Gate(max_ttft_p99_increase_pct=10), _summary(1, 1.0, 0), _summary(1, None, 1.0))
+    assert verdict.reasons == ["ttft_p99 cannot be compared: a run served no request"]
+
+
+def test_untolerated_measures_are_not_checked() -> None:
+    verdict = evaluate(Gate(max_cost_increase_pct=0), _summary(10, 1.0, 0.0), _summary(9, 50.0, 0.5))
+    assert verdict.passed and [c.name for c in verdict.checks] == ["cost_usd"]

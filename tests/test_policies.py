@@ -1,0 +1,93 @@
+"""Routing policies: the registry, and each policy's choices on schedules worked out by hand."""
+
+from __future__ import annotations
+
+import polars as pl
+import pytest
+
+from replay import POLICIES, Candidate, SlaTier, UnknownNameError, get_policy, run_replay
+from replay.errors import ReplayError
+from tests.replay_fleets import chip, fleet, model, pool
+
+
+def test_registry_fails_helpfully() -> None:
+    assert list(POLICIES) == ["round_robin", "least_loaded", "cost_min", "sla_cost", "pd_split"]
+    with pytest.raises(UnknownNameError) as exc:
+        get_policy("lor2")
+    assert str(exc.value) == "unknown policy 'lor2'; known: round_robin, least_loaded, cost_min, sla_cost, pd_split"
+
+
+def _at_once(n: int, out: int = 1000, model_id: str = "") -> pl.DataFrame:
+    return pl.DataFrame({"arrival_ms": [0] * n, "in_tokens": 0, "out_tokens": out, "model": model_id})
+
+
+def test_round_robin_rotates_and_skips_pools_that_cannot_fit() -> None:
+    reg = fleet(pool("a", concurrency=9), pool("b", concurrency=9), pool("c", concurrency=9, model_id="other"),
+                models=(model("m"), model("other")))
+    pools = run_replay(Candidate(name="r", policy="round_robin"), _at_once(6, model_id="m"), reg, 3)
+    order = pools.requests["pool"].to_list()
+    assert order in (["a", "b"] * 3, ["b", "a"] * 3)  # c serves another model, so it is never in the turn
+
+
+def test_least_loaded_balances_outstanding_per_slot() -> None:
+    # a: 1 slot, b: 4 slots; a is cheaper per request ($1 vs $8 / 4 slots). Loads (outstanding / slots)
+    # before each of six simultaneous requests:
+    # (0, 0) -> a; (1, 0) -> b; (1, .25) -> b; (1, .5) -> b; (1, .75) -> b; (1, 1) tie -> the cheaper, a.
+    reg = fleet(pool("a", cost=1.0), pool("b", concurrency=4, cost=8.0))
+    rows = run_replay(Candidate(name="l", policy="least_loaded"), _at_once(6), reg, 0).requests
+    assert rows["pool"].to_list() == ["a", "b", "b", "b", "b", "a"]
+
+
+def test_queue_limit_is_a_hard_constraint_for_every_policy() -> None:
+    reg = fleet(pool("a", cost=1.0, max_queue=1), pool("b", cost=2.0, max_queue=1))
+    for name in ("round_robin", "least_loaded", "cost_min", "sla_cost"):
+        rows = run_replay(Candidate(name=name, policy=name, overflow="reject"), _at_once(6), reg, 0).requests
+        # Each pool runs one and queues one; the other two requests are overflow.
+        assert rows["outcome"].to_list().count("served") == 4, name
+        assert rows["overflow"].to_list().count("reject") == 2, name
+
+
+PD_FLEET = fleet(pool("pre", chip_id="compute", cost=4.0), pool("dec", chip_id="memory", cost=1.0),
+                 chips=(chip("compute", tflops=2000.0, link_gbps=400.0), chip("memory", tflops=100.0, link_gbps=100.0)))
+PD = Candidate(name="pd", policy="pd_split", policy_options={"prefill": ("pre",), "decode": ("dec",)})
+
+
+def test_pd_split_times_and_cost_by_hand() -> None:
+    traffic = pl.DataFrame({"arrival_ms": [0], "in_tokens": [1000], "out_tokens": [100]})
+    row = run_replay(PD, traffic, PD_FLEET, 0).requests.row(0, named=True)
+    prefill = 2 * 1000 * 10e9 / (2000e12 * 0.5)          # 0.02 s on the compute chip
+    transfer = 1000 * 2 * 10 * 8 * 128 * 2 / 100e9       # 40,960 B per token over the slower 100 GB/s link
+    decode = 100 * 10e9 * 2 / (4e12 * 0.5)               # 1.0 s
+    assert (row["pool"], row["decode_pool"]) == ("pre", "dec")
+    assert row["ttft_s"] == pytest.approx(prefill)
+    assert row["e2e_s"] == pytest.approx(prefill + transfer + decode)
+    assert row["cost_usd"] == pytest.approx((prefill * 4.0 + decode * 1.0) / 3600)
+
+
+def test_pd_split_queues_decode_fcfs_in_landing_order() -> None:
+    # Two requests at once: prefills run on the single prefill slot back to back (0.02 s each), the second
+    # lands later and waits for the single decode slot until the first decode ends.
+    traffic = pl.DataFrame({"arrival_ms": [0, 0], "in_tokens": [1000, 1000], "out_tokens": [100, 100]})
+    rows = run_replay(PD, traffic, PD_FLEET, 0).requests
+    prefill, transfer, decode = 0.02, 1000 * 40960 / 100e9, 1.0
+    first_end = prefill + transfer + decode
+    assert rows["e2e_s"].to_list() == pytest.approx([first_end, first_end + decode])
+    assert rows["ttft_s"].to_list() == pytest.approx([prefill, 2 * prefill])
+    # Wait counts both stages: 0.02 s for the prefill slot, then from landing to the decode slot.
+    assert rows["wait_s"][1] == pytest.approx(prefill + (first_end - (2 * prefill + transfer)))
+
+
+def test_pd_split_respects_ttft_limits_and_overflows() -> None:
+    tiers = {"standard": SlaTier(ttft_s=0.03)}
+    traffic = pl.DataFrame({"arrival_ms": [0, 0, 0], "in_tokens": 1000, "out_tokens": 1})
+    cand = Candidate(name="pd", policy="pd_split", policy_options={"prefill": ("pre",), "decode": ("dec",)},
+                     sla_tiers=tiers, overflow="reject")
+    rows = run_replay(cand, traffic, PD_FLEET, 0).requests
+    # The second waits 0.02 s: TTFT 0.04 > 0.03, and there is no other prefill pool.
+    assert rows["outcome"].to_list() == ["served", "rejected", "rejected"]
+
+
+def test_pd_split_refuses_stage_pools_that_are_disabled() -> None:
+    cand = Candidate(name="pd", policy="pd_split", policy_options={"prefill": ("gone",), "decode": ("dec",)})
+    with pytest.raises(ReplayError, match="pd_split prefill pool 'gone' is disabled or does not serve"):
+        run_replay(cand, _at_once(1), PD_FLEET, 0)

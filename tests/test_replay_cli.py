@@ -1,0 +1,146 @@
+"""hetpool replay run/calibrate/sweep end to end on a real DuckDB file."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pytest
+
+from app.cli import main
+from replay import load_candidate
+from store import connect, require_registry
+from store.replay_runs import get_replay_run, list_replay_runs
+from tests.conftest import REPO
+
+CANDIDATES = REPO / "examples" / "candidates"
+GATE = REPO / "examples" / "gate.yaml"
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    try:
+        code = main(list(argv))
+    except SystemExit as exc:
+        code = int(exc.code or 0)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.fixture
+def traffic_csv(tmp_path: Path) -> Path:
+    """Four minutes of llama traffic heavy enough that routing choices show in cost and latency."""
+    rng = np.random.default_rng(3)
+    n = 3000
+    arrival = np.cumsum(rng.exponential(1 / 12.5, n))
+    frame = pl.DataFrame({"arrival_ms": np.round(arrival * 1000).astype(np.int64) + 1_735_689_600_000,
+                          "in_tokens": rng.integers(100, 6000, n), "out_tokens": rng.integers(10, 600, n),
+                          "model": "llama-3.1-70b"})
+    path = tmp_path / "traffic.csv"
+    frame.write_csv(path)
+    return path
+
+
+def test_run_with_baseline_and_gate_saves_the_run(capsys: pytest.CaptureFixture[str], fleet_db: Path,
+                                                  traffic_csv: Path, tmp_path: Path) -> None:
+    db = str(fleet_db)
+    assert run(capsys, "--db", db, "ingest", "traffic", str(traffic_csv))[0] == 0
+    out_dir = tmp_path / "out"
+    code, out, _ = run(capsys, "--db", db, "--json", "replay", "run", "--candidate", str(CANDIDATES / "sla_cost.yaml"),
+                       "--baseline", str(CANDIDATES / "round_robin.yaml"), "--gate", str(GATE), "--out", str(out_dir))
+    data = json.loads(out)
+    assert code == 0 and data["verdict"] == "pass" and data["reasons"] == []
+    assert data["candidate"]["requests"] == data["baseline"]["requests"] == 3000
+    assert data["candidate"]["cost_usd"] < data["baseline"]["cost_usd"]
+    rows = pl.read_parquet(out_dir / "requests.parquet")
+    assert rows.height == 3000 and rows["cost_usd"].sum() == pytest.approx(data["candidate"]["cost_usd"])
+    assert json.loads((out_dir / "summary.json").read_text())["run_id"] == data["run_id"]
+    con = connect(fleet_db, read_only=True)
+    try:
+        saved = get_replay_run(con, data["run_id"])
+        assert list_replay_runs(con).height == 1
+    finally:
+        con.close()
+    assert saved is not None
+    assert saved["verdict"] == "pass" and saved["candidate"]["policy"] == "sla_cost"
+    assert saved["summary"]["baseline"]["policy"] == "round_robin"
+    assert saved["summary"]["candidate"]["served"] == 3000
+
+
+def test_a_gate_failure_exits_1_with_reasons(capsys: pytest.CaptureFixture[str], fleet_db: Path,
+                                             traffic_csv: Path) -> None:
+    code, out, _ = run(capsys, "--db", str(fleet_db), "replay", "run", "--traffic", str(traffic_csv),
+                       "--candidate", str(CANDIDATES / "round_robin.yaml"),
+                       "--baseline", str(CANDIDATES / "sla_cost.yaml"), "--gate", str(GATE))
+    assert code == 1
+    assert "gate: FAIL" in out
+    assert any(line.strip().startswith("FAIL cost_usd rose") for line in out.splitlines())
+    con = connect(fleet_db, read_only=True)
+    try:
+        saved = list_replay_runs(con).row(0, named=True)
+    finally:
+        con.close()
+    assert saved["verdict"] == "fail" and "cost_usd rose" in json.loads(saved["reasons"])[0]
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--gate", "G"], "hetpool: error: --gate compares against a baseline; pass --baseline FILE too"),
+    (["--traffic", "T", "--trace", "x"], "hetpool: error: --traffic replays a file; --trace, --start and --end"),
+    (["--start", "2030-01-01"], "hetpool: error: no stored requests from 2030-01-01;"),
+    (["--start", "soon"], "hetpool: error: --start 'soon': expected an ISO 8601 time"),
+])
+def test_user_errors_are_one_line_and_exit_2(capsys: pytest.CaptureFixture[str], fleet_db: Path,
+                                             traffic_csv: Path, argv: list[str], message: str) -> None:
+    argv = [str(GATE) if a == "G" else str(traffic_csv) if a == "T" else a for a in argv]
+    code, _, err = run(capsys, "--db", str(fleet_db), "replay", "run", "--candidate",
+                       str(CANDIDATES / "sla_cost.yaml"), *argv)
+    assert code == 2 and err.startswith(message) and len(err.strip().splitlines()) == 1
+
+
+def test_an_undefined_sla_tier_is_named(capsys: pytest.CaptureFixture[str], fleet_db: Path, traffic_csv: Path) -> None:
+    code, _, err = run(capsys, "--db", str(fleet_db), "replay", "run", "--traffic", str(traffic_csv),
+                       "--sla-tier", "gold", "--candidate", str(CANDIDATES / "sla_cost.yaml"))
+    assert code == 2
+    assert "traffic uses SLA tier 'gold' that candidate 'sla-cost' does not define; defined: batch, premium, " \
+           "standard" in err
+
+
+def test_calibrate_from_stored_observations(capsys: pytest.CaptureFixture[str], fleet_db: Path,
+                                            tmp_path: Path) -> None:
+    # Observations on h100-a at mfu 0.30 and mem_bw_eff 0.60: 4 devices x 989 TFLOPS, 4 x 3.35 TB/s.
+    rng = np.random.default_rng(1)
+    n = 400
+    in_t, out_t = rng.integers(200, 6000, n), rng.integers(20, 400, n)
+    ttft = 2 * in_t * 70.6e9 / (989e12 * 0.30 * 4) * (1 + 0.05 * rng.standard_normal(n))
+    e2e = ttft + out_t * 70.6e9 * 2 / (3.35e12 * 0.60 * 4) * (1 + 0.05 * rng.standard_normal(n))
+    obs = tmp_path / "observed.csv"
+    pl.DataFrame({"arrival_ms": np.arange(n) * 100, "in_tokens": in_t, "out_tokens": out_t, "obs_pool": "h100-a",
+                  "obs_ttft_s": ttft, "obs_e2e_s": e2e}).write_csv(obs)
+    assert run(capsys, "--db", str(fleet_db), "ingest", "traffic", str(obs))[0] == 0
+    out_file = tmp_path / "calibrated.yaml"
+    code, out, _ = run(capsys, "--db", str(fleet_db), "replay", "calibrate", "--trace", "observed.csv",
+                       "--out", str(out_file))
+    assert code == 0 and f"wrote {out_file}" in out
+    con = connect(fleet_db, read_only=True)
+    try:
+        registry = require_registry(con)
+    finally:
+        con.close()
+    cand = load_candidate(out_file, registry)
+    assert cand.pools["h100-a"].mfu == pytest.approx(0.30, rel=0.05)
+    assert cand.pools["h100-a"].mem_bw_eff == pytest.approx(0.60, rel=0.05)
+    assert out_file.read_text().startswith("# Calibrated from stored requests of trace 'observed.csv'")
+
+
+def test_sweep_prints_the_front(capsys: pytest.CaptureFixture[str], fleet_db: Path, traffic_csv: Path,
+                                tmp_path: Path) -> None:
+    grid = tmp_path / "grid.yaml"
+    grid.write_text("parameters:\n  policy: [sla_cost, round_robin]\n  pools.gaudi3-a.replicas: [1, 8]\n")
+    code, out, _ = run(capsys, "--db", str(fleet_db), "--json", "replay", "sweep", "--traffic", str(traffic_csv),
+                       "--candidate", str(CANDIDATES / "sla_cost.yaml"), "--grid", str(grid),
+                       "--out", str(tmp_path / "sweep.csv"))
+    points = json.loads(out)["points"]
+    assert code == 0 and len(points) == 4 and any(p["pareto"] for p in points)
+    assert [p["cost_usd"] for p in points] == sorted(p["cost_usd"] for p in points)
+    assert pl.read_csv(tmp_path / "sweep.csv").height == 4
