@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collectors.errors import CollectorError
+from normalizers import NormalizerError
 from pool_registry import ConfigError
 from replay.errors import ReplayError
 from store import StoreError
@@ -12,4 +13,5 @@ class UsageError(Exception):
     """A bad argument that argparse could not catch by itself."""
 
 
-USER_ERRORS: tuple[type[BaseException], ...] = (UsageError, ConfigError, StoreError, CollectorError, ReplayError)
+USER_ERRORS: tuple[type[BaseException], ...] = (UsageError, ConfigError, StoreError, CollectorError, ReplayError,
+                                                  NormalizerError)

@@ -1,0 +1,37 @@
+"""hetpool export: the normalized feed as CSV, JSONL or Parquet."""
+
+from __future__ import annotations
+
+import argparse
+
+from app.commands._base import Context, add_command, timestamp_ms
+from store.exports import FORMATS, ExportFilter, export_samples
+
+
+def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+    """Add the export command."""
+    p = add_command(sub, "export", help="write canonical samples (ts,pool,node,device,metric,value,attributes) "
+                                        "to CSV, JSONL or Parquet; Parquet to a folder is partitioned "
+                                        "date=/pool=",
+                    example="hetpool export --format parquet --out feed/ --start 2026-11-28T00:00:00Z",
+                    handler=run, common=common)
+    p.add_argument("--format", required=True, choices=FORMATS, help="output format")
+    p.add_argument("--out", required=True, metavar="PATH", help="output file, or folder for partitioned Parquet")
+    p.add_argument("--start", type=timestamp_ms, metavar="ISO_TIME", help="first time included (UTC when no zone)")
+    p.add_argument("--end", type=timestamp_ms, metavar="ISO_TIME", help="first time excluded")
+    p.add_argument("--pool", help="only this pool")
+    p.add_argument("--metric", help="only this canonical metric")
+
+
+def run(ctx: Context) -> int:
+    """Export through DuckDB's COPY, streaming."""
+    a = ctx.args
+    con = ctx.connect(read_only=True)
+    try:
+        result = export_samples(con, a.format, a.out, ExportFilter(a.start, a.end, a.pool, a.metric))
+    finally:
+        con.close()
+    layout = " (partitioned date=/pool=)" if result.partitioned else ""
+    ctx.emit({"rows": result.rows, "path": result.path, "format": a.format, "partitioned": result.partitioned},
+             f"wrote {result.rows} rows to {result.path}{layout}")
+    return 0

@@ -1,0 +1,61 @@
+"""The canonical metric catalog and error taxonomy: the contract every profile maps into."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Canonical:
+    """One canonical metric: its unit and how its values behave over time."""
+
+    name: str
+    unit: str
+    kind: str  # gauge, counter, histogram, events
+
+
+# Names, units and kinds from the design's canonical schema table.
+METRICS: dict[str, Canonical] = {c.name: c for c in (
+    Canonical("accelerator.utilization", "ratio", "gauge"),
+    Canonical("accelerator.memory.used", "bytes", "gauge"),
+    Canonical("accelerator.memory.total", "bytes", "gauge"),
+    Canonical("accelerator.power", "W", "gauge"),
+    Canonical("accelerator.temperature", "celsius", "gauge"),
+    Canonical("accelerator.clock", "Hz", "gauge"),
+    Canonical("accelerator.health", "bool", "gauge"),
+    Canonical("accelerator.errors", "count", "events"),
+    Canonical("accelerator.energy", "J", "counter"),
+    Canonical("interconnect.tx", "bytes/s", "gauge"),
+    Canonical("interconnect.rx", "bytes/s", "gauge"),
+    Canonical("serving.time_to_first_token", "s", "histogram"),
+    Canonical("serving.time_per_output_token", "s", "histogram"),
+    Canonical("serving.request.duration", "s", "histogram"),
+    Canonical("serving.requests", "count", "counter"),
+    Canonical("serving.tokens.prompt", "count", "counter"),
+    Canonical("serving.tokens.generated", "count", "counter"),
+    Canonical("serving.requests.running", "count", "gauge"),
+    Canonical("serving.requests.waiting", "count", "gauge"),
+    Canonical("serving.kv_cache.usage", "ratio", "gauge"),
+)}
+
+ERRORS_METRIC = "accelerator.errors"
+
+ERROR_CLASSES = (
+    "memory_uncorrectable", "memory_correctable", "row_remap_failure", "interconnect", "device_lost",
+    "reset_required", "thermal", "power", "driver_firmware", "application", "unknown",
+)
+SEVERITIES = ("fatal", "recoverable", "informational")
+
+# Attribute keys the normalizer itself writes; a profile may not reuse them for labels.
+RESERVED_ATTRIBUTES = ("stat", "le", "code", "error_class", "severity")
+
+
+@dataclass(frozen=True)
+class ErrorClass:
+    """Where a vendor error code lands in the unified taxonomy."""
+
+    error_class: str
+    severity: str
+
+    def __str__(self) -> str:
+        return f"{self.error_class}/{self.severity}"

@@ -1,0 +1,306 @@
+"""Streaming, vectorized parser of Prometheus text format and OpenMetrics exposition.
+
+Bytes go in chunk by chunk (`feed`), so a file larger than memory streams through. Each chunk's complete
+lines become one Arrow string column without copying; Polars string kernels then split every ordinary line
+into its series text (`name{labels}` as written), value and timestamp. A series text is parsed for its labels
+once, the first time it is seen. Lines the fast path is unsure of (escapes, exemplars, float timestamps, odd
+spacing) go to `textformat.parse_line`, one by one. Lines that are not valid exposition are rejects with
+their line number and the reason, and parsing goes on.
+
+Timestamps come out in epoch ms; see `textformat.SECONDS_BELOW` for how seconds are told apart.
+"""
+
+from __future__ import annotations
+
+import codecs
+from dataclasses import dataclass, field
+from typing import cast
+
+import numpy as np
+import polars as pl
+import pyarrow as pa
+
+from normalizers.textformat import SECONDS_BELOW, LineError, parse_line, parse_series, render_series
+
+MAX_LINE_BYTES = 1 << 20  # longer lines are rejected without being held in memory
+RECORD_CHARS = 500
+
+SAMPLE_SCHEMA = {"line": pl.Int64, "key": pl.Categorical, "value": pl.Float64, "ts_ms": pl.Int64,
+                 "text": pl.String}
+REJECT_SCHEMA = {"line": pl.Int64, "record": pl.String, "reason": pl.String}
+
+Series = tuple[str, dict[str, str]]  # metric name as written, labels
+_Lines = tuple[pl.Series, int, tuple[bool, bool]]  # texts, first line number, block flags
+
+
+@dataclass
+class RawBatch:
+    """Parsed samples of one chunk: each row points at its series by `key` (the series text)."""
+
+    samples: pl.DataFrame                      # SAMPLE_SCHEMA, one row per sample line
+    series: dict[str, Series]                  # key -> (name, labels) for every key in samples
+    rejects: pl.DataFrame                      # REJECT_SCHEMA, lines that are not valid exposition
+    types: dict[str, str] = field(default_factory=dict)  # metric family -> # TYPE, as seen so far
+
+    @property
+    def reads(self) -> int:
+        """Sample lines read: every one is either in samples or in rejects."""
+        return self.samples.height + self.rejects.height
+
+    def to_frame(self) -> pl.DataFrame:
+        """The raw sample frame: line, name, labels (list of name/value), value, ts_ms, type."""
+        keys = list(self.series)
+        names = [self.series[k][0] for k in keys]
+        table = pl.DataFrame({
+            "key": pl.Series(keys, dtype=pl.String).cast(pl.Categorical),
+            "name": names,
+            "labels": [[{"name": n, "value": v} for n, v in self.series[k][1].items()] for k in keys],
+            "type": [family_type(n, self.types) for n in names],
+        }, schema_overrides={"labels": pl.List(pl.Struct({"name": pl.String, "value": pl.String}))})
+        return self.samples.join(table, on="key", how="left").select(
+            "line", "name", "labels", "value", "ts_ms", "type")
+
+
+def family_type(name: str, types: dict[str, str]) -> str | None:
+    """The # TYPE of the family a sample name belongs to (histogram parts, counter _total...)."""
+    if name in types:
+        return types[name]
+    for suffix in ("_bucket", "_sum", "_count", "_total", "_created", "_gsum", "_gcount", "_info"):
+        if name.endswith(suffix) and name[: -len(suffix)] in types:
+            return types[name[: -len(suffix)]]
+    return None
+
+
+def _record(text: str) -> str:
+    return text.rstrip("\r\n")[:RECORD_CHARS]
+
+
+class ExpositionParser:
+    """Feed bytes in any chunking; get one RawBatch per call. Keeps line numbers and # TYPE across calls."""
+
+    def __init__(self, *, max_line_bytes: int = MAX_LINE_BYTES):
+        self.max_line_bytes = max_line_bytes
+        self.types: dict[str, str] = {}
+        self._series: dict[str, Series | str] = {}  # key -> parsed series, or the reason it is invalid
+        self._carry = b""
+        self._skipping = False  # inside an over-long line, dropping bytes until its newline
+        self._line = 0          # lines completed so far
+
+    # -- streaming ------------------------------------------------------------------------------
+    def feed(self, data: bytes) -> RawBatch:
+        """Parse every complete line in carry + data; keep the unfinished tail for the next call."""
+        rejects: list[dict[str, object]] = []
+        start = 0
+        if self._skipping:
+            nl = data.find(b"\n")
+            if nl < 0:
+                return self._batch(None, rejects)
+            start, self._skipping = nl + 1, False
+            self._line += 1
+        last = data.rfind(b"\n", start)
+        if last < 0:
+            self._carry += data[start:]
+            if len(self._carry) > self.max_line_bytes:
+                self._reject_long(rejects, self._carry)
+            return self._batch(None, rejects)
+        blocks: list[bytes | memoryview] = []
+        if self._carry:  # the line begun in the previous chunk ends here
+            first_nl = data.find(b"\n", start)
+            blocks.append(self._carry + data[start:first_nl + 1])
+            start = first_nl + 1
+        # Zero-copy view of the complete lines; the batch's strings point into `data`.
+        blocks.append(memoryview(data)[start:last + 1])
+        self._carry = data[last + 1:]
+        lines = self._lines(blocks, rejects)
+        if len(self._carry) > self.max_line_bytes:
+            self._reject_long(rejects, self._carry)
+        return self._batch(lines, rejects)
+
+    def finish(self) -> RawBatch:
+        """Parse the last line when the input did not end with a newline."""
+        rejects: list[dict[str, object]] = []
+        tail, self._carry = self._carry, b""
+        if self._skipping or not tail:
+            self._skipping = False
+            return self._batch(None, rejects)
+        return self._batch(self._lines([tail + b"\n"], rejects), rejects)
+
+    def _reject_long(self, rejects: list[dict[str, object]], head: bytes) -> None:
+        self._line += 1
+        rejects.append({"line": self._line, "record": head[:RECORD_CHARS].decode("utf-8", "replace"),
+                        "reason": f"line longer than {self.max_line_bytes} bytes"})
+        self._carry, self._skipping = b"", True
+
+    # -- one block of complete lines -----------------------------------------------------------
+    def _lines(self, blocks: list[bytes | memoryview], rejects: list[dict[str, object]]) -> _Lines:
+        """The lines (each still ending in '\\n') as one string column, the first line number, and flags."""
+        first = self._line + 1
+        chunks: list[pa.Array] = []
+        flags = [False, False]
+        for block in blocks:
+            arr = np.frombuffer(block, dtype=np.uint8)
+            if not len(arr):
+                continue
+            raw = block if isinstance(block, bytes) else cast(bytes, block.obj)
+            flags[0] = flags[0] or b"\\" in raw
+            flags[1] = flags[1] or b"\r" in raw
+            if int(arr.max()) >= 0x80 and not _valid_utf8(block):
+                chunks.append(self._checked_lines(bytes(block), rejects))
+                continue
+            ends = np.flatnonzero(arr == 10)
+            offsets = np.empty(len(ends) + 1, dtype=np.int64)
+            offsets[0] = 0
+            offsets[1:] = ends + 1
+            chunks.append(pa.LargeStringArray.from_buffers(len(ends), pa.py_buffer(offsets), pa.py_buffer(block)))
+            self._line += len(ends)
+        texts = pl.Series("text", pa.chunked_array(chunks, type=pa.large_string()), dtype=pl.String)
+        return texts, first, (flags[0], flags[1])
+
+    def _checked_lines(self, block: bytes, rejects: list[dict[str, object]]) -> pa.Array:
+        """Lines of a block that is not all valid UTF-8: the bad lines are rejected one by one."""
+        texts: list[str] = []
+        for raw in block.split(b"\n")[:-1]:
+            self._line += 1
+            try:
+                texts.append(raw.decode("utf-8") + "\n")
+            except UnicodeDecodeError as exc:
+                rejects.append({"line": self._line, "record": raw[:RECORD_CHARS].decode("utf-8", "replace"),
+                                "reason": f"not UTF-8 text (byte 0x{raw[exc.start]:02x} at column {exc.start + 1})"})
+                texts.append("#\n")  # a placeholder comment keeps the numbering; comments are not reads
+        return pa.array(texts, type=pa.large_string())
+
+    def _batch(self, lines: _Lines | None, rejects: list[dict[str, object]]) -> RawBatch:
+        if lines is None:
+            return RawBatch(_empty_samples(), {}, pl.DataFrame(rejects, schema=REJECT_SCHEMA), dict(self.types))
+        texts, first, flags = lines
+        frame = _split(pl.DataFrame([texts]), first, flags)
+        self._comments(frame.filter(pl.col("kind") == 1).get_column("text"))
+        slow = frame.filter(pl.col("kind") == 3).select("line", "text")
+        fast = frame.filter(pl.col("kind") == 2).select(
+            "line", pl.col("key").cast(pl.Categorical), "value", "ts_ms", "text")
+        parts = [fast, self._slow(slow, rejects)]
+        samples = pl.concat([p for p in parts if p.height] or [_empty_samples()])
+        samples, series = self._resolve(samples, rejects)
+        rej = pl.DataFrame(rejects, schema=REJECT_SCHEMA).sort("line") if rejects else pl.DataFrame(
+            schema=REJECT_SCHEMA)
+        return RawBatch(samples, series, rej, dict(self.types))
+
+    def _comments(self, texts: pl.Series) -> None:
+        for text in texts:
+            parts = text.split()
+            if len(parts) >= 4 and parts[1] == "TYPE":
+                self.types[parts[2]] = parts[3]
+
+    def _slow(self, frame: pl.DataFrame, rejects: list[dict[str, object]]) -> pl.DataFrame:
+        rows: dict[str, list[object]] = {"line": [], "key": [], "value": [], "ts_ms": [], "text": []}
+        for line, text in frame.iter_rows():
+            body = text.rstrip("\r\n")
+            if not body.strip():
+                continue
+            try:
+                parsed = parse_line(body.strip(" \t"))
+            except LineError as exc:
+                rejects.append({"line": line, "record": _record(text), "reason": str(exc)})
+                continue
+            key = render_series(parsed.name, parsed.labels)
+            self._series.setdefault(key, (parsed.name, parsed.labels))
+            for col, value in zip(rows, (line, key, parsed.value, parsed.ts_ms, text), strict=True):
+                rows[col].append(value)
+        return pl.DataFrame(rows, schema=SAMPLE_SCHEMA)
+
+    def _resolve(self, samples: pl.DataFrame, rejects: list[dict[str, object]]
+                 ) -> tuple[pl.DataFrame, dict[str, Series]]:
+        """Parse each new series text once; drop (and reject) lines whose series text is invalid."""
+        keys = samples.get_column("key").unique().cast(pl.String).to_list()
+        series: dict[str, Series] = {}
+        bad: dict[str, str] = {}
+        for key in keys:
+            got = self._series.get(key)
+            if got is None:
+                got = _parse_key(key)
+                self._series[key] = got
+            if isinstance(got, str):
+                bad[key] = got
+            else:
+                series[key] = got
+        if bad:
+            flagged = samples.with_columns(
+                reason=pl.col("key").cast(pl.String).replace_strict(bad, default=None, return_dtype=pl.String))
+            for line, text, reason in flagged.filter(pl.col("reason").is_not_null()).select(
+                    "line", "text", "reason").iter_rows():
+                rejects.append({"line": line, "record": _record(text), "reason": reason})
+            samples = flagged.filter(pl.col("reason").is_null()).drop("reason")
+        return samples, series
+
+
+def _parse_key(key: str) -> Series | str:
+    try:
+        name, labels, end = parse_series(key)
+    except LineError as exc:
+        return str(exc)
+    if end != len(key):
+        return f"unexpected text after {name!r}: {key[end:end + 20]!r}"
+    return name, labels
+
+
+def _valid_utf8(block: bytes | memoryview) -> bool:
+    try:
+        codecs.utf_8_decode(block, "strict", True)
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+def _empty_samples() -> pl.DataFrame:
+    return pl.DataFrame(schema=SAMPLE_SCHEMA)
+
+
+def _split(frame: pl.DataFrame, first: int, block_flags: tuple[bool, bool]) -> pl.DataFrame:
+    """Classify lines (1 comment, 2 fast sample, 3 needs the careful parser, 0 blank) and split fast ones.
+
+    Each line still ends in its newline. The series text ends at the first `"} ` (a quote inside a label
+    value is always escaped, and escapes take the careful path) or, without labels, at the first space.
+    """
+    has_backslash, has_cr = block_flags
+    text = pl.col("text")
+    brace = text.str.find("{", literal=True)
+    close = text.str.find('"} ', literal=True)
+    space = text.str.find(" ", literal=True)
+    simple = pl.when(brace.is_not_null()).then(close.is_not_null() & (brace < space)).otherwise(space > 0)
+    if has_backslash:
+        simple = simple & text.str.contains("\\", literal=True).not_()
+    simple = simple & text.str.contains(" # ", literal=True).not_()  # an OpenMetrics exemplar follows
+    trail = pl.when(text.str.ends_with("\r\n")).then(2).otherwise(1) if has_cr else pl.lit(1)
+    cut = pl.when(brace.is_not_null()).then(close + 2).otherwise(space).cast(pl.Int64)
+    out = (
+        frame.lazy()
+        .with_row_index("idx")
+        .with_columns(
+            line=pl.col("idx").cast(pl.Int64) + first,
+            kind=pl.when(text.str.starts_with("#")).then(1)
+            .when(text.str.len_bytes() <= 1).then(0)
+            .when(simple).then(2).otherwise(3).cast(pl.Int8),
+            cut=cut,
+        )
+        .with_columns(
+            key=text.str.head(pl.col("cut")),
+            tail=text.str.slice(pl.col("cut") + 1),
+            tail_len=text.str.len_bytes().cast(pl.Int64) - pl.col("cut") - 1 - trail,
+        )
+        .with_columns(gap=pl.col("tail").str.find(" ", literal=True).cast(pl.Int64))
+        .with_columns(
+            value=pl.col("tail").str.head(pl.col("gap").fill_null(pl.col("tail_len")))
+            .cast(pl.Float64, strict=False),
+            ts_raw=pl.col("tail").str.slice(pl.col("gap") + 1, pl.col("tail_len") - pl.col("gap") - 1)
+            .cast(pl.Int64, strict=False),
+        )
+        .with_columns(
+            kind=pl.when((pl.col("kind") == 2) & (
+                pl.col("value").is_null() | (pl.col("gap").is_not_null() & pl.col("ts_raw").is_null())))
+            .then(pl.lit(3, pl.Int8)).otherwise(pl.col("kind")),
+            ts_ms=pl.when(pl.col("ts_raw").abs() < SECONDS_BELOW).then(pl.col("ts_raw") * 1000)
+            .otherwise(pl.col("ts_raw")),
+        )
+        .select("line", "kind", "key", "value", "ts_ms", "text")
+    )
+    return out.collect()

@@ -1,0 +1,145 @@
+"""A vendor profile as frozen data: how one exporter dialect maps onto the canonical schema."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from normalizers.canonical import ErrorClass
+
+STICKY = "sticky_code"  # the value is the last code seen; an event is a change to a new non-zero code
+COUNTER = "counter"     # the value counts events since the exporter started; increases are events
+ERROR_KINDS = (STICKY, COUNTER)
+STATS = ("bucket", "sum", "count")
+
+
+@dataclass(frozen=True)
+class ValueRule:
+    """What a source value must look like before it becomes a number in the store."""
+
+    min: float | None = None
+    max: float | None = None
+    reject_values: dict[float, str] = field(default_factory=dict)  # value -> why it means "no data"
+    values: dict[float, float] = field(default_factory=dict)        # remap; other values are refused
+
+    @property
+    def empty(self) -> bool:
+        """True when the rule checks nothing."""
+        return self.min is None and self.max is None and not self.reject_values and not self.values
+
+
+@dataclass(frozen=True)
+class Derive:
+    """An attribute computed from a label value through a table (finished_reason -> outcome)."""
+
+    attribute: str
+    label: str
+    values: dict[str, str]
+    default: str | None = None
+
+
+@dataclass(frozen=True)
+class MetricMap:
+    """One source metric (optionally narrowed by label values) onto one canonical metric."""
+
+    source: str
+    metric: str
+    unit: str
+    factor: float
+    when: dict[str, str] = field(default_factory=dict)
+    attributes: dict[str, str] = field(default_factory=dict)
+    labels: dict[str, str] = field(default_factory=dict)   # source label -> attribute key
+    derive: tuple[Derive, ...] = ()
+    rule: ValueRule = field(default_factory=ValueRule)
+    stat: str | None = None  # a counter standing for one part of a canonical histogram (sum or count)
+
+    def matches(self, labels: dict[str, str]) -> bool:
+        """True when every `when` label has the wanted value."""
+        return all(labels.get(k) == v for k, v in self.when.items())
+
+
+@dataclass(frozen=True)
+class Derived:
+    """A canonical metric computed as the sum of several source metrics at the same instant."""
+
+    metric: str
+    unit: str
+    factor: float
+    inputs: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class ErrorMap:
+    """A vendor error signal: how its values become error events with a class and a severity."""
+
+    source: str
+    kind: str
+    code_format: str = "decimal"           # how a code in the value is written: decimal or hex
+    code_label: str | None = None          # the code is this label's value instead of the sample value
+    code: str | None = None                # a fixed code (an ECC counter has no code of its own)
+    fixed: ErrorClass | None = None        # one class for every event of this source
+    codes: dict[str, ErrorClass] = field(default_factory=dict)
+    default: ErrorClass | None = None      # for codes not in `codes`
+    by_label: str | None = None            # class chosen by this label's value...
+    label_classes: dict[str, ErrorClass] = field(default_factory=dict)  # ...through this table
+    no_error: tuple[str, ...] = ("0",)     # codes that mean "no error" (sticky kind)
+    series_labels: tuple[str, ...] = ()    # labels that tell this source's series on one device apart
+
+    def format_code(self, value: float) -> str:
+        """The vendor's own spelling of a code carried in a sample value."""
+        n = int(value)
+        return f"{n:X}" if self.code_format == "hex" else str(n)
+
+    def classify(self, code: str, labels: dict[str, str]) -> ErrorClass | None:
+        """The class of one event, or None when nothing in the profile covers it."""
+        if self.by_label is not None:
+            return self.label_classes.get(labels.get(self.by_label, ""), self.default)
+        if self.fixed is not None:
+            return self.fixed
+        return self.codes.get(code.upper() if self.code_format == "hex" else code, self.default)
+
+
+@dataclass(frozen=True)
+class VersionLabel:
+    """A label that carries a software or firmware version."""
+
+    label: str
+    component: str
+    per_device: bool = False
+
+
+@dataclass(frozen=True)
+class Sentinel:
+    """Values at or above a threshold mean "no data" for every metric of the profile."""
+
+    at_or_above: float
+    reason: str
+
+
+@dataclass(frozen=True)
+class Profile:
+    """Everything needed to normalize one exporter dialect; loaded from one YAML file."""
+
+    name: str
+    source: str
+    vendor: str = ""
+    description: str = ""
+    detect: tuple[str, ...] = ()
+    node_labels: tuple[str, ...] = ()
+    device_labels: tuple[str, ...] = ()
+    labels: dict[str, str] = field(default_factory=dict)
+    versions: tuple[VersionLabel, ...] = ()
+    sentinels: tuple[Sentinel, ...] = ()
+    metrics: dict[str, tuple[MetricMap, ...]] = field(default_factory=dict)
+    derived: tuple[Derived, ...] = ()
+    errors: dict[str, ErrorMap] = field(default_factory=dict)
+
+    def inputs_of(self, name: str) -> tuple[Derived, ...]:
+        """Derived metrics that consume this source metric."""
+        return tuple(d for d in self.derived if name in d.inputs)
+
+    def names(self) -> set[str]:
+        """Every source metric name this profile mentions."""
+        out = set(self.metrics) | set(self.errors)
+        for d in self.derived:
+            out.update(d.inputs)
+        return out

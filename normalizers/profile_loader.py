@@ -1,0 +1,294 @@
+"""The one loader for profile YAML: text in, a validated Profile out, or every problem with its line."""
+
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+
+from yaml.nodes import MappingNode, Node, SequenceNode
+
+from normalizers.canonical import ERROR_CLASSES, METRICS, RESERVED_ATTRIBUTES, SEVERITIES, ErrorClass
+from normalizers.errors import ProfileError
+from normalizers.profile import (
+    ERROR_KINDS,
+    STATS,
+    STICKY,
+    Derive,
+    Derived,
+    ErrorMap,
+    MetricMap,
+    Profile,
+    Sentinel,
+    ValueRule,
+    VersionLabel,
+)
+from normalizers.units import factor, units_for
+from pool_registry import ConfigError, Reader
+from pool_registry.yamlread import read_text
+
+_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
+_METRIC = re.compile(r"^[a-zA-Z_:][a-zA-Z0-9_:]*$")
+_LABEL = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
+_TOP = ("vendor", "description", "detect", "node_labels", "device_labels", "labels", "versions", "sentinels",
+        "metrics", "derived", "errors")
+_NO_NAMES: tuple[str, ...] = ()
+_MAP_KEYS = ("unit", "when", "attributes", "labels", "derive", "min", "max", "reject_values", "values", "stat")
+
+
+def load_profile(path: str | Path) -> Profile:
+    """Read and validate one profile file; its name must match the file name."""
+    try:
+        text = read_text(path)
+    except ConfigError as exc:
+        raise ProfileError(exc.problems) from None
+    profile = load_profile_text(text, str(path))
+    stem = Path(path).stem
+    if profile.name != stem:
+        r = Reader(str(path))
+        r.fail(None, "profile", f"profile name '{profile.name}' differs from the file name '{stem}.yaml'")
+        raise ProfileError(r.problems)
+    return profile
+
+
+def load_profile_text(text: str, source: str = "<profile>") -> Profile:
+    """Validate profile YAML text; raise ProfileError listing every problem."""
+    r = Reader(source)
+    root = r.compose(text)
+    if root is None and not r.problems:
+        r.fail(None, "", "empty file; expected a mapping with profile, detect and metrics")
+    if root is None:
+        raise ProfileError(r.problems)
+    top = r.mapping(root, "", required=("profile", "metrics"), optional=_TOP)
+    name = r.optional(top, "profile", "", r.text, "")
+    if name and not _NAME.match(name):
+        r.fail(top["profile"], "profile", f"bad profile name {name!r}; use lower-case letters, digits, '_', '-'")
+    labels: dict[str, str] = r.optional(top, "labels", "", r.string_map, {})
+    for label, attr in labels.items():
+        _check_attribute(r, top["labels"], f"labels.{label}", attr)
+    metrics = _metrics(r, top.get("metrics"))
+    derived = tuple(_derived(r, p, n) for p, n in r.items(top.get("derived"), "derived"))
+    errors = _errors(r, top.get("errors"))
+    profile = Profile(
+        name=name, source=source,
+        vendor=r.optional(top, "vendor", "", r.string, ""),
+        description=r.optional(top, "description", "", r.string, ""),
+        detect=_names(r, top.get("detect"), "detect", _METRIC),
+        node_labels=_names(r, top.get("node_labels"), "node_labels", _LABEL),
+        device_labels=_names(r, top.get("device_labels"), "device_labels", _LABEL),
+        labels=labels,
+        versions=_versions(r, top.get("versions")),
+        sentinels=tuple(_sentinel(r, p, n) for p, n in r.items(top.get("sentinels"), "sentinels")),
+        metrics=metrics, derived=derived, errors=errors,
+    )
+    for name_ in set(errors) & set(metrics):
+        r.fail(top["errors"], f"errors.{name_}", f"'{name_}' is already mapped under metrics")
+    if not profile.detect and not r.problems:
+        r.fail(root, "detect", "missing: list the metric-name prefixes that identify this dialect")
+    if r.problems:
+        raise ProfileError(r.problems)
+    return profile
+
+
+def _names(r: Reader, node: Node | None, path: str, pattern: re.Pattern[str]) -> tuple[str, ...]:
+    if node is None:
+        return ()
+    out = r.string_list(node, path)
+    for i, item in enumerate(out):
+        if item and not pattern.match(item):
+            r.fail(node.value[i], f"{path}[{i}]", f"bad name {item!r}")
+    return out
+
+
+def _check_attribute(r: Reader, node: Node, path: str, attr: str) -> None:
+    if attr in RESERVED_ATTRIBUTES:
+        r.fail(node, path, f"attribute '{attr}' is written by the normalizer itself; pick another name")
+
+
+def _unit(r: Reader, node: Node | None, path: str, metric: str) -> tuple[str, float]:
+    if node is None:
+        r.fail(None, path, "missing required field")
+        return "", 1.0
+    unit = r.text(node, path)
+    canon = METRICS.get(metric)
+    if canon is None or not unit:
+        return unit, 1.0
+    mult = factor(unit, canon.unit)
+    if mult is None:
+        r.fail(node, path, f"unit '{unit}' does not convert to {canon.unit} ({metric}); expected one of: "
+               f"{', '.join(units_for(canon.unit))}")
+        return unit, 1.0
+    return unit, mult
+
+
+def _canonical(r: Reader, node: Node | None, path: str) -> str:
+    if node is None:
+        return ""
+    metric = r.text(node, path)
+    if metric and metric not in METRICS:
+        r.fail(node, path, f"unknown canonical metric '{metric}'; known: {', '.join(METRICS)}")
+    return metric
+
+
+def _metrics(r: Reader, node: Node | None) -> dict[str, tuple[MetricMap, ...]]:
+    out: dict[str, tuple[MetricMap, ...]] = {}
+    if node is None:
+        return out
+    for source, value in r.free_mapping(node, "metrics").items():
+        path = f"metrics.{source}"
+        if not _METRIC.match(source):
+            r.fail(value, path, f"bad source metric name {source!r}")
+        if isinstance(value, SequenceNode):
+            maps = tuple(_metric_map(r, f"{path}[{i}]", item, source) for i, item in enumerate(value.value))
+            if any(not m.when for m in maps[:-1]):
+                r.fail(value, path, "every entry but the last needs 'when' labels to tell the entries apart")
+            out[source] = maps
+        else:
+            out[source] = (_metric_map(r, path, value, source),)
+    return out
+
+
+def _metric_map(r: Reader, path: str, node: Node, source: str) -> MetricMap:
+    f = r.mapping(node, path, required=("metric",), optional=_MAP_KEYS)
+    metric = _canonical(r, f.get("metric"), f"{path}.metric")
+    unit, mult = _unit(r, f.get("unit"), f"{path}.unit", metric)
+    attributes: dict[str, str] = r.optional(f, "attributes", path, r.string_map, {})
+    labels: dict[str, str] = r.optional(f, "labels", path, r.string_map, {})
+    for key in list(attributes) + list(labels.values()):
+        _check_attribute(r, node, path, key)
+    stat = r.optional(f, "stat", path, lambda n, p: r.choice(n, p, STATS), None)
+    canon = METRICS.get(metric)
+    if stat and canon and canon.kind != "histogram":
+        r.fail(f["stat"], f"{path}.stat", f"'stat' only applies to histogram metrics, not {metric}")
+    if metric == "accelerator.errors":
+        r.fail(f["metric"], f"{path}.metric", "error signals go under 'errors', which say how codes are classed")
+    derive = tuple(_derive(r, f"{path}.derive.{k}", k, v)
+                   for k, v in (r.free_mapping(f["derive"], f"{path}.derive").items() if "derive" in f else []))
+    return MetricMap(
+        source=source, metric=metric, unit=unit, factor=mult,
+        when=r.optional(f, "when", path, r.string_map, {}),
+        attributes=attributes, labels=labels, derive=derive, stat=stat,
+        rule=ValueRule(
+            min=r.optional(f, "min", path, r.number, None),
+            max=r.optional(f, "max", path, r.number, None),
+            reject_values={v: str(reason) for v, reason in _number_keys(r, f.get("reject_values"),
+                                                                         f"{path}.reject_values").items()},
+            values={v: _as_float(r, n, f"{path}.values") for v, n in _number_keys(
+                r, f.get("values"), f"{path}.values", raw=True).items()},
+        ),
+    )
+
+
+def _number_keys(r: Reader, node: Node | None, path: str, raw: bool = False) -> dict[float, object]:
+    out: dict[float, object] = {}
+    if node is None:
+        return out
+    for key, value in r.free_mapping(node, path).items():
+        try:
+            number = float(key)
+        except ValueError:
+            r.fail(value, f"{path}.{key}", f"expected a number as key, got {key!r}")
+            continue
+        out[number] = value if raw else r.text(value, f"{path}.{key}")
+    return out
+
+
+def _as_float(r: Reader, node: object, path: str) -> float:
+    return r.number(node, path) if isinstance(node, Node) else 0.0
+
+
+def _derive(r: Reader, path: str, attribute: str, node: Node) -> Derive:
+    f = r.mapping(node, path, required=("label", "values"), optional=("default",))
+    return Derive(attribute=attribute, label=r.optional(f, "label", path, r.text, ""),
+                  values=r.optional(f, "values", path, r.string_map, {}),
+                  default=r.optional(f, "default", path, r.text, None))
+
+
+def _derived(r: Reader, path: str, node: Node) -> Derived:
+    f = r.mapping(node, path, required=("metric", "sum", "unit"))
+    metric = _canonical(r, f.get("metric"), f"{path}.metric")
+    unit, mult = _unit(r, f.get("unit"), f"{path}.unit", metric)
+    inputs = r.optional(f, "sum", path, r.string_list, _NO_NAMES)
+    if "sum" in f and len(inputs) < 2:
+        r.fail(f["sum"], f"{path}.sum", "expected at least two source metrics to add up")
+    return Derived(metric=metric, unit=unit, factor=mult, inputs=inputs)
+
+
+def _versions(r: Reader, node: Node | None) -> tuple[VersionLabel, ...]:
+    out = []
+    if node is None:
+        return ()
+    for label, value in r.free_mapping(node, "versions").items():
+        path = f"versions.{label}"
+        if isinstance(value, MappingNode):
+            f = r.mapping(value, path, required=("component",), optional=("per_device",))
+            out.append(VersionLabel(label, r.optional(f, "component", path, r.string, ""),
+                                    r.optional(f, "per_device", path, r.boolean, False)))
+        else:
+            out.append(VersionLabel(label, r.string(value, path)))
+    return tuple(out)
+
+
+def _sentinel(r: Reader, path: str, node: Node) -> Sentinel:
+    f = r.mapping(node, path, required=("at_or_above", "reason"))
+    return Sentinel(r.optional(f, "at_or_above", path, r.number, math.inf),
+                    r.optional(f, "reason", path, r.string, ""))
+
+
+def _class(r: Reader, node: Node, path: str, levels: dict[str, ErrorClass] | None = None) -> ErrorClass:
+    """`class/severity`, or the name of a level defined in the same entry."""
+    text = r.text(node, path)
+    if levels is not None and text in levels:
+        return levels[text]
+    cls, _, sev = text.partition("/")
+    if cls not in ERROR_CLASSES or sev not in SEVERITIES:
+        known = f"; or a level: {', '.join(levels)}" if levels else ""
+        r.fail(node, path, f"expected error_class/severity with error_class in {', '.join(ERROR_CLASSES)} and "
+               f"severity in {', '.join(SEVERITIES)}, got {text!r}{known}")
+    return ErrorClass(cls, sev)
+
+
+def _errors(r: Reader, node: Node | None) -> dict[str, ErrorMap]:
+    out: dict[str, ErrorMap] = {}
+    if node is None:
+        return out
+    for source, value in r.free_mapping(node, "errors").items():
+        out[source] = _error_map(r, f"errors.{source}", source, value)
+    return out
+
+
+def _error_map(r: Reader, path: str, source: str, node: Node) -> ErrorMap:
+    f = r.mapping(node, path, required=("kind",), optional=(
+        "code_format", "code_label", "code", "class", "codes", "levels", "default", "by_label", "no_error",
+        "series_labels"))
+    kind = r.optional(f, "kind", path, lambda n, p: r.choice(n, p, ERROR_KINDS), STICKY)
+    levels = {k: _class(r, v, f"{path}.levels.{k}") for k, v in (
+        r.free_mapping(f["levels"], f"{path}.levels").items() if "levels" in f else [])}
+    codes = {k.upper(): _class(r, v, f"{path}.codes.{k}", levels) for k, v in (
+        r.free_mapping(f["codes"], f"{path}.codes").items() if "codes" in f else [])}
+    by_label: str | None = None
+    label_classes: dict[str, ErrorClass] = {}
+    if "by_label" in f:
+        g = r.mapping(f["by_label"], f"{path}.by_label", required=("label", "classes"))
+        by_label = r.optional(g, "label", f"{path}.by_label", r.text, "")
+        label_classes = {k: _class(r, v, f"{path}.by_label.classes.{k}") for k, v in (
+            r.free_mapping(g["classes"], f"{path}.by_label.classes").items() if "classes" in g else [])}
+    fixed = _class(r, f["class"], f"{path}.class") if "class" in f else None
+    default = _class(r, f["default"], f"{path}.default") if "default" in f else None
+    if fixed is None and default is None:
+        if by_label is None and not codes:
+            r.fail(node, path, "needs 'class' (one class for all events), 'codes' with a 'default', or 'by_label'")
+        else:
+            r.fail(node, path, "needs a 'default' class for codes or label values not listed")
+    code_label = r.optional(f, "code_label", path, r.text, None)
+    code = r.optional(f, "code", path, r.text, None)
+    if kind != STICKY and code_label is None and code is None:
+        r.fail(node, path, "a counter needs 'code' (a fixed code) or 'code_label' (the label carrying it)")
+    return ErrorMap(
+        source=source, kind=kind,
+        code_format=r.optional(f, "code_format", path, lambda n, p: r.choice(n, p, ("decimal", "hex")), "decimal"),
+        code_label=code_label, code=code, fixed=fixed, codes=codes, default=default,
+        by_label=by_label, label_classes=label_classes,
+        no_error=r.optional(f, "no_error", path, r.string_list, ("0",)),
+        series_labels=r.optional(f, "series_labels", path, r.string_list, _NO_NAMES),
+    )

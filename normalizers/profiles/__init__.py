@@ -1,0 +1,1 @@
+"""The shipped vendor profiles: one YAML file per exporter dialect (data, not code)."""

@@ -1,0 +1,227 @@
+"""Resolving one raw series (metric name + labels) against the profiles: what it becomes, or why it cannot.
+
+This runs once per distinct series, not per sample, so it can afford to be plain Python.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field, replace
+
+from normalizers.canonical import METRICS, ErrorClass
+from normalizers.profile import Derived, ErrorMap, MetricMap, Profile, Sentinel, ValueRule
+from normalizers.profile_set import ProfileSet
+from pool_registry import Pool
+
+
+def canonical_json(attributes: dict[str, str]) -> str:
+    """Attributes as canonical JSON text: sorted keys, no spaces, '{}' when empty."""
+    return json.dumps(attributes, sort_keys=True, separators=(",", ":"))
+
+
+def format_number(value: float) -> str:
+    """A bucket bound as text: shortest stable spelling, +Inf kept as Prometheus writes it."""
+    if value == float("inf"):
+        return "+Inf"
+    return f"{value:.12g}"
+
+
+@dataclass(frozen=True)
+class Context:
+    """Everything resolution needs besides the series itself."""
+
+    profiles: ProfileSet
+    profile: Profile | None = None       # --profile: every series is read with this one
+    pools: tuple[Pool, ...] = ()         # the registry's pools, for assignment rules
+    pool: str | None = None              # --pool: every sample goes here
+    node: str | None = None              # --node: for series without a node label
+
+
+@dataclass(frozen=True)
+class DerivedUse:
+    """This series is one input of a derived metric."""
+
+    rule: str            # profile/index, unique per derived rule
+    derived: Derived
+    name: str            # the input's metric name
+    consumed_only: bool  # True when the input has no canonical row of its own
+    attributes: str      # attributes of the derived row
+
+
+@dataclass(frozen=True)
+class ErrorUse:
+    """This series is an error signal: a sticky code or an error counter."""
+
+    spec: ErrorMap
+    source: str                     # state key: metric name + the labels that identify the series
+    attributes: dict[str, str]      # attributes every event of this series carries besides its class
+    code: str | None = None         # known per series (fixed, or from a label)
+    error_class: ErrorClass | None = None  # known per series (fixed, by label, or from the label code)
+
+
+@dataclass(frozen=True)
+class Resolution:
+    """What one series becomes; `reason` set means every sample of it is rejected with that reason."""
+
+    name: str
+    reason: str | None = None
+    profile: str = ""
+    pool: str = ""
+    node: str = ""
+    device: str = ""
+    metric: str | None = None   # the canonical metric of its own row, if it has one
+    attributes: str = "{}"
+    scale: float = 1.0
+    rule: ValueRule = field(default_factory=ValueRule)
+    sentinels: tuple[Sentinel, ...] = ()
+    derived: tuple[DerivedUse, ...] = ()
+    error: ErrorUse | None = None
+    versions: tuple[tuple[str, str, bool], ...] = ()  # (component, version, per device)
+    kind: str = "gauge"
+
+
+@dataclass
+class _Target:
+    mapping: MetricMap | None = None
+    stat: str | None = None
+    le: str | None = None
+    error: ErrorMap | None = None
+    inputs: tuple[Derived, ...] = field(default_factory=tuple)
+
+
+def _target(profile: Profile, name: str, labels: dict[str, str]) -> _Target | str:
+    """Which entry of the profile covers this metric name, or the reason none does."""
+    if name in profile.errors:
+        return _Target(error=profile.errors[name])
+    inputs = profile.inputs_of(name)
+    if name in profile.metrics:
+        maps = profile.metrics[name]
+        chosen = next((m for m in maps if m.matches(labels)), None)
+        if chosen is None:
+            shown = ", ".join(f"{k}={labels.get(k, '')!r}" for m in maps for k in m.when)
+            return f"metric '{name}' with {shown} is not mapped by profile '{profile.name}'"
+        if METRICS[chosen.metric].kind == "histogram" and chosen.stat is None:
+            return f"'{name}' names a histogram family; expected its _bucket, _sum or _count samples"
+        return _Target(mapping=chosen, stat=chosen.stat, inputs=inputs)
+    if inputs:
+        return _Target(inputs=inputs)
+    for suffix, stat in (("_bucket", "bucket"), ("_sum", "sum"), ("_count", "count")):
+        base = name[: -len(suffix)]
+        if name.endswith(suffix) and base in profile.metrics:
+            chosen = next((m for m in profile.metrics[base] if m.matches(labels)), None)
+            if chosen is not None and METRICS[chosen.metric].kind == "histogram" and chosen.stat is None:
+                return _Target(mapping=chosen, stat=stat)
+    if name.endswith("_total") and name[:-6] in profile.metrics:
+        chosen = next((m for m in profile.metrics[name[:-6]] if m.matches(labels)), None)
+        if chosen is not None:
+            return _Target(mapping=chosen, stat=chosen.stat)
+    if name.endswith("_created"):
+        base = name[:-8]
+        if base in profile.metrics or f"{base}_total" in profile.metrics:
+            return f"'{name}' is the creation time of counter '{base}', not a sample"
+    return f"metric '{name}' is not mapped by profile '{profile.name}'"
+
+
+def _first(labels: dict[str, str], keys: tuple[str, ...]) -> str:
+    return next((labels[k] for k in keys if labels.get(k)), "")
+
+
+def _pool(ctx: Context, node: str, labels: dict[str, str]) -> tuple[str, str | None]:
+    if ctx.pool is not None:
+        return ctx.pool, None
+    if not ctx.pools:
+        return "", "no pool: pass --pool or load a registry whose pools have assign rules"
+    hits = [p.id for p in ctx.pools if p.assign.matches(node, labels)]
+    if not hits:
+        return "", f"no pool matches node '{node}'"
+    if len(hits) > 1:
+        return "", f"node '{node}' matches several pools: {', '.join(hits)}"
+    return hits[0], None
+
+
+def _attributes(profile: Profile, mapping: MetricMap | None,
+                labels: dict[str, str]) -> tuple[dict[str, str], str | None]:
+    out = {attr: labels[label] for label, attr in profile.labels.items() if labels.get(label)}
+    if mapping is None:
+        return out, None
+    out.update({attr: labels[label] for label, attr in mapping.labels.items() if labels.get(label)})
+    out.update(mapping.attributes)
+    for d in mapping.derive:
+        value = labels.get(d.label, "")
+        got = d.values.get(value, d.default)
+        if got is None:
+            return out, f"label {d.label}={value!r} has no {d.attribute}; expected one of: {', '.join(d.values)}"
+        out[d.attribute] = got
+    return out, None
+
+
+def resolve(ctx: Context, name: str, labels: dict[str, str]) -> Resolution:
+    """Resolve one series; never raises for bad data, it returns a Resolution with a reason instead."""
+    profile = ctx.profile or ctx.profiles.detect(name)
+    if profile is None:
+        known = ", ".join(sorted(ctx.profiles.profiles))
+        return Resolution(name, f"no profile knows metric '{name}' (known profiles: {known}); "
+                                f"name one with --profile or add one with --profiles-dir")
+    target = _target(profile, name, labels)
+    if isinstance(target, str):
+        return Resolution(name, target, profile.name)
+    node = _first(labels, profile.node_labels) or (ctx.node or "")
+    if not node:
+        tried = ", ".join(profile.node_labels) or "(none in this profile)"
+        return Resolution(name, f"no node: no label among {tried} is set and no --node was given", profile.name)
+    pool, why = _pool(ctx, node, labels)
+    if why:
+        return Resolution(name, why, profile.name, node=node)
+    device = _first(labels, profile.device_labels)
+    versions = tuple((v.component, labels[v.label], v.per_device) for v in profile.versions if labels.get(v.label))
+    base, _ = _attributes(profile, None, labels)
+    base_json = canonical_json(base)
+    derived = tuple(
+        DerivedUse(f"{profile.name}/{profile.derived.index(d)}", d, name, target.mapping is None, base_json)
+        for d in target.inputs)
+    common = Resolution(name, None, profile.name, pool, node, device, sentinels=profile.sentinels,
+                        versions=versions, derived=derived)
+    if target.error is not None:
+        return replace(common, error=_error_use(target.error, name, labels, base), kind="error")
+    if target.mapping is None:
+        return replace(common, kind="input")
+    m = target.mapping
+    attrs, why = _attributes(profile, m, labels)
+    if why:
+        return Resolution(name, why, profile.name, node=node)
+    scale = m.factor
+    canon = METRICS[m.metric]
+    if canon.kind == "histogram":
+        attrs["stat"] = target.stat or "sum"
+        if target.stat == "bucket":
+            try:
+                attrs["le"] = format_number(float(labels["le"]) * m.factor)
+            except (KeyError, ValueError):
+                return Resolution(name, f"histogram bucket '{name}' has a missing or bad le "
+                                        f"{labels.get('le')!r}", profile.name, node=node)
+        if target.stat != "sum":
+            scale = 1.0  # bucket and count values are counts of observations, not in the metric's unit
+    return replace(common, metric=m.metric, attributes=canonical_json(attrs), scale=scale, rule=m.rule,
+                   kind=canon.kind)
+
+
+def _error_use(spec: ErrorMap, name: str, labels: dict[str, str], base: dict[str, str]) -> ErrorUse:
+    ident = dict(base)
+    ident.update({k: labels.get(k, "") for k in spec.series_labels})
+    code = spec.code
+    if spec.code_label is not None:
+        code = labels.get(spec.code_label, "")
+        ident[spec.code_label] = code
+    cls = None
+    if spec.by_label is not None or spec.fixed is not None or code is not None:
+        cls = spec.classify(code or "", labels)
+    return ErrorUse(spec, f"{name}{canonical_json(ident)}", base, code, cls)
+
+
+def error_class_of(use: ErrorUse, code: str, labels: dict[str, str] | None = None) -> ErrorClass:
+    """The class of an event whose code is only known from its value."""
+    if use.error_class is not None:
+        return use.error_class
+    found = use.spec.classify(code, labels or {})
+    return found if found is not None else ErrorClass("unknown", "recoverable")
+

@@ -1,0 +1,37 @@
+"""Stored state of stateful error series (sticky codes, error counters): lookups and change points."""
+
+from __future__ import annotations
+
+import duckdb
+import polars as pl
+
+STATE_COLUMNS = ("node", "device", "source", "ts", "value")
+
+
+def prior_error_state(con: duckdb.DuckDBPyConnection, keys: pl.DataFrame) -> pl.DataFrame:
+    """For each (node, device, source, before): the newest stored raw value strictly before `before`."""
+    if keys.height == 0:
+        return pl.DataFrame(schema={"node": pl.String, "device": pl.String, "source": pl.String,
+                                    "value": pl.Float64})
+    con.register("_hp_state_keys", keys.select("node", "device", "source", "before").to_arrow())
+    try:
+        return con.sql(
+            "SELECT k.node, k.device, k.source, arg_max(s.value, s.ts) AS value FROM _hp_state_keys k "
+            "JOIN error_state s ON s.node = k.node AND s.device = k.device AND s.source = k.source "
+            "AND s.ts < k.before GROUP BY k.node, k.device, k.source").pl()
+    finally:
+        con.unregister("_hp_state_keys")
+
+
+def record_error_state(con: duckdb.DuckDBPyConnection, changes: pl.DataFrame) -> int:
+    """Keep change points (inside the caller's transaction); ones already stored are left alone."""
+    if changes.height == 0:
+        return 0
+    con.register("_hp_state", changes.select(STATE_COLUMNS).to_arrow())
+    try:
+        rows = con.execute(
+            "INSERT INTO error_state SELECT node, device, source, ts, value FROM _hp_state "
+            "ON CONFLICT (node, device, source, ts) DO NOTHING").fetchall()
+    finally:
+        con.unregister("_hp_state")
+    return int(rows[0][0]) if rows else 0
