@@ -129,10 +129,11 @@ class PromClient:
 
     def range_vector(self, selector: str, start_ms: int, end_ms: int) -> RangeVector:
         """All raw samples with start_ms < ts <= end_ms, via an instant query of a range selector."""
-        query = f"{selector}[{end_ms - start_ms - 1}ms]" if end_ms - start_ms > 1 else None
-        if query is None:
+        if end_ms <= start_ms:
             return RangeVector([], [])
-        # Prometheus 2.x range selectors include both ends, so [end - (end-start-1)ms, end] = (start, end].
+        # Prometheus 2.x range selectors include both ends and 3.x excludes the start, so the points at
+        # exactly start_ms are dropped here to get (start, end] from either.
+        query = f"{selector}[{end_ms - start_ms}ms]"
         params = {"query": query, "time": f"{end_ms / 1000:.3f}"}
         last = ""
         for attempt in range(self.retry.attempts):
@@ -153,7 +154,8 @@ class PromClient:
             body = json.loads(resp.content)
             if body.get("status") != "success":
                 raise ChunkFailed(f"query {query!r} failed: {body.get('error', 'unknown error')}")
-            result = body["data"]["result"]
-            return RangeVector([(s["metric"], s["values"]) for s in result], [str(w) for w in body.get("warnings", [])])
+            lo = start_ms / 1000
+            series = [(s["metric"], [p for p in s["values"] if p[0] > lo]) for s in body["data"]["result"]]
+            return RangeVector(series, [str(w) for w in body.get("warnings", [])])
         raise ChunkFailed(
             f"query {selector} ({start_ms}, {end_ms}] failed after {self.retry.attempts} attempts: {last}")

@@ -61,6 +61,7 @@ class IngestRun:
         self.window: tuple[int, int] | None = None
         self.stored_span: tuple[int, int] | None = None
         self.run_id = 0
+        self.failed = False
         self._open = False
         self._horizon: int | None = None
 
@@ -94,7 +95,8 @@ class IngestRun:
                 "stored = ?, rejected = ?, duplicates = ?, status = ?, warnings = ? WHERE run_id = ?",
                 [dt.datetime.now(dt.UTC), *(self.window or (None, None)), self.counts.read,
                  self.counts.stored, self.counts.rejected, self.counts.duplicates,
-                 "warnings" if self.warnings else "ok", json.dumps(self.warnings), self.run_id],
+                 "failed" if self.failed else "warnings" if self.warnings else "ok", json.dumps(self.warnings),
+                 self.run_id],
             )
         except BaseException:
             self.con.execute("ROLLBACK")
@@ -118,13 +120,22 @@ class IngestRun:
         """Count records the normalizer folded as repeats before they became rows (a sticky code)."""
         self.counts.duplicates += n
 
+    def fail(self, message: str) -> None:
+        """Mark the run failed (it still commits, so the failure and its reason are on record)."""
+        self.failed = True
+        self.warnings.append(message)
+
     def warn(self, message: str) -> None:
         """Attach a warning (such as a Prometheus partial response) to the run."""
         self.warnings.append(message)
 
     # -- writes --------------------------------------------------------------------------------
-    def add_samples(self, frame: pl.DataFrame) -> tuple[int, int]:
-        """Insert rows not already stored; return (stored, duplicates) in source records."""
+    def add_samples(self, frame: pl.DataFrame, *, unique: bool = False) -> tuple[int, int]:
+        """Insert rows not already stored; return (stored, duplicates) in source records.
+
+        unique=True: the caller guarantees that no two rows of the frame share the natural key (it skips
+        the in-batch deduplication, which is a large share of the cost of a big batch).
+        """
         if frame.height == 0:
             return (0, 0)
         weights = frame["n_src"].cast(pl.Int64) if "n_src" in frame.columns else pl.repeat(
@@ -137,7 +148,7 @@ class IngestRun:
             batch = self._reject_pruned(batch, self._horizon)
             if batch.height == 0:
                 return (0, 0)
-        unique = batch.unique(subset=list(KEY), keep="first", maintain_order=True)
+        unique = batch if unique else batch.unique(subset=list(KEY), keep="first", maintain_order=True)
         in_batch_dupes = int(batch["n_src"].sum()) - int(unique["n_src"].sum())
         lo, hi = int(unique["ts"].min()), int(unique["ts"].max())  # type: ignore[arg-type]
         self.window = (min(lo, self.window[0]), max(hi, self.window[1])) if self.window else (lo, hi)

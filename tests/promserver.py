@@ -10,6 +10,7 @@ import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 T0_S = 1_793_491_200  # 2026-11-01T00:00:00Z, start of the fixture history
 STEP_S = 15
@@ -118,10 +119,18 @@ class FixtureFleet:
         yield "# EOF\n"
 
 
+class History(Protocol):
+    """Anything that can write its history as OpenMetrics text."""
+
+    def openmetrics(self) -> Iterator[str]:
+        """The history, in pieces."""
+        ...
+
+
 class PrometheusServer:
     """Backfill with promtool, then serve on a free loopback port until stopped."""
 
-    def __init__(self, workdir: Path, fleet: FixtureFleet):
+    def __init__(self, workdir: Path, fleet: History):
         self.workdir = workdir
         self.fleet = fleet
         self.port = free_port()
