@@ -77,13 +77,20 @@ def make_context(con: duckdb.DuckDBPyConnection, options: IngestOptions,
 
 
 class _Writer:
-    """Writes normalized batches into a run; holds back the newest timestamp's rows for the next batch so
-    that consecutive batches of a time-ordered file never overlap in time (no anti-join needed)."""
+    """Writes normalized batches into a run.
+
+    Each batch's rows are unique on the natural key, so the store can skip its own deduplication. The rows
+    of a batch's newest timestamp wait for the next batch: a scrape cut by a chunk boundary then lands in one
+    insert, consecutive inserts of a time-ordered file never overlap in time (no anti-join against stored
+    rows), and only rows at the boundary timestamp need deduplicating again. Versions are kept until the end
+    and upserted once.
+    """
 
     def __init__(self, run: IngestRun, report: IngestReport):
         self.run = run
         self.report = report
         self.pending: pl.DataFrame | None = None
+        self.versions: pl.DataFrame | None = None  # first and last seen per version so far
 
     def raw(self, batch: RawBatch) -> None:
         self.run.add_read(batch.reads)
@@ -100,18 +107,31 @@ class _Writer:
         self.run.add_duplicates(out.folded)
         record_error_state(self.run.con, out.state)
         if out.versions.height:
-            self.run.add_versions(out.versions)
-        rows = out.samples if self.pending is None else pl.concat([self.pending, out.samples])
+            seen = out.versions if self.versions is None else pl.concat([self.versions, out.versions])
+            self.versions = seen.group_by("pool", "node", "device", "component", "version").agg(
+                pl.col("ts").min()).vstack(seen.group_by("pool", "node", "device", "component", "version").agg(
+                    pl.col("ts").max()))
+        rows, edge = out.samples, None
+        if self.pending is not None and self.pending.height:
+            edge = self.pending.get_column("ts").first()
+            rows = pl.concat([self.pending, rows])
         if rows.height == 0:
             return
         newest = rows.get_column("ts").max()
         self.pending = rows.filter(pl.col("ts") == newest)
-        self.run.add_samples(rows.filter(pl.col("ts") < newest))
+        send = rows.filter(pl.col("ts") < newest)
+        if edge is not None:  # the held rows and this batch may both hold a row for the same key there
+            self.run.add_samples(send.filter(pl.col("ts") == edge))
+            send = send.filter(pl.col("ts") != edge)
+        self.run.add_samples(send, assume_unique=True)
 
     def flush(self) -> None:
         if self.pending is not None and self.pending.height:
             self.run.add_samples(self.pending)
         self.pending = None
+        if self.versions is not None:
+            self.run.add_versions(self.versions)
+            self.versions = None
 
 
 def _prior(con: duckdb.DuckDBPyConnection) -> Callable[[pl.DataFrame], pl.DataFrame]:
@@ -136,6 +156,7 @@ def ingest_exposition(con: duckdb.DuckDBPyConnection, chunks: Iterable[bytes], *
                 writer.normalized(normalizer.normalize(batch, _prior(con)))
             if after_batch is not None:
                 after_batch(n)
+        writer.normalized(normalizer.finish())
         writer.flush()
         if run.counts.read == 0:
             run.warn(f"{source}: no samples (empty input, or only comments)")

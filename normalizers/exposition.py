@@ -85,6 +85,7 @@ class ExpositionParser:
         self._carry = b""
         self._skipping = False  # inside an over-long line, dropping bytes until its newline
         self._line = 0          # lines completed so far
+        self._buffer: np.ndarray | None = None
 
     # -- streaming ------------------------------------------------------------------------------
     def feed(self, data: bytes) -> RawBatch:
@@ -147,7 +148,7 @@ class ExpositionParser:
             if int(arr.max()) >= 0x80 and not _valid_utf8(block):
                 chunks.append(self._checked_lines(bytes(block), rejects))
                 continue
-            ends = np.flatnonzero(arr == 10)
+            ends = np.flatnonzero(np.equal(arr, 10, out=self._scratch(len(arr))))
             offsets = np.empty(len(ends) + 1, dtype=np.int64)
             offsets[0] = 0
             offsets[1:] = ends + 1
@@ -155,6 +156,12 @@ class ExpositionParser:
             self._line += len(ends)
         texts = pl.Series("text", pa.chunked_array(chunks, type=pa.large_string()), dtype=pl.String)
         return texts, first, (flags[0], flags[1])
+
+    def _scratch(self, n: int) -> np.ndarray:
+        """A reusable boolean buffer: newline search without allocating (and faulting in) a new one per chunk."""
+        if self._buffer is None or len(self._buffer) < n:
+            self._buffer = np.empty(n, dtype=bool)
+        return self._buffer[:n]
 
     def _checked_lines(self, block: bytes, rejects: list[dict[str, object]]) -> pa.Array:
         """Lines of a block that is not all valid UTF-8: the bad lines are rejected one by one."""
@@ -177,7 +184,7 @@ class ExpositionParser:
         self._comments(frame.filter(pl.col("kind") == 1).get_column("text"))
         slow = frame.filter(pl.col("kind") == 3).select("line", "text")
         fast = frame.filter(pl.col("kind") == 2).select(
-            "line", pl.col("key").cast(pl.Categorical), "value", "ts_ms", "text")
+            "line", pl.col("text").str.head(pl.col("cut")).cast(pl.Categorical).alias("key"), "value", "ts_ms", "text")
         parts = [fast, self._slow(slow, rejects)]
         samples = pl.concat([p for p in parts if p.height] or [_empty_samples()])
         samples, series = self._resolve(samples, rejects)
@@ -260,47 +267,40 @@ def _split(frame: pl.DataFrame, first: int, block_flags: tuple[bool, bool]) -> p
 
     Each line still ends in its newline. The series text ends at the first `"} ` (a quote inside a label
     value is always escaped, and escapes take the careful path) or, without labels, at the first space.
+    The value and the optional timestamp follow it, one space apart.
     """
     has_backslash, has_cr = block_flags
     text = pl.col("text")
-    brace = text.str.find("{", literal=True)
-    close = text.str.find('"} ', literal=True)
-    space = text.str.find(" ", literal=True)
+    brace, close, space, gap = pl.col("brace"), pl.col("close"), pl.col("space"), pl.col("gap")
     simple = pl.when(brace.is_not_null()).then(close.is_not_null() & (brace < space)).otherwise(space > 0)
+    simple = simple & text.str.contains(" # ", literal=True).not_()  # an OpenMetrics exemplar follows
     if has_backslash:
         simple = simple & text.str.contains("\\", literal=True).not_()
-    simple = simple & text.str.contains(" # ", literal=True).not_()  # an OpenMetrics exemplar follows
     trail = pl.when(text.str.ends_with("\r\n")).then(2).otherwise(1) if has_cr else pl.lit(1)
-    cut = pl.when(brace.is_not_null()).then(close + 2).otherwise(space).cast(pl.Int64)
     out = (
         frame.lazy()
         .with_row_index("idx")
-        .with_columns(
-            line=pl.col("idx").cast(pl.Int64) + first,
-            kind=pl.when(text.str.starts_with("#")).then(1)
-            .when(text.str.len_bytes() <= 1).then(0)
-            .when(simple).then(2).otherwise(3).cast(pl.Int8),
-            cut=cut,
-        )
-        .with_columns(
-            key=text.str.head(pl.col("cut")),
-            tail=text.str.slice(pl.col("cut") + 1),
-            tail_len=text.str.len_bytes().cast(pl.Int64) - pl.col("cut") - 1 - trail,
-        )
+        .with_columns(brace=text.str.find("{", literal=True), close=text.str.find('"} ', literal=True),
+                      space=text.str.find(" ", literal=True), length=text.str.len_bytes().cast(pl.Int64))
+        .with_columns(cut=pl.when(brace.is_not_null()).then(close + 2).otherwise(space).cast(pl.Int64),
+                      simple=simple)
+        .with_columns(tail=text.str.slice(pl.col("cut") + 1),
+                      tail_len=pl.col("length") - pl.col("cut") - 1 - trail)
         .with_columns(gap=pl.col("tail").str.find(" ", literal=True).cast(pl.Int64))
         .with_columns(
-            value=pl.col("tail").str.head(pl.col("gap").fill_null(pl.col("tail_len")))
-            .cast(pl.Float64, strict=False),
-            ts_raw=pl.col("tail").str.slice(pl.col("gap") + 1, pl.col("tail_len") - pl.col("gap") - 1)
-            .cast(pl.Int64, strict=False),
+            value=pl.col("tail").str.head(gap.fill_null(pl.col("tail_len"))).cast(pl.Float64, strict=False),
+            ts_raw=pl.col("tail").str.slice(gap + 1, pl.col("tail_len") - gap - 1).cast(pl.Int64, strict=False),
         )
         .with_columns(
-            kind=pl.when((pl.col("kind") == 2) & (
-                pl.col("value").is_null() | (pl.col("gap").is_not_null() & pl.col("ts_raw").is_null())))
-            .then(pl.lit(3, pl.Int8)).otherwise(pl.col("kind")),
+            kind=pl.when(text.str.starts_with("#")).then(1)
+            .when(pl.col("length") <= 1).then(0)
+            .when(pl.col("simple") & pl.col("value").is_not_null()
+                  & (gap.is_null() | pl.col("ts_raw").is_not_null())).then(2)
+            .otherwise(3).cast(pl.Int8),
             ts_ms=pl.when(pl.col("ts_raw").abs() < SECONDS_BELOW).then(pl.col("ts_raw") * 1000)
             .otherwise(pl.col("ts_raw")),
+            line=pl.col("idx").cast(pl.Int64) + first,
         )
-        .select("line", "kind", "key", "value", "ts_ms", "text")
+        .select("line", "kind", "cut", "value", "ts_ms", "text")
     )
     return out.collect()

@@ -1,8 +1,10 @@
 """Raw samples -> canonical rows, rejects, versions and error-state change points, vectorized per batch.
 
 Every sample read ends in exactly one place: a canonical row (counted by the row's `n_src`), a reject with
-its reason, or `folded` (a repeat of a sticky error code or an unchanged error counter). Each distinct series
-is resolved once (`series.resolve`); the per-sample work is Polars expressions over the whole batch.
+its reason, or `folded` (a repeat of a sticky error code, an unchanged error counter, or a second sample of
+the same canonical row). Each distinct series is resolved once (`series.resolve`) and gets small integer ids;
+the per-sample work is integer and float expressions over the batch, and reject reasons are only spelled
+out for the rejected rows.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from typing import Any
 import polars as pl
 
 from normalizers.exposition import RECORD_CHARS, REJECT_SCHEMA, RawBatch
-from normalizers.profile import ValueRule
+from normalizers.ids import Ids, RowKey
 from normalizers.series import Context, Resolution, resolve
 from normalizers.stateful import STATE_SCHEMA, error_rows
 from normalizers.textformat import render_series
@@ -26,6 +28,10 @@ ROW_SCHEMA: dict[str, pl.DataType] = {
 }
 VERSION_SCHEMA = {"pool": pl.String, "node": pl.String, "device": pl.String, "component": pl.String,
                   "version": pl.String, "ts": pl.Int64}
+# Roles of a series: what its samples become.
+REJECTED, DIRECT, INPUT, ERROR = 0, 1, 2, 3
+# Check codes of a sample; 0 is fine, the first failed check wins.
+(OK, SERIES, DUP, AHEAD, NEGATIVE_TS, NAN, INF, SENTINEL, BELOW, ABOVE, RULE_REJECT, RULE_VALUES) = range(12)
 
 # (node, device, source, before) -> (node, device, source, value): the newest stored raw value of each
 # stateful error series strictly before `before`; series never seen are simply absent.
@@ -45,37 +51,51 @@ class Options:
 class Normalized:
     """Output of one batch."""
 
-    samples: pl.DataFrame   # ROW_SCHEMA
+    samples: pl.DataFrame   # ROW_SCHEMA, unique on (ts, pool, node, device, metric, attributes)
     rejects: pl.DataFrame   # line, record, reason
     versions: pl.DataFrame  # VERSION_SCHEMA, one row per observation (first and last seen are aggregated)
-    folded: int             # reads that carry no new information (sticky repeats, unchanged counters)
+    folded: int             # reads that carry no new information
     state: pl.DataFrame     # STATE_SCHEMA: change points of stateful error series
 
 
 class Normalizer:
-    """Stateless about data, but caches each series' resolution across batches of one ingest."""
+    """Caches each series' resolution and ids across the batches of one ingest; otherwise pure."""
 
     def __init__(self, ctx: Context, options: Options):
         self.ctx = ctx
         self.options = options
-        self._cache: dict[str, Resolution] = {}
-        self._rules: list[ValueRule] = []
+        self.ids = Ids()
+        self._sid: dict[str, int] = {}
+        self._held: pl.DataFrame | None = None  # derived inputs waiting for their partners (next batch)
+        self._last: pl.DataFrame | None = None  # newest raw value of each error series in this ingest
 
-    def resolution(self, key: str, name: str, labels: dict[str, str]) -> Resolution:
-        """The cached resolution of one series."""
-        got = self._cache.get(key)
+    def sid(self, key: str, name: str, labels: dict[str, str]) -> int:
+        """The series id of a key, resolving the series the first time it is seen."""
+        got = self._sid.get(key)
         if got is None:
-            got = resolve(self.ctx, name, labels)
-            self._cache[key] = got
+            got = self.ids.add_series(resolve(self.ctx, name, labels))
+            self._sid[key] = got
         return got
 
     # -- entry points ----------------------------------------------------------------------------
-    def normalize(self, batch: RawBatch, prior: StateLookup | None = None) -> Normalized:
-        """Normalize one parsed batch; `prior` supplies stored error state (none: every series is new)."""
-        samples = batch.samples
-        keys = samples.get_column("key").unique().cast(pl.String).to_list()
-        res = {k: self.resolution(k, *batch.series[k]) for k in keys}
-        return self._run(samples, res, prior)
+    def normalize(self, batch: RawBatch, prior: StateLookup | None = None, *, last: bool = False) -> Normalized:
+        """Normalize one parsed batch; `prior` supplies stored error state (none: every series is new).
+
+        Derived inputs whose partners may still come in the next batch are held back; pass last=True (or
+        call `finish`) for the final batch so that nothing stays held.
+        """
+        keys = batch.samples.get_column("key").unique()
+        sids = [self.sid(k, *batch.series[k]) for k in keys.cast(pl.String).to_list()]
+        lookup = pl.DataFrame({"key": keys, "sid": pl.Series(sids, dtype=pl.UInt32)})
+        samples = batch.samples.join(lookup, on="key", how="left").drop("key")
+        return self._run(samples, prior, last)
+
+    def finish(self) -> Normalized:
+        """Reject derived inputs still held when the input ends."""
+        held, self._held = self._held, None
+        rejects = _derived_leftovers(held, self.ids) if held is not None else pl.DataFrame(schema=REJECT_SCHEMA)
+        return Normalized(pl.DataFrame(schema=ROW_SCHEMA), rejects, pl.DataFrame(schema=VERSION_SCHEMA), 0,
+                          pl.DataFrame(schema=STATE_SCHEMA))
 
     def normalize_frame(self, frame: pl.DataFrame, prior: StateLookup | None = None) -> Normalized:
         """Normalize already-parsed raw samples: name, labels (list of {name, value}), value, ts_ms[, line].
@@ -84,11 +104,10 @@ class Normalizer:
         """
         if "line" not in frame.columns:
             frame = frame.with_row_index("line", offset=1)
-        pairs = frame.get_column("labels").to_list()
-        names = frame.get_column("name").to_list()
         keys: list[str] = []
         series: dict[str, tuple[str, dict[str, str]]] = {}
-        for name, labels in zip(names, pairs, strict=True):
+        for name, labels in zip(frame.get_column("name").to_list(), frame.get_column("labels").to_list(),
+                                strict=True):
             as_dict = {p["name"]: p["value"] for p in labels or []}
             key = render_series(name, as_dict)
             series.setdefault(key, (name, as_dict))
@@ -100,165 +119,178 @@ class Normalizer:
             "ts_ms": frame.get_column("ts_ms").cast(pl.Int64),
             "text": pl.Series([None] * frame.height, dtype=pl.String),
         })
-        return self.normalize(RawBatch(samples, series, pl.DataFrame(schema=REJECT_SCHEMA)), prior)
+        return self.normalize(RawBatch(samples, series, pl.DataFrame(schema=REJECT_SCHEMA)), prior, last=True)
 
     # -- the batch ------------------------------------------------------------------------------
-    def _rule_id(self, rule: ValueRule) -> int | None:
-        if not rule.reject_values and not rule.values:
-            return None
-        if rule not in self._rules:
-            self._rules.append(rule)
-        return self._rules.index(rule)
-
-    def _table(self, res: dict[str, Resolution]) -> pl.DataFrame:
-        rows = []
-        for key, r in res.items():
-            sent = min(r.sentinels, key=lambda s: s.at_or_above) if r.sentinels else None
-            rows.append((key, r.name, r.reason, r.pool, r.node, r.device, r.metric, r.attributes, r.scale,
-                         r.rule.min, r.rule.max, self._rule_id(r.rule), sent.at_or_above if sent else None,
-                         sent.reason if sent else None, r.error is not None))
-        return pl.DataFrame(rows, orient="row", schema={
-            "key": pl.String, "name": pl.String, "sreason": pl.String, "pool": pl.String, "node": pl.String,
-            "device": pl.String, "metric": pl.String, "attributes": pl.String, "scale": pl.Float64,
-            "vmin": pl.Float64, "vmax": pl.Float64, "rule_id": pl.Int32, "sentinel": pl.Float64,
-            "sent_reason": pl.String, "is_error": pl.Boolean,
-        }).with_columns(pl.col("key").cast(pl.Categorical))
-
-    def _reason(self) -> pl.Expr:
-        """The reject reason of each sample, or null; the first failed check wins."""
+    def _codes(self) -> pl.Expr:
         v, o = pl.col("value"), self.options
-        expr: Any
-        iso = pl.from_epoch("ts", time_unit="ms").dt.to_string("%Y-%m-%dT%H:%M:%SZ")
-        expr = (
-            pl.when(pl.col("sreason").is_not_null()).then(pl.col("sreason"))
-            .when(pl.col("dup")).then(pl.lit("duplicate series in one scrape: same series and timestamp as an "
-                                             "earlier line"))
-            .when(pl.col("ts") > o.now_ms + o.max_ahead_ms).then(pl.format(
-                "timestamp {} is more than a day ahead of now", iso))
-            .when(pl.col("ts") < 0).then(pl.format("negative timestamp {}", pl.col("ts")))
-            .when(v.is_nan()).then(pl.lit("value is NaN"))
-            .when(v.is_infinite()).then(pl.format("value is {}", pl.when(v > 0).then(pl.lit("+Inf"))
-                                                  .otherwise(pl.lit("-Inf"))))
-            .when(v >= pl.col("sentinel")).then(pl.format("{} ({})", pl.col("sent_reason"), v))
-            .when(v < pl.col("vmin")).then(pl.format("value {} is below the valid minimum {} of {}", v,
-                                                     pl.col("vmin"), pl.col("name")))
-            .when(v > pl.col("vmax")).then(pl.format("value {} is above the valid maximum {} of {}", v,
-                                                     pl.col("vmax"), pl.col("name")))
+        expr: Any = (
+            pl.when(pl.col("role") == REJECTED).then(SERIES)
+            .when(pl.col("dup")).then(DUP)
+            .when(pl.col("ts") > o.now_ms + o.max_ahead_ms).then(AHEAD)
+            .when(pl.col("ts") < 0).then(NEGATIVE_TS)
+            .when(v.is_nan()).then(NAN)
+            .when(v.is_infinite()).then(INF)
+            .when(v >= pl.col("sentinel")).then(SENTINEL)
+            .when(v < pl.col("vmin")).then(BELOW)
+            .when(v > pl.col("vmax")).then(ABOVE)
         )
-        for rid, rule in enumerate(self._rules):
-            here = pl.col("rule_id") == rid
+        for rid, rule in enumerate(self.ids.rules):
+            here = pl.col("rule") == rid
             if rule.reject_values:
-                reasons = {float(k): f"{text} (value {k:g})" for k, text in rule.reject_values.items()}
-                expr = expr.when(here & v.is_in(list(reasons))).then(
-                    v.replace_strict(reasons, default=None, return_dtype=pl.String))
+                expr = expr.when(here & v.is_in(list(rule.reject_values))).then(RULE_REJECT)
             if rule.values:
-                allowed = ", ".join(f"{k:g}" for k in rule.values)
-                expr = expr.when(here & v.is_in(list(rule.values)).not_()).then(
-                    pl.format("value {} is not one of {} for {}", v, pl.lit(allowed), pl.col("name")))
-        return expr.otherwise(pl.lit(None, pl.String))
+                expr = expr.when(here & v.is_in(list(rule.values)).not_()).then(RULE_VALUES)
+        return expr.otherwise(OK).cast(pl.Int8)
 
     def _remap(self) -> pl.Expr:
         v = pl.col("value")
         expr: Any = pl.when(pl.lit(False)).then(v)
-        for rid, rule in enumerate(self._rules):
+        for rid, rule in enumerate(self.ids.rules):
             if rule.values:
-                expr = expr.when(pl.col("rule_id") == rid).then(v.replace_strict(rule.values, default=v))
+                expr = expr.when(pl.col("rule") == rid).then(v.replace_strict(rule.values, default=v))
         return expr.otherwise(v)
 
-    def _run(self, samples: pl.DataFrame, res: dict[str, Resolution], prior: StateLookup | None) -> Normalized:
-        table = self._table(res)
-        joined = (
-            samples.lazy()
-            .join(table.lazy(), on="key", how="left")
-            .with_columns(ts=pl.col("ts_ms").fill_null(self.options.default_ts_ms))
-            .with_columns(dup=pl.struct("key", "ts").is_first_distinct().not_())
-            .with_columns(reason=self._reason())
+    def _run(self, samples: pl.DataFrame, prior: StateLookup | None, last: bool) -> Normalized:
+        table = self.ids.series_frame()
+        frame = pl.concat([samples, table.drop("sid")[samples.get_column("sid")]], how="horizontal").with_columns(
+            ts=pl.col("ts_ms").fill_null(self.options.default_ts_ms))
+        frame = (
+            frame.lazy()
+            .with_columns(dup=_first_of_pair(frame, "sid", "ts").not_())
+            .with_columns(code=self._codes())
             .with_columns(value=self._remap())
             .collect()
         )
-        bad = joined.filter(pl.col("reason").is_not_null())
-        good = joined.filter(pl.col("reason").is_null())
-        rejects = [_rejects(bad)]
-        direct = good.filter(pl.col("metric").is_not_null()).select(
-            "ts", "pool", "node", "device", "metric", (pl.col("value") * pl.col("scale")).alias("value"),
-            "attributes", pl.lit(1, pl.Int64).alias("n_src"))
-        rows = [direct]
-        derived_rows, derived_rejects = _derived(good, res)
-        rows.append(derived_rows)
-        rejects.append(derived_rejects)
-        events, state, folded = error_rows(good.filter(pl.col("is_error")), res, prior)
+        good = frame.filter(pl.col("code") == OK)
+        rejects = [_reasons(frame.filter(pl.col("code") != OK), self.ids)]
+        rows = [good.filter(pl.col("role") == DIRECT).select(
+            "ts", "cid", (pl.col("value") * pl.col("scale")).alias("value"), pl.lit(1, pl.Int64).alias("n_src"))]
+        derived, left, self._held = _derived(good, self._held, self.ids, last)
+        rows.append(derived)
+        rejects.append(left)
+        events, state, folded, self._last = error_rows(good.filter(pl.col("role") == ERROR), self.ids, prior,
+                                                       self._last)
         rows.append(events)
-        out = pl.concat([r.select(list(ROW_SCHEMA)).cast(ROW_SCHEMA) for r in rows])  # type: ignore[arg-type]
-        return Normalized(
-            samples=out,
-            rejects=pl.concat([r.cast(REJECT_SCHEMA) for r in rejects]),  # type: ignore[arg-type]
-            versions=_versions(good, res),
-            folded=folded,
-            state=state if state.height else pl.DataFrame(schema=STATE_SCHEMA),
-        )
+        out = pl.concat([r.cast({"cid": pl.UInt32, "value": pl.Float64, "n_src": pl.Int64}) for r in rows])
+        unique = out.filter(_first_of_pair(out, "cid", "ts"))
+        folded += int(out.get_column("n_src").sum()) - int(unique.get_column("n_src").sum())
+        canon = self.ids.canonical_frame()[unique.get_column("cid")]
+        samples_out = pl.concat([unique, canon], how="horizontal").select(list(ROW_SCHEMA))
+        return Normalized(samples_out, pl.concat(rejects), _versions(good, self.ids), folded, state)
 
 
-def _rejects(bad: pl.DataFrame) -> pl.DataFrame:
+def _first_of_pair(frame: pl.DataFrame, small: str, ts: str) -> pl.Expr:
+    """True for the first row of each (small id, timestamp) pair.
+
+    The pair is folded into one Int64 when that cannot overflow (twice as fast to hash as a struct).
+    """
+    if frame.height == 0:
+        return pl.lit(True)
+    lo, hi = frame.get_column(ts).min(), frame.get_column(ts).max()
+    top = frame.get_column(small).max()
+    if isinstance(lo, int) and isinstance(hi, int) and isinstance(top, int) and (hi - lo + 1) * (top + 1) < 2**62:
+        return ((pl.col(ts) - lo) * (top + 1) + pl.col(small).cast(pl.Int64)).is_first_distinct()
+    return pl.struct(small, ts).is_first_distinct()
+
+
+def _reasons(bad: pl.DataFrame, ids: Ids) -> pl.DataFrame:
+    """Spell out the reject reason of each rejected sample."""
+    if bad.height == 0:
+        return pl.DataFrame(schema=REJECT_SCHEMA)
+    v, name = pl.col("value"), pl.col("name")
+    iso = pl.from_epoch("ts", time_unit="ms").dt.to_string("%Y-%m-%dT%H:%M:%SZ")
+    bad = bad.join(ids.text_frame(), on="sid", how="left")
+    rule_reject = pl.lit(None, pl.String)
+    for rid, rule in enumerate(ids.rules):
+        if rule.reject_values:
+            texts = {float(k): f"{text} (value {k:g})" for k, text in rule.reject_values.items()}
+            rule_reject = pl.when(pl.col("rule") == rid).then(
+                v.replace_strict(texts, default=None, return_dtype=pl.String)).otherwise(rule_reject)
+    allowed = pl.col("rule").replace_strict(
+        {rid: ", ".join(f"{k:g}" for k in r.values) for rid, r in enumerate(ids.rules)}, default="",
+        return_dtype=pl.String) if ids.rules else pl.lit("")
+    code = pl.col("code")
+    reason = (
+        pl.when(code == SERIES).then(pl.col("sreason"))
+        .when(code == DUP).then(pl.lit("duplicate series in one scrape: same series and timestamp as an "
+                                       "earlier line"))
+        .when(code == AHEAD).then(pl.format("timestamp {} is more than a day ahead of now", iso))
+        .when(code == NEGATIVE_TS).then(pl.format("negative timestamp {}", pl.col("ts")))
+        .when(code == NAN).then(pl.lit("value is NaN"))
+        .when(code == INF).then(pl.format("value is {}", pl.when(v > 0).then(pl.lit("+Inf")).otherwise(pl.lit("-Inf"))))
+        .when(code == SENTINEL).then(pl.format("{} (value {})", pl.col("sent_reason"), v))
+        .when(code == BELOW).then(pl.format("value {} is below the valid minimum {} of {}", v, pl.col("vmin"), name))
+        .when(code == ABOVE).then(pl.format("value {} is above the valid maximum {} of {}", v, pl.col("vmax"), name))
+        .when(code == RULE_REJECT).then(rule_reject)
+        .when(code == RULE_VALUES).then(pl.format("value {} is not one of {} for {}", v, allowed, name))
+    )
+    return _records(bad.with_columns(reason=reason.otherwise(pl.lit("rejected"))))
+
+
+def _records(bad: pl.DataFrame) -> pl.DataFrame:
     record = pl.coalesce(
         pl.col("text").str.strip_chars_end("\r\n"),
-        pl.format("{} {} {}", pl.col("key").cast(pl.String), pl.col("value"), pl.col("ts_ms")),
+        pl.format("{} {} {}", pl.col("sname"), pl.col("value"), pl.col("ts_ms")),
     ).str.slice(0, RECORD_CHARS)
-    return bad.select("line", record.alias("record"), "reason")
+    if "sname" not in bad.columns:
+        bad = bad.with_columns(sname=pl.lit(""))
+    return bad.select(pl.col("line").cast(pl.Int64), record.alias("record"), pl.col("reason").cast(pl.String))
 
 
-def _derived(good: pl.DataFrame, res: dict[str, Resolution]) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """Rows computed from several inputs (memory total = used + free + reserved), and the leftovers."""
-    uses = [(key, u.rule, u.name, u.consumed_only, u.attributes) for key, r in res.items() for u in r.derived]
-    empty = (pl.DataFrame(schema=ROW_SCHEMA), pl.DataFrame(schema=REJECT_SCHEMA))
-    if not uses:
-        return empty
-    rules = {u.rule: u.derived for r in res.values() for u in r.derived}
-    table = pl.DataFrame(uses, orient="row", schema={
-        "key": pl.String, "rule": pl.String, "input": pl.String, "consumed_only": pl.Boolean,
-        "dattrs": pl.String}).with_columns(pl.col("key").cast(pl.Categorical))
-    inputs = good.join(table, on="key", how="inner")
+def _derived(good: pl.DataFrame, held: pl.DataFrame | None, ids: Ids, last: bool
+             ) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame | None]:
+    """Rows computed from several inputs (memory total = used + free + reserved).
+
+    Inputs of the newest timestamp of an unfinished batch wait for the next batch, since a scrape can be cut
+    in two by a chunk boundary; other incomplete groups reject their consumed-only inputs.
+    """
+    cols = ["line", "sid", "ts", "ts_ms", "value", "text", "did", "inp", "consumed"]
+    inputs = good.filter(pl.col("did").is_not_null()).select(cols)
+    if held is not None:
+        inputs = pl.concat([held, inputs])
+    empty = pl.DataFrame(schema={"ts": pl.Int64, "cid": pl.UInt32, "value": pl.Float64, "n_src": pl.Int64})
     if inputs.height == 0:
-        return empty
-    groups = ["rule", "pool", "node", "device", "dattrs", "ts"]
-    summed = inputs.group_by(groups).agg(
-        pl.col("value").sum().alias("total"),
-        pl.col("input").n_unique().alias("have"),
-        pl.col("consumed_only").sum().cast(pl.Int64).alias("n_src"),
-        pl.col("input").unique().sort().str.join(",").alias("names"),
-    ).with_columns(
-        need=pl.col("rule").replace_strict({k: len(d.inputs) for k, d in rules.items()}, return_dtype=pl.UInt32),
-        metric=pl.col("rule").replace_strict({k: d.metric for k, d in rules.items()}, return_dtype=pl.String),
-        factor=pl.col("rule").replace_strict({k: d.factor for k, d in rules.items()}, return_dtype=pl.Float64),
-    )
+        return empty, pl.DataFrame(schema=REJECT_SCHEMA), None
+    summed = inputs.group_by("did", "ts").agg(
+        pl.col("value").sum().alias("total"), pl.col("inp").n_unique().alias("have"),
+        pl.col("consumed").sum().cast(pl.Int64).alias("n_src"))
+    info = ids.derived_frame()
+    summed = summed.join(info, on="did", how="left")
     complete = summed.filter(pl.col("have") == pl.col("need")).select(
-        "ts", "pool", "node", "device", "metric", (pl.col("total") * pl.col("factor")).alias("value"),
-        pl.col("dattrs").alias("attributes"), "n_src")
-    partial = summed.filter(pl.col("have") != pl.col("need")).select(*groups, "names")
+        "ts", pl.col("did").alias("cid"), (pl.col("total") * pl.col("factor")).alias("value"), "n_src")
+    partial = summed.filter(pl.col("have") != pl.col("need")).select("did", "ts")
     if partial.height == 0:
-        return complete, pl.DataFrame(schema=REJECT_SCHEMA)
-    missing = {}
-    for rule, names in partial.select("rule", "names").unique().iter_rows():
-        d = rules[rule]
-        lacking = [n for n in d.inputs if n not in names.split(",")]
-        missing[(rule, names)] = f"feeds only {d.metric}, which also needs {', '.join(lacking)} at the same time"
-    left = inputs.filter(pl.col("consumed_only")).join(partial, on=groups, how="inner")
-    reasons = [f"{name} {missing[(rule, names)]}" for name, rule, names in left.select(
-        "input", "rule", "names").iter_rows()]
-    return complete, _rejects(left.with_columns(reason=pl.Series(reasons, dtype=pl.String)))
+        return complete, pl.DataFrame(schema=REJECT_SCHEMA), None
+    waiting = inputs.join(partial, on=["did", "ts"], how="semi")
+    newest = good.get_column("ts").max() if good.height else None
+    keep = None
+    if not last and newest is not None:
+        keep = waiting.filter(pl.col("ts") == newest)
+        waiting = waiting.filter(pl.col("ts") != newest)
+    return complete, _derived_leftovers(waiting, ids), keep if keep is not None and keep.height else None
 
 
-def _versions(good: pl.DataFrame, res: dict[str, Resolution]) -> pl.DataFrame:
-    rows = [(key, comp, ver, per) for key, r in res.items() for comp, ver, per in r.versions]
-    if not rows:
+def _derived_leftovers(waiting: pl.DataFrame, ids: Ids) -> pl.DataFrame:
+    """Consumed-only inputs of groups that will never be complete: rejected, naming what was missing."""
+    left = waiting.filter(pl.col("consumed"))
+    if left.height == 0:
+        return pl.DataFrame(schema=REJECT_SCHEMA)
+    present = waiting.group_by("did", "ts").agg(pl.col("inp").unique().sort().alias("present"))
+    left = left.join(present, on=["did", "ts"], how="left")
+    reasons = [ids.missing_text(did, sid, present) for did, sid, present in left.select(
+        "did", "sid", "present").iter_rows()]
+    return _records(left.join(ids.text_frame(), on="sid", how="left").with_columns(
+        reason=pl.Series(reasons, dtype=pl.String)))
+
+
+def _versions(good: pl.DataFrame, ids: Ids) -> pl.DataFrame:
+    table = ids.versions_frame()
+    if table.height == 0:
         return pl.DataFrame(schema=VERSION_SCHEMA)
-    table = pl.DataFrame(rows, orient="row", schema={
-        "key": pl.String, "component": pl.String, "version": pl.String, "per_device": pl.Boolean,
-    }).with_columns(pl.col("key").cast(pl.Categorical))
-    seen = good.group_by("key", "pool", "node", "device").agg(
-        pl.col("ts").min().alias("first"), pl.col("ts").max().alias("last"))
-    joined = seen.join(table, on="key", how="inner").with_columns(
-        device=pl.when(pl.col("per_device")).then(pl.col("device")).otherwise(pl.lit("")))
-    return pl.concat([
-        joined.select("pool", "node", "device", "component", "version", pl.col(col).alias("ts"))
-        for col in ("first", "last")
-    ]).cast(VERSION_SCHEMA)  # type: ignore[arg-type]
+    seen = good.group_by("sid").agg(pl.col("ts").min().alias("first"), pl.col("ts").max().alias("last"))
+    joined = seen.join(table, on="sid", how="inner")
+    return pl.concat([joined.select(*list(VERSION_SCHEMA)[:-1], pl.col(c).alias("ts")) for c in ("first", "last")])
+
+
+__all__ = ["ROW_SCHEMA", "Normalized", "Normalizer", "Options", "Resolution", "RowKey", "StateLookup"]

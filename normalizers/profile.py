@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 from normalizers.canonical import ErrorClass
 
-STICKY = "sticky_code"  # the value is the last code seen; an event is a change to a new non-zero code
+STICKY = "sticky_code"  # the value is the last code seen (0: none); an event is a change to a non-zero code
 COUNTER = "counter"     # the value counts events since the exporter started; increases are events
 ERROR_KINDS = (STICKY, COUNTER)
 STATS = ("bucket", "sum", "count")
@@ -81,7 +81,6 @@ class ErrorMap:
     default: ErrorClass | None = None      # for codes not in `codes`
     by_label: str | None = None            # class chosen by this label's value...
     label_classes: dict[str, ErrorClass] = field(default_factory=dict)  # ...through this table
-    no_error: tuple[str, ...] = ("0",)     # codes that mean "no error" (sticky kind)
     series_labels: tuple[str, ...] = ()    # labels that tell this source's series on one device apart
 
     def format_code(self, value: float) -> str:

@@ -259,8 +259,7 @@ def _errors(r: Reader, node: Node | None) -> dict[str, ErrorMap]:
 
 def _error_map(r: Reader, path: str, source: str, node: Node) -> ErrorMap:
     f = r.mapping(node, path, required=("kind",), optional=(
-        "code_format", "code_label", "code", "class", "codes", "levels", "default", "by_label", "no_error",
-        "series_labels"))
+        "code_format", "code_label", "code", "class", "codes", "levels", "default", "by_label", "series_labels"))
     kind = r.optional(f, "kind", path, lambda n, p: r.choice(n, p, ERROR_KINDS), STICKY)
     levels = {k: _class(r, v, f"{path}.levels.{k}") for k, v in (
         r.free_mapping(f["levels"], f"{path}.levels").items() if "levels" in f else [])}
@@ -289,6 +288,5 @@ def _error_map(r: Reader, path: str, source: str, node: Node) -> ErrorMap:
         code_format=r.optional(f, "code_format", path, lambda n, p: r.choice(n, p, ("decimal", "hex")), "decimal"),
         code_label=code_label, code=code, fixed=fixed, codes=codes, default=default,
         by_label=by_label, label_classes=label_classes,
-        no_error=r.optional(f, "no_error", path, r.string_list, ("0",)),
         series_labels=r.optional(f, "series_labels", path, r.string_list, _NO_NAMES),
     )

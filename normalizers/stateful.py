@@ -15,72 +15,71 @@ from typing import TYPE_CHECKING
 
 import polars as pl
 
-from normalizers.canonical import ERRORS_METRIC
-from normalizers.profile import STICKY
 from normalizers.series import canonical_json, error_class_of
 
 if TYPE_CHECKING:
+    from normalizers.ids import Ids
     from normalizers.normalize import StateLookup
-    from normalizers.series import Resolution
 
 STATE_SCHEMA = {"node": pl.String, "device": pl.String, "source": pl.String, "ts": pl.Int64, "value": pl.Float64}
-_EVENT_SCHEMA = {"ts": pl.Int64, "pool": pl.String, "node": pl.String, "device": pl.String, "metric": pl.String,
-                 "value": pl.Float64, "attributes": pl.String, "n_src": pl.Int64}
+_EVENT_SCHEMA = {"ts": pl.Int64, "cid": pl.UInt32, "value": pl.Float64, "n_src": pl.Int64}
 
 
-def error_rows(rows: pl.DataFrame, res: dict[str, Resolution], prior: StateLookup | None
-               ) -> tuple[pl.DataFrame, pl.DataFrame, int]:
-    """Event rows, state change points and the number of folded reads for the valid error samples."""
+LAST_SCHEMA = {"eid": pl.UInt32, "last_ts": pl.Int64, "last": pl.Float64}
+
+
+def error_rows(rows: pl.DataFrame, ids: Ids, prior: StateLookup | None, last: pl.DataFrame | None = None
+               ) -> tuple[pl.DataFrame, pl.DataFrame, int, pl.DataFrame | None]:
+    """Event rows (ts, cid, value, n_src), state change points, the number of folded reads, and the newest
+    value of each error series so far.
+
+    `last` (from the previous batch of the same ingest) answers for series whose newest value is older
+    than this batch's first sample; only the others are looked up with `prior`.
+    """
     if rows.height == 0:
-        return pl.DataFrame(schema=_EVENT_SCHEMA), pl.DataFrame(schema=STATE_SCHEMA), 0
-    info = [(k, r.error.source, r.error.spec.kind == STICKY, [float(c) for c in r.error.spec.no_error
-                                                               if _is_number(c)])
-            for k, r in res.items() if r.error is not None]
-    table = pl.DataFrame(info, orient="row", schema={
-        "key": pl.String, "source": pl.String, "sticky": pl.Boolean, "no_error": pl.List(pl.Float64),
-    }).with_columns(pl.col("key").cast(pl.Categorical))
-    group = ["node", "device", "source"]
-    data = rows.select("key", "line", "ts", "value", "pool", "node", "device").join(table, on="key").sort(
-        [*group, "ts", "line"])
-    before = data.group_by(group).agg(pl.col("ts").min().alias("before"))
-    if prior is not None:
-        known = prior(before).select(*group, pl.col("value").cast(pl.Float64).alias("prior"))
-        data = data.join(known, on=group, how="left")
+        return pl.DataFrame(schema=_EVENT_SCHEMA), pl.DataFrame(schema=STATE_SCHEMA), 0, last
+    keys = ids.error_frame()
+    data = rows.select("sid", "eid", "line", "ts", "value").sort("eid", "ts", "line").join(
+        keys.select("eid", "sticky"), on="eid", how="left", maintain_order="left")
+    before = data.group_by("eid").agg(pl.col("ts").min().alias("before"))
+    if last is not None:
+        before = before.join(last, on="eid", how="left")
     else:
-        data = data.with_columns(prior=pl.lit(None, pl.Float64))
-    v = pl.col("value")
-    data = data.with_columns(prev=pl.coalesce(v.shift(1).over(group), pl.col("prior"))).with_columns(
-        changed=pl.col("prev").is_null() | (v != pl.col("prev")),
-        delta=pl.when(pl.col("prev").is_null() | (v < pl.col("prev"))).then(v).otherwise(v - pl.col("prev")),
+        before = before.with_columns(last_ts=pl.lit(None, pl.Int64), last=pl.lit(None, pl.Float64))
+    cached = before.filter(pl.col("last_ts") < pl.col("before")).select("eid", pl.col("last").alias("prior"))
+    ask = before.filter(pl.col("last_ts").is_null() | (pl.col("last_ts") >= pl.col("before")))
+    found = [cached]
+    if prior is not None and ask.height:
+        ask = ask.join(keys, on="eid")
+        known = prior(ask.select("node", "device", "source", "before"))
+        found.append(ask.join(known, on=["node", "device", "source"], how="inner").select(
+            "eid", pl.col("value").cast(pl.Float64).alias("prior")))
+    data = data.join(pl.concat(found), on="eid", how="left", maintain_order="left")
+    v, prev = pl.col("value"), pl.col("prev")
+    data = data.with_columns(prev=pl.coalesce(v.shift(1).over("eid"), pl.col("prior"))).with_columns(
+        changed=prev.is_null() | (v != prev),
+        delta=pl.when(prev.is_null() | (v < prev)).then(v).otherwise(v - prev),
     ).with_columns(
-        event=pl.when(pl.col("sticky"))
-        .then(pl.col("changed") & pl.col("no_error").list.contains(v).not_())
-        .otherwise(pl.col("delta") > 0),
+        event=pl.when(pl.col("sticky")).then(pl.col("changed") & (v != 0)).otherwise(pl.col("delta") > 0),
     )
-    state = data.filter(pl.col("changed")).select(*group, "ts", "value")
+    changes = data.filter(pl.col("changed")).join(keys, on="eid", how="left").select(
+        "node", "device", "source", "ts", "value")
     hits = data.filter(pl.col("event"))
-    events = _events(hits, res)
-    return events, state, data.height - hits.height
+    newest = data.group_by("eid").agg(pl.col("ts").last().alias("last_ts"), pl.col("value").last().alias("last"))
+    if last is not None:
+        newest = pl.concat([last, newest.cast(LAST_SCHEMA)]).sort("last_ts").unique("eid", keep="last")  # type: ignore[arg-type]
+    return _events(hits, ids), changes, data.height - hits.height, newest.cast(LAST_SCHEMA)  # type: ignore[arg-type]
 
 
-def _events(hits: pl.DataFrame, res: dict[str, Resolution]) -> pl.DataFrame:
+def _events(hits: pl.DataFrame, ids: Ids) -> pl.DataFrame:
     out: dict[str, list[object]] = {c: [] for c in _EVENT_SCHEMA}
-    for key, ts, pool, node, device, value, delta, sticky in hits.select(
-            pl.col("key").cast(pl.String), "ts", "pool", "node", "device", "value", "delta", "sticky").iter_rows():
-        use = res[key].error
+    for sid, ts, value, delta, sticky in hits.select("sid", "ts", "value", "delta", "sticky").iter_rows():
+        r = ids.series[sid]
+        use = r.error
         assert use is not None
         code = use.code if use.code is not None else use.spec.format_code(value)
         cls = error_class_of(use, code)
-        attrs = dict(use.attributes, code=code, error_class=cls.error_class, severity=cls.severity)
-        for col, item in zip(out, (ts, pool, node, device, ERRORS_METRIC, 1.0 if sticky else delta,
-                                   canonical_json(attrs), 1), strict=True):
+        attrs = canonical_json(dict(use.attributes, code=code, error_class=cls.error_class, severity=cls.severity))
+        for col, item in zip(out, (ts, ids.event_id(r, attrs), 1.0 if sticky else delta, 1), strict=True):
             out[col].append(item)
     return pl.DataFrame(out, schema=_EVENT_SCHEMA)
-
-
-def _is_number(text: str) -> bool:
-    try:
-        float(text)
-    except ValueError:
-        return False
-    return True

@@ -130,11 +130,11 @@ class IngestRun:
         self.warnings.append(message)
 
     # -- writes --------------------------------------------------------------------------------
-    def add_samples(self, frame: pl.DataFrame, *, unique: bool = False) -> tuple[int, int]:
+    def add_samples(self, frame: pl.DataFrame, *, assume_unique: bool = False) -> tuple[int, int]:
         """Insert rows not already stored; return (stored, duplicates) in source records.
 
-        unique=True: the caller guarantees that no two rows of the frame share the natural key (it skips
-        the in-batch deduplication, which is a large share of the cost of a big batch).
+        assume_unique=True: the caller guarantees that no two rows of the frame share the natural key (it
+        skips the in-batch deduplication, which is a large share of the cost of a big batch).
         """
         if frame.height == 0:
             return (0, 0)
@@ -148,7 +148,7 @@ class IngestRun:
             batch = self._reject_pruned(batch, self._horizon)
             if batch.height == 0:
                 return (0, 0)
-        unique = batch if unique else batch.unique(subset=list(KEY), keep="first", maintain_order=True)
+        unique = batch if assume_unique else batch.unique(subset=list(KEY), keep="first", maintain_order=True)
         in_batch_dupes = int(batch["n_src"].sum()) - int(unique["n_src"].sum())
         lo, hi = int(unique["ts"].min()), int(unique["ts"].max())  # type: ignore[arg-type]
         self.window = (min(lo, self.window[0]), max(hi, self.window[1])) if self.window else (lo, hi)

@@ -1,0 +1,154 @@
+"""Small integer ids for what repeats across samples: series, canonical rows, derived groups, error series.
+
+Samples carry these ids through the vectorized steps; the strings behind them are joined in once, at the end.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import polars as pl
+
+from normalizers.canonical import ERRORS_METRIC
+from normalizers.profile import STICKY, Derived, ValueRule
+from normalizers.series import Resolution
+
+RowKey = tuple[str, str, str, str, str]  # pool, node, device, metric, attributes
+ROLES = {"reject": 0, "direct": 1, "input": 2, "error": 3}
+
+_SERIES_SCHEMA = {
+    "sid": pl.UInt32, "role": pl.Int8, "cid": pl.UInt32, "did": pl.UInt32, "inp": pl.UInt8,
+    "consumed": pl.Boolean, "scale": pl.Float64, "vmin": pl.Float64, "vmax": pl.Float64,
+    "sentinel": pl.Float64, "rule": pl.Int32, "eid": pl.UInt32,
+}
+
+
+@dataclass
+class _DerivedGroup:
+    derived: Derived
+    names: tuple[str, ...]
+
+
+@dataclass
+class Ids:
+    """Registries of one ingest; frames are rebuilt only when something new was registered."""
+
+    series: list[Resolution] = field(default_factory=list)
+    rules: list[ValueRule] = field(default_factory=list)
+    canon: dict[RowKey, int] = field(default_factory=dict)
+    derived: dict[int, _DerivedGroup] = field(default_factory=dict)
+    error_keys: dict[tuple[str, str, str], int] = field(default_factory=dict)
+    _rows: dict[str, list[object]] = field(default_factory=lambda: {c: [] for c in _SERIES_SCHEMA})
+    _cache: dict[str, pl.DataFrame] = field(default_factory=dict)
+
+    def canonical(self, key: RowKey) -> int:
+        """The id of a canonical row identity (pool, node, device, metric, attributes)."""
+        got = self.canon.get(key)
+        if got is None:
+            got = self.canon[key] = len(self.canon)
+            self._cache.pop("canonical", None)
+        return got
+
+    def _rule(self, rule: ValueRule) -> int | None:
+        if not rule.reject_values and not rule.values:
+            return None
+        if rule not in self.rules:
+            self.rules.append(rule)
+        return self.rules.index(rule)
+
+    def add_series(self, r: Resolution) -> int:
+        """Register a resolved series; returns its id."""
+        sid = len(self.series)
+        self.series.append(r)
+        role = ROLES["reject"] if r.reason else ROLES[{"input": "input", "error": "error"}.get(r.kind, "direct")]
+        cid = self.canonical((r.pool, r.node, r.device, r.metric, r.attributes)) if r.metric and not r.reason \
+            else None
+        did = inp = None
+        consumed = False
+        if r.derived and not r.reason:
+            use = r.derived[0]
+            did = self.canonical((r.pool, r.node, r.device, use.derived.metric, use.attributes))
+            self.derived.setdefault(did, _DerivedGroup(use.derived, use.derived.inputs))
+            inp = use.derived.inputs.index(use.name)
+            consumed = use.consumed_only
+        eid = None
+        if r.error is not None and not r.reason:
+            key = (r.node, r.device, r.error.source)
+            eid = self.error_keys.setdefault(key, len(self.error_keys))
+        sentinel = min((s.at_or_above for s in r.sentinels), default=None)
+        values = (sid, role, cid, did, inp, consumed, r.scale, r.rule.min, r.rule.max, sentinel, self._rule(r.rule),
+                  eid)
+        for column, value in zip(self._rows, values, strict=True):
+            self._rows[column].append(value)
+        self._cache.clear()
+        return sid
+
+    def series_frame(self) -> pl.DataFrame:
+        """Row i: role, canonical id, derived group, scale, valid range, sentinel, rule, error id of series i."""
+        if "series" not in self._cache:
+            self._cache["series"] = pl.DataFrame(self._rows, schema=_SERIES_SCHEMA)
+        return self._cache["series"]
+
+    def text_frame(self) -> pl.DataFrame:
+        """Per series: the names and reasons used to spell out rejects."""
+        if "text" not in self._cache:
+            sentinel = [min(r.sentinels, key=lambda s: s.at_or_above).reason if r.sentinels else None
+                        for r in self.series]
+            self._cache["text"] = pl.DataFrame({
+                "sid": pl.Series(range(len(self.series)), dtype=pl.UInt32),
+                "name": [r.name for r in self.series], "sname": [r.name for r in self.series],
+                "sreason": [r.reason for r in self.series], "sent_reason": sentinel,
+            }, schema_overrides={"sreason": pl.String, "sent_reason": pl.String})
+        return self._cache["text"]
+
+    def canonical_frame(self) -> pl.DataFrame:
+        """Row i: pool, node, device, metric, attributes of canonical id i."""
+        if "canonical" not in self._cache:
+            keys = list(self.canon)  # in id order: row i is canonical id i
+            self._cache["canonical"] = pl.DataFrame(
+                {c: [k[i] for k in keys] for i, c in enumerate(("pool", "node", "device", "metric", "attributes"))},
+                schema={c: pl.String for c in ("pool", "node", "device", "metric", "attributes")})
+        return self._cache["canonical"]
+
+    def derived_frame(self) -> pl.DataFrame:
+        """Per derived group: how many distinct inputs it needs and the unit factor of their sum."""
+        dids = list(self.derived)
+        return pl.DataFrame({"did": pl.Series(dids, dtype=pl.UInt32),
+                             "need": pl.Series([len(self.derived[d].names) for d in dids], dtype=pl.UInt32),
+                             "factor": [self.derived[d].derived.factor for d in dids]},
+                            schema_overrides={"factor": pl.Float64})
+
+    def missing_text(self, did: int, sid: int, present: list[int]) -> str:
+        """Why a consumed-only input is rejected: which partners were missing at its timestamp."""
+        group = self.derived[did]
+        lacking = [n for i, n in enumerate(group.names) if i not in present]
+        return (f"{self.series[sid].name} feeds only {group.derived.metric}, which also needs "
+                f"{', '.join(lacking)} at the same time")
+
+    def error_frame(self) -> pl.DataFrame:
+        """Per error series id: its state key and whether it is a sticky code."""
+        keys = list(self.error_keys)
+        sticky = {}
+        for r in self.series:
+            if r.error is not None and not r.reason:
+                sticky[self.error_keys[(r.node, r.device, r.error.source)]] = r.error.spec.kind == STICKY
+        return pl.DataFrame({
+            "eid": pl.Series(list(self.error_keys.values()), dtype=pl.UInt32),
+            "node": [k[0] for k in keys], "device": [k[1] for k in keys], "source": [k[2] for k in keys],
+            "sticky": [sticky[e] for e in self.error_keys.values()],
+        }, schema_overrides={"node": pl.String, "device": pl.String, "source": pl.String, "sticky": pl.Boolean})
+
+    def event_id(self, r: Resolution, attributes: str) -> int:
+        """Canonical id of an error event row of a series."""
+        return self.canonical((r.pool, r.node, r.device, ERRORS_METRIC, attributes))
+
+    def versions_frame(self) -> pl.DataFrame:
+        """Per series with version labels: pool, node, device ('' for node-wide), component, version."""
+        if "versions" not in self._cache:
+            rows = [(sid, r.pool, r.node, r.device if per_device else "", component, version)
+                    for sid, r in enumerate(self.series) if not r.reason
+                    for component, version, per_device in r.versions]
+            self._cache["versions"] = pl.DataFrame(rows, orient="row", schema={
+                "sid": pl.UInt32, "pool": pl.String, "node": pl.String, "device": pl.String, "component": pl.String,
+                "version": pl.String})
+        return self._cache["versions"]
