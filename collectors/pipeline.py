@@ -153,7 +153,7 @@ def ingest_exposition(con: duckdb.DuckDBPyConnection, chunks: Iterable[bytes], *
         for n, batch in enumerate(_batches(parser, chunks), start=1):
             writer.raw(batch)
             if batch.samples.height:
-                writer.normalized(normalizer.normalize(batch, _prior(con)))
+                writer.normalized(normalizer.normalize(batch, _prior(con), last=False))
             if after_batch is not None:
                 after_batch(n)
         writer.normalized(normalizer.finish())

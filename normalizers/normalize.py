@@ -78,11 +78,12 @@ class Normalizer:
         return got
 
     # -- entry points ----------------------------------------------------------------------------
-    def normalize(self, batch: RawBatch, prior: StateLookup | None = None, *, last: bool = False) -> Normalized:
+    def normalize(self, batch: RawBatch, prior: StateLookup | None = None, *, last: bool = True) -> Normalized:
         """Normalize one parsed batch; `prior` supplies stored error state (none: every series is new).
 
-        Derived inputs whose partners may still come in the next batch are held back; pass last=True (or
-        call `finish`) for the final batch so that nothing stays held.
+        A streaming caller passes last=False for all but the final batch: derived inputs of the batch's
+        newest timestamp, whose partners may come in the next batch, are then held back until the next
+        call or `finish`.
         """
         keys = batch.samples.get_column("key").unique()
         sids = [self.sid(k, *batch.series[k]) for k in keys.cast(pl.String).to_list()]
@@ -119,7 +120,7 @@ class Normalizer:
             "ts_ms": frame.get_column("ts_ms").cast(pl.Int64),
             "text": pl.Series([None] * frame.height, dtype=pl.String),
         })
-        return self.normalize(RawBatch(samples, series, pl.DataFrame(schema=REJECT_SCHEMA)), prior, last=True)
+        return self.normalize(RawBatch(samples, series, pl.DataFrame(schema=REJECT_SCHEMA)), prior)
 
     # -- the batch ------------------------------------------------------------------------------
     def _codes(self) -> pl.Expr:
