@@ -1,0 +1,223 @@
+"""Fleet health: per-pool tiles, per-pool time series and the worst devices, read from the rollups.
+
+Definitions an operator can check by hand:
+- reporting: a device with at least one accelerator sample in the last 5 minutes before the window end
+  (or before the newest sample, when the data stops earlier);
+- utilization: mean of every utilization sample of the pool in the window;
+- HBM used: sum of used bytes over sum of total bytes, over the pool's samples in the window;
+- power: sum over the pool's devices of each device's mean draw in the window;
+- max temperature: the highest temperature sample in the window;
+- throttled share: of the pool's busy device-minutes (mean utilization >= 50 %), the share whose mean
+  clock is more than 10 % below the pool's reference clock, the highest device-minute clock in the window;
+- fatal errors: error events of severity fatal in the window;
+- p99 TTFT: 99th percentile of time to first token from the serving histogram buckets in the window;
+- straggler: a device whose mean clock in the window is more than 15 % below its pool's median device;
+- hot: a device whose temperature reached HOT_C;
+- stopped reporting: a device with samples in the window but none in its last 5 minutes.
+"""
+
+from __future__ import annotations
+
+import duckdb
+import polars as pl
+
+from store.rollups import MINUTE_MS, floor_to
+from store.views.window import (
+    STALE_MS,
+    Window,
+    effective_end,
+    frame,
+    histogram_quantiles,
+    pool_filter,
+    rollup_source,
+    table_for,
+)
+
+UTIL, MEM_USED, MEM_TOTAL = "accelerator.utilization", "accelerator.memory.used", "accelerator.memory.total"
+POWER, TEMP, CLOCK, HEALTH = "accelerator.power", "accelerator.temperature", "accelerator.clock", "accelerator.health"
+ERRORS, TTFT = "accelerator.errors", "serving.time_to_first_token"
+BUSY_UTIL = 0.5          # a device-minute at or above this utilization is busy
+THROTTLE_RATIO = 0.9     # busy and below this share of the reference clock = throttled
+STRAGGLER_RATIO = 0.85   # mean clock below this share of the pool median = straggler
+HOT_C = 85.0             # a device at or above this temperature is hot
+
+# Which series of a metric describe the device as a whole: profiles map secondary engines, memory pools,
+# package power, memory clocks and memory sensors onto the same canonical metric with a telling attribute.
+PRIMARY = {
+    UTIL: "attributes NOT LIKE '%\"engine\":%'",
+    MEM_USED: "attributes NOT LIKE '%\"memory\":%'",
+    MEM_TOTAL: "attributes NOT LIKE '%\"memory\":%'",
+    POWER: "attributes NOT LIKE '%\"scope\":%'",
+    TEMP: ("attributes NOT LIKE '%\"sensor\":\"memory\"%' AND attributes NOT LIKE '%\"sensor\":\"hbm\"%' "
+           "AND attributes NOT LIKE '%\"sensor\":\"edge\"%'"),
+    CLOCK: ("(attributes NOT LIKE '%\"clock\":%' OR attributes LIKE '%\"clock\":\"sm\"%' "
+            "OR attributes LIKE '%\"clock\":\"system\"%' OR attributes LIKE '%\"clock\":\"aicore\"%' "
+            "OR (attributes LIKE '%\"clock\":\"soc\"%' AND attributes NOT LIKE '%\"clock_index\"%'))"),
+}
+
+
+def primary(metrics: list[str]) -> tuple[str, list[object]]:
+    """A clause keeping only the device-wide series of each metric, and its parameters."""
+    parts = [f"(metric = ? AND {PRIMARY[m]})" if m in PRIMARY else "metric = ?" for m in metrics]
+    return "(" + " OR ".join(parts) + ")", list(metrics)
+
+
+TILE_SCHEMA = {
+    "pool": pl.String, "reporting": pl.Int64, "utilization": pl.Float64, "hbm_used": pl.Float64,
+    "power_w": pl.Float64, "temp_max": pl.Float64, "throttled": pl.Float64, "fatal_errors": pl.Float64,
+    "ttft_p99": pl.Float64,
+}
+
+
+def reporting_devices(con: duckdb.DuckDBPyConnection, w: Window) -> pl.DataFrame:
+    """Devices per pool with a sample in the last STALE_MS of the window: pool, reporting."""
+    end = effective_end(con, w)
+    since = max(floor_to(end - STALE_MS, MINUTE_MS), w.start_ms)
+    pools, params = pool_filter(w)
+    return frame(con, f"""
+        SELECT pool, count(DISTINCT (node, device)) AS reporting FROM rollup_1m
+        WHERE bucket >= ? AND bucket < ? AND device <> '' AND metric LIKE 'accelerator.%'{pools}
+        GROUP BY pool ORDER BY pool""", [since, end, *params])
+
+
+def gauge_tiles(con: duckdb.DuckDBPyConnection, w: Window) -> pl.DataFrame:
+    """utilization, hbm_used, power_w, temp_max and fatal_errors per pool over the window."""
+    table, _ = table_for(w)
+    src = rollup_source(table)
+    pools, params = pool_filter(w)
+    which, metrics = primary([UTIL, MEM_USED, MEM_TOTAL, POWER, TEMP, ERRORS])
+    return frame(con, f"""
+        WITH r AS (
+            SELECT pool, node, device, metric, attributes, count, sum, max FROM {src}
+            WHERE bucket >= ? AND bucket < ? AND {which}{pools}
+        ), power AS (
+            SELECT pool, sum(p) AS power_w FROM (
+                SELECT pool, sum(sum) / sum(count) AS p FROM r WHERE metric = ? GROUP BY pool, node, device)
+            GROUP BY pool
+        ), agg AS (
+            SELECT pool,
+                sum(sum) FILTER (WHERE metric = ?) / sum(count) FILTER (WHERE metric = ?) AS utilization,
+                sum(sum) FILTER (WHERE metric = ?) / nullif(sum(sum) FILTER (WHERE metric = ?), 0) AS hbm_used,
+                max(max) FILTER (WHERE metric = ?) AS temp_max,
+                coalesce(sum(sum) FILTER (WHERE metric = ?
+                    AND json_extract_string(attributes, '$.severity') = 'fatal'), 0) AS fatal_errors
+            FROM r GROUP BY pool
+        )
+        SELECT agg.pool, utilization, hbm_used, power_w, temp_max, fatal_errors
+        FROM agg LEFT JOIN power USING (pool) ORDER BY agg.pool""",
+        [w.start_ms, w.end_ms, *metrics, *params, POWER, UTIL, UTIL, MEM_USED, MEM_TOTAL, TEMP, ERRORS])
+
+
+def _device_minutes(w: Window) -> tuple[str, list[object]]:
+    """Per device-minute mean clock and utilization (the throttling view), as SQL and parameters."""
+    table, _ = table_for(w, MINUTE_MS)
+    pools, params = pool_filter(w)
+    which, metrics = primary([CLOCK, UTIL])
+    sql = f"""
+        SELECT pool, node, device, bucket - bucket % {MINUTE_MS} AS minute,
+            sum(sum) FILTER (WHERE metric = ?) / sum(count) FILTER (WHERE metric = ?) AS clock,
+            sum(sum) FILTER (WHERE metric = ?) / sum(count) FILTER (WHERE metric = ?) AS util
+        FROM {rollup_source(table)}
+        WHERE bucket >= ? AND bucket < ? AND {which} AND device <> ''{pools}
+        GROUP BY ALL"""
+    return sql, [CLOCK, CLOCK, UTIL, UTIL, w.start_ms, w.end_ms, *metrics, *params]
+
+
+def throttled_share(con: duckdb.DuckDBPyConnection, w: Window) -> pl.DataFrame:
+    """Per pool: busy device-minutes, throttled ones, and their share (None without busy minutes)."""
+    minutes, params = _device_minutes(w)
+    return frame(con, f"""
+        WITH m AS ({minutes}), ref AS (SELECT pool, max(clock) AS ref FROM m GROUP BY pool)
+        SELECT m.pool, count(*) FILTER (WHERE util >= ?) AS busy,
+            count(*) FILTER (WHERE util >= ? AND clock < ? * ref.ref) AS throttled,
+            throttled / nullif(busy, 0) AS share
+        FROM m JOIN ref USING (pool) GROUP BY m.pool ORDER BY m.pool""",
+        [*params, BUSY_UTIL, BUSY_UTIL, THROTTLE_RATIO])
+
+
+def pool_tiles(con: duckdb.DuckDBPyConnection, w: Window, pools: list[str]) -> pl.DataFrame:
+    """One row per pool in `pools` order with every tile number (nulls where the pool has no data)."""
+    base = pl.DataFrame({"pool": pools}, schema={"pool": pl.String})
+    ttft = histogram_quantiles(con, w, TTFT, 0.99).select("pool", pl.col("value").alias("ttft_p99"))
+    out = (base.join(reporting_devices(con, w), on="pool", how="left")
+           .join(gauge_tiles(con, w), on="pool", how="left")
+           .join(throttled_share(con, w).select("pool", pl.col("share").alias("throttled")), on="pool", how="left")
+           .join(ttft, on="pool", how="left"))
+    return out.with_columns(pl.col("reporting").fill_null(0)).select(
+        [pl.col(c).cast(t) for c, t in TILE_SCHEMA.items()])
+
+
+SERIES = {  # series name -> (numerator metric, denominator metric or None for a plain mean)
+    "utilization": (UTIL, None),
+    "HBM used": (MEM_USED, MEM_TOTAL),
+    "power per device (W)": (POWER, None),
+    "temperature (°C)": (TEMP, None),
+    "clock (MHz)": (CLOCK, None),
+}
+
+
+def metric_series(con: duckdb.DuckDBPyConnection, w: Window, step_ms: int) -> pl.DataFrame:
+    """Pool-level series per step bucket: t, pool, series, value (see SERIES for what each one is)."""
+    table, _ = table_for(w, step_ms)
+    pools, params = pool_filter(w)
+    which, metrics = primary(sorted({m for pair in SERIES.values() for m in pair if m}))
+    raw = frame(con, f"""
+        SELECT bucket - bucket % {int(step_ms)} AS t, pool, metric, sum(sum) AS s, sum(count) AS n
+        FROM {rollup_source(table)}
+        WHERE bucket >= ? AND bucket < ? AND device <> '' AND {which}{pools}
+        GROUP BY ALL""", [w.start_ms, w.end_ms, *metrics, *params])
+    parts = []
+    for name, (num, den) in SERIES.items():
+        a = raw.filter(pl.col("metric") == num)
+        if den is None:
+            value = pl.col("s") / pl.col("n")
+            if num == CLOCK:
+                value = value / 1e6
+            parts.append(a.select("t", "pool", pl.lit(name).alias("series"), value.alias("value")))
+        else:
+            b = raw.filter(pl.col("metric") == den).select("t", "pool", pl.col("s").alias("d"))
+            parts.append(a.join(b, on=["t", "pool"]).select(
+                "t", "pool", pl.lit(name).alias("series"), (pl.col("s") / pl.col("d")).alias("value")))
+    ttft = histogram_quantiles(con, w, TTFT, 0.99, step_ms).drop_nulls("value").select(
+        "t", "pool", pl.lit("p99 TTFT (s)").alias("series"), "value")
+    parts.append(ttft)
+    return pl.concat(parts, how="vertical_relaxed").sort("series", "pool", "t")
+
+
+def worst_devices(con: duckdb.DuckDBPyConnection, w: Window) -> pl.DataFrame:
+    """Stragglers, hot devices and devices that stopped reporting: issue, pool, node, device, value, detail."""
+    table, _ = table_for(w)
+    pools, params = pool_filter(w)
+    end = effective_end(con, w)
+    which, metrics = primary([CLOCK, TEMP])
+    per_device = frame(con, f"""
+        SELECT pool, node, device,
+            sum(sum) FILTER (WHERE metric = ? AND {which}) / sum(count) FILTER (WHERE metric = ? AND {which}) AS clock,
+            max(max) FILTER (WHERE metric = ? AND {which}) AS temp_max,
+            max(last_ts) AS last_ts
+        FROM {rollup_source(table)}
+        WHERE bucket >= ? AND bucket < ? AND device <> '' AND metric LIKE 'accelerator.%'{pools}
+        GROUP BY pool, node, device""",
+        [CLOCK, *metrics, CLOCK, *metrics, TEMP, *metrics, w.start_ms, w.end_ms, *params])
+    schema = {"issue": pl.String, "pool": pl.String, "node": pl.String, "device": pl.String,
+              "value": pl.Float64, "detail": pl.String}
+    if per_device.is_empty():
+        return pl.DataFrame(schema=schema)
+    median = per_device.group_by("pool").agg(pl.col("clock").median().alias("median_clock"))
+    d = per_device.join(median, on="pool")
+    stopped = d.filter(pl.col("last_ts") < end - STALE_MS).select(
+        pl.lit("stopped reporting").alias("issue"), "pool", "node", "device",
+        ((end - pl.col("last_ts")) / 60_000).alias("value"),
+        pl.format("no sample for {} min", ((end - pl.col("last_ts")) / 60_000).round(0).cast(pl.Int64))
+        .alias("detail"))
+    stragglers = d.filter(pl.col("clock") < STRAGGLER_RATIO * pl.col("median_clock")).select(
+        pl.lit("straggler").alias("issue"), "pool", "node", "device", (pl.col("clock") / 1e6).alias("value"),
+        pl.format("clock {} MHz vs pool median {} MHz", (pl.col("clock") / 1e6).round(0).cast(pl.Int64),
+                  (pl.col("median_clock") / 1e6).round(0).cast(pl.Int64)).alias("detail"))
+    hot = d.filter(pl.col("temp_max") >= HOT_C).select(
+        pl.lit("hot").alias("issue"), "pool", "node", "device", pl.col("temp_max").alias("value"),
+        pl.format("reached {} °C", pl.col("temp_max").round(1)).alias("detail"))
+    order = {"stopped reporting": 0, "straggler": 1, "hot": 2}
+    out = pl.concat([stopped, stragglers, hot], how="vertical_relaxed").select(
+        [pl.col(c).cast(t) for c, t in schema.items()])
+    return out.sort(pl.col("issue").replace_strict(order, return_dtype=pl.Int64), "pool", "node", "device")
