@@ -21,7 +21,7 @@ def app_for(db: Path, monkeypatch: pytest.MonkeyPatch) -> AppTest:
 
 def test_fleet_page_lists_pools_from_the_registry(fleet_db: Path, fleet: Registry,
                                                   monkeypatch: pytest.MonkeyPatch) -> None:
-    at = app_for(fleet_db, monkeypatch)
+    at = app_for(fleet_db, monkeypatch).switch_page("screens/fleet.py").run()
     assert not at.exception
     assert at.title[0].value == "Fleet"
     shown = at.dataframe[0].value

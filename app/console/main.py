@@ -12,15 +12,29 @@ if str(_ROOT) not in sys.path:
 
 import streamlit as st  # noqa: E402
 
-from app.console.errors import guarded  # noqa: E402
-from app.console.pages import fleet  # noqa: E402
+from app.console import filters  # noqa: E402
+from app.errors import USER_ERRORS  # noqa: E402
+
+# Not "pages/": Streamlit would serve a folder of that name by itself, around the navigation.
+PAGES = Path(__file__).resolve().parent / "screens"
 
 
 def main() -> None:
-    """Build the navigation and run the selected page."""
+    """Build the navigation, draw the shared sidebar, and run the selected page."""
     st.set_page_config(page_title="hetpool", layout="wide")
-    pages = [st.Page(guarded(fleet.render), title="Fleet", url_path="fleet", default=True)]
-    st.navigation(pages).run()
+    pages = [
+        st.Page(PAGES / "health.py", title="Fleet health", url_path="health", default=True),
+        st.Page(PAGES / "reliability.py", title="Errors and reliability", url_path="reliability"),
+        st.Page(PAGES / "cost.py", title="Cost", url_path="cost"),
+        st.Page(PAGES / "export.py", title="Export", url_path="export"),
+        st.Page(PAGES / "fleet.py", title="Registry", url_path="fleet"),
+    ]
+    page = st.navigation(pages)
+    try:
+        st.session_state[filters.VIEW_KEY] = filters.sidebar()
+        page.run()
+    except USER_ERRORS as exc:
+        st.error(str(exc))
 
 
 main()

@@ -1,1 +1,1 @@
-"""Thin page functions, one module per page."""
+"""The console pages: one thin script each, run by st.navigation in main.py."""

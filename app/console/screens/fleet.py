@@ -1,4 +1,4 @@
-"""Fleet page: the pools of the loaded registry."""
+"""Registry page: the pools of the loaded registry, as declared."""
 
 from __future__ import annotations
 
@@ -24,3 +24,7 @@ def render() -> None:
         fleet, hide_index=True, width="stretch",
         column_config={"cost_per_hour": st.column_config.NumberColumn("cost per hour", format="$%.2f")},
     )
+
+
+if __name__ == "__main__":
+    render()

@@ -1,0 +1,104 @@
+"""The sidebar every page shares: a time-range picker and a pool filter, kept in st.session_state."""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+
+import streamlit as st
+
+from app.console import data
+
+HOUR_MS = 3_600_000
+DAY_MS = 24 * HOUR_MS
+PRESETS = {"Last 6 hours": 6 * HOUR_MS, "Last 24 hours": DAY_MS, "Last 7 days": 7 * DAY_MS, "All data": 0}
+CUSTOM = "Custom days"
+DEFAULT_PRESET = "Last 24 hours"
+WINDOW_KEY, DAYS_KEY, POOLS_KEY = "window", "window_days", "pools"
+
+
+@dataclass(frozen=True)
+class View:
+    """What the sidebar selected: a window on whole hours, the pools in view, and the data's span."""
+
+    start_ms: int
+    end_ms: int
+    pools: tuple[str, ...]
+    all_pools: tuple[str, ...]
+
+    @property
+    def hours(self) -> float:
+        """Window length in hours."""
+        return (self.end_ms - self.start_ms) / HOUR_MS
+
+    def step_ms(self) -> int:
+        """Chart resolution: 5 minutes up to 12 hours (1-minute rollup), else 1 hour (1-hour rollup)."""
+        return 5 * 60_000 if self.hours <= 12 else HOUR_MS
+
+    def label(self) -> str:
+        """The window as text, in UTC."""
+        return f"{fmt_time(self.start_ms)} to {fmt_time(self.end_ms)} UTC"
+
+
+def fmt_time(ms: int) -> str:
+    """Epoch ms as 'YYYY-MM-DD HH:MM'."""
+    return dt.datetime.fromtimestamp(ms / 1000, dt.UTC).strftime("%Y-%m-%d %H:%M")
+
+
+def window_for(choice: str, span: tuple[int, int], days: tuple[dt.date, dt.date] | None = None) -> tuple[int, int]:
+    """A window on whole hours ending with the hour that holds the newest sample (or on whole custom days)."""
+    first = span[0] - span[0] % HOUR_MS
+    end = span[1] - span[1] % HOUR_MS + HOUR_MS
+    if choice == CUSTOM and days:
+        lo = int(dt.datetime.combine(days[0], dt.time(), dt.UTC).timestamp() * 1000)
+        hi = int(dt.datetime.combine(days[-1], dt.time(), dt.UTC).timestamp() * 1000) + DAY_MS
+        return max(lo, first), max(min(hi, end), max(lo, first) + HOUR_MS)
+    length = PRESETS.get(choice, DAY_MS)
+    return (first if length == 0 else end - length), end
+
+
+def sidebar() -> View | None:
+    """Draw the shared filters; None when the store has no registry or no samples yet."""
+    path = data.db_path()
+    reg = data.registry(path)
+    span = data.span(path)
+    st.sidebar.header("View")
+    if reg is None or span is None:
+        st.sidebar.caption("No metrics in the database yet.")
+        return None
+    all_pools = tuple(p.id for p in reg.pools)
+    choice = st.sidebar.selectbox("Time range", [*PRESETS, CUSTOM], index=list(PRESETS).index(DEFAULT_PRESET),
+                                  key=WINDOW_KEY)
+    days = None
+    if choice == CUSTOM:
+        lo_day = dt.datetime.fromtimestamp(span[0] / 1000, dt.UTC).date()
+        hi_day = dt.datetime.fromtimestamp(span[1] / 1000, dt.UTC).date()
+        picked = st.sidebar.date_input("Days (UTC)", value=(lo_day, hi_day), min_value=lo_day, max_value=hi_day,
+                                       key=DAYS_KEY)
+        days = tuple(picked) if isinstance(picked, tuple | list) and picked else (lo_day, hi_day)
+    start, end = window_for(choice, span, days)  # type: ignore[arg-type]
+    picked_pools = st.sidebar.multiselect("Pools", all_pools, key=POOLS_KEY, placeholder="All pools")
+    pools = tuple(p for p in all_pools if p in picked_pools) or all_pools
+    view = View(start, end, pools, all_pools)
+    st.sidebar.caption(f"{view.label()}; data from {fmt_time(span[0])} to {fmt_time(span[1])} UTC.")
+    return view
+
+
+VIEW_KEY = "_hetpool_view"
+NO_DATA = ("No metrics in this database yet. Build the demo with `hetpool demo`, or bring metrics in with "
+           "`hetpool ingest`, then reload.")
+NO_REGISTRY = "No registry loaded yet. Load one with `hetpool registry load examples/fleet.yaml`."
+
+
+def current() -> View | None:
+    """The view the sidebar selected in this run, or an st.info saying what is missing and None."""
+    view = st.session_state.get(VIEW_KEY)
+    if view is None:
+        reg = data.registry(data.db_path())
+        st.info(NO_REGISTRY if reg is None else NO_DATA)
+    return view
+
+
+def empty_window(what: str) -> None:
+    """The message for a window that holds no data of some kind."""
+    st.info(f"No {what} in this window. Pick a longer time range or other pools in the sidebar.")

@@ -1,0 +1,45 @@
+"""Export: canonical rows of the sidebar's window and pools, for chosen metrics, as CSV or Parquet."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from app.console import data, filters
+from app.console.filters import fmt_time
+
+FORMATS = {"CSV": ("csv", "text/csv"), "Parquet": ("parquet", "application/vnd.apache.parquet")}
+MAX_ROWS = 5_000_000  # a browser download above this is better served by `hetpool export`
+
+
+def render() -> None:
+    """Pick metrics and a format; the file is built when the download is clicked."""
+    st.title("Export")
+    view = filters.current()
+    if view is None:
+        return
+    path = data.db_path()
+    st.caption(f"{view.label()} · pools: {', '.join(view.pools)} (change both in the sidebar)")
+    names = data.metric_names(path, view.start_ms, view.end_ms, view.pools)
+    if not names:
+        filters.empty_window("metrics")
+        return
+    metrics = tuple(st.multiselect("Metrics", names, key="export_metrics", placeholder="All metrics") or names)
+    label = st.radio("Format", list(FORMATS), horizontal=True, key="export_format")
+    fmt, mime = FORMATS[label]
+    rows = data.export_count(path, view.start_ms, view.end_ms, view.pools, metrics)
+    st.metric("Canonical rows", f"{rows:,}")
+    if rows == 0:
+        filters.empty_window("raw samples of these metrics (older data may survive only in the rollups)")
+        return
+    if rows > MAX_ROWS:
+        st.warning(f"{rows:,} rows is too many for a browser download; narrow the window or the metrics, "
+                   "or use `hetpool export` on the command line.")
+        return
+    name = f"hetpool_{fmt_time(view.start_ms)}_{fmt_time(view.end_ms)}".replace(" ", "T").replace(":", "")
+    st.download_button(
+        f"Download {label}", key="export_download", mime=mime, file_name=f"{name}.{fmt}", on_click="ignore",
+        data=lambda: data.export_bytes(path, view.start_ms, view.end_ms, view.pools, metrics, fmt))
+
+
+if __name__ == "__main__":
+    render()

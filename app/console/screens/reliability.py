@@ -1,0 +1,82 @@
+"""Errors and reliability: error classes over time, the event table, the reliability index, nodes to drain."""
+
+from __future__ import annotations
+
+import polars as pl
+import streamlit as st
+
+from app.console import charts, data, filters
+
+FORMULA = (r"R = \frac{\text{healthy device-hours}}"
+           r"{\text{devices reporting in the window} \times \text{hours the pool reported}}")
+FORMULA_TEXT = """
+A device-hour is **healthy** when the device reported utilization in that hour, its health never read 0, and
+no fatal error event was recorded on it (or on its node as a whole). Devices that vanish keep counting against
+their pool; hours before a pool's first sample (a pool being onboarded) do not.
+"""
+DRAIN_TEXT = ("A node is to be drained when, in this window, it recorded a fatal error event, one of its devices "
+              "last read unhealthy, or one of its devices stopped reporting.")
+
+
+def render() -> None:
+    """Draw the page for the sidebar's window and pools."""
+    st.title("Errors and reliability")
+    view = filters.current()
+    if view is None:
+        return
+    path = data.db_path()
+    reg = data.registry(path)
+    assert reg is not None
+    vendor = {p.id: reg.chip_of(p).vendor for p in reg.pools}
+    st.caption(view.label())
+
+    st.subheader("Nodes to drain")
+    drain = data.nodes_to_drain(path, view.start_ms, view.end_ms, view.pools)
+    st.caption(DRAIN_TEXT)
+    if drain.is_empty():
+        st.success("No node needs draining in this window.")
+    else:
+        st.dataframe(drain.select("pool", "node", "reasons", "fatal_events", "codes"), hide_index=True,
+                     width="stretch", column_config={"fatal_events": st.column_config.NumberColumn(format="%d")})
+
+    st.subheader("Reliability index")
+    rel = data.reliability_index(path, view.start_ms, view.end_ms, view.pools)
+    st.latex(FORMULA)
+    st.markdown(FORMULA_TEXT)
+    if rel.is_empty():
+        filters.empty_window("device metrics")
+    else:
+        left, right = st.columns([3, 2])
+        with left:
+            charts.show(charts.reliability_bars(rel, list(view.all_pools)))
+        right.dataframe(rel, hide_index=True, width="stretch",
+                        column_config={"index": st.column_config.NumberColumn("R", format="percent")})
+
+    st.subheader("Error classes over time")
+    timeline = data.error_timeline(path, view.start_ms, view.end_ms, view.pools, view.step_ms())
+    if timeline.is_empty():
+        st.success("No error events in this window.")
+        return
+    labelled = timeline.with_columns(
+        pl.format("{} · {}", "pool", pl.col("pool").replace_strict(vendor, default="?")).alias("label"))
+    charts.show(charts.errors_over_time(labelled))
+    by_vendor = (labelled.with_columns(pl.col("pool").replace_strict(vendor, default="?").alias("vendor"))
+                 .group_by("vendor", "error_class", "severity").agg(pl.col("events").sum())
+                 .sort("vendor", "events", descending=[False, True]))
+    st.caption("Events by vendor and class")
+    st.dataframe(by_vendor, hide_index=True, width="stretch",
+                 column_config={"events": st.column_config.NumberColumn(format="%d")})
+
+    st.subheader("Error events")
+    events = data.error_events(path, view.start_ms, view.end_ms, view.pools)
+    shown = events.with_columns(
+        pl.from_epoch("ts", time_unit="ms").alias("time"),
+        pl.col("pool").replace_strict(vendor, default="?").alias("vendor"),
+    ).select("time", "pool", "vendor", "node", "device", "code", "error_class", "severity", "count")
+    st.caption(f"The newest {shown.height} events of the window (vendor code kept as the exporter wrote it).")
+    st.dataframe(shown, hide_index=True, width="stretch",
+                 column_config={"count": st.column_config.NumberColumn(format="%d")})
+
+
+if __name__ == "__main__":
+    render()
