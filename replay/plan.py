@@ -83,45 +83,50 @@ class Plan:
         return self.prefill.tolist()
 
 
-def tier_limits(tiers: np.ndarray, candidate: Candidate) -> tuple[np.ndarray, np.ndarray]:
+def tier_limits(traffic: pl.DataFrame, candidate: Candidate) -> tuple[np.ndarray, np.ndarray]:
     """Per-request TTFT and e2e limits; a tier the candidate does not define is an error."""
-    n = tiers.shape[0]
-    ttft, e2e = np.full(n, INF), np.full(n, INF)
+    n = traffic.height
     if not candidate.sla_tiers:
-        return ttft, e2e
-    used = sorted(set(np.unique(tiers).tolist()))
+        return np.full(n, INF), np.full(n, INF)
+    used = sorted(traffic["sla_tier"].unique().to_list())
     missing = [t for t in used if t not in candidate.sla_tiers]
     if missing:
         raise ReplayError(
             f"traffic uses SLA tier {', '.join(repr(t) for t in missing)} that candidate '{candidate.name}' "
             f"does not define; defined: {', '.join(sorted(candidate.sla_tiers))}")
-    for name, tier in candidate.sla_tiers.items():
-        mask = tiers == name
-        if tier.ttft_s is not None:
-            ttft[mask] = tier.ttft_s
-        if tier.e2e_s is not None:
-            e2e[mask] = tier.e2e_s
-    return ttft, e2e
+
+    def limit(attr: str) -> np.ndarray:
+        mapping = {name: INF if getattr(t, attr) is None else getattr(t, attr)
+                   for name, t in candidate.sla_tiers.items()}
+        return traffic.select(pl.col("sla_tier").replace_strict(mapping, return_dtype=pl.Float64)).to_series(
+        ).to_numpy()
+
+    return limit("ttft_s"), limit("e2e_s")
 
 
 def _cost_orders(cost: np.ndarray, feasible: np.ndarray) -> tuple[list[tuple[int, ...]], list[int]]:
     npools, n = cost.shape
     if n == 0:
         return [], []
-    masked = np.where(feasible, cost, INF)
-    ranked = np.argsort(masked, axis=0, kind="stable")           # (pools, n), cheapest first
+    # Rank along contiguous rows of the (requests, pools) layout: sorting along the strided axis is 15x slower.
+    masked = np.ascontiguousarray(np.where(feasible, cost, INF).T)
+    ranked = np.argsort(masked, axis=1, kind="stable")
     count = feasible.sum(axis=0)
-    ranks = np.arange(npools)[:, None]
-    ranked = np.where(ranks < count[None, :], ranked, npools)     # pad infeasible with npools
+    ranked = np.where(np.arange(npools)[None, :] < count[:, None], ranked, npools)  # pad infeasible
     if (npools + 1) ** npools < 2**62:
-        weights = (npools + 1) ** np.arange(npools, dtype=np.int64)
-        keys = (ranked.astype(np.int64) * weights[:, None]).sum(axis=0)
-        _uniq, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
+        keys = ranked.astype(np.int64) @ ((npools + 1) ** np.arange(npools, dtype=np.int64))
+        _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
     else:
-        rows = np.ascontiguousarray(ranked.T)
-        _, first, inverse = np.unique(rows, axis=0, return_index=True, return_inverse=True)
-    orders = [tuple(int(p) for p in ranked[:, j] if p < npools) for j in first.tolist()]
+        _, first, inverse = np.unique(ranked, axis=0, return_index=True, return_inverse=True)
+    orders = [tuple(int(p) for p in ranked[j] if p < npools) for j in first.tolist()]
     return orders, inverse.reshape(-1).tolist()
+
+
+def _serves(traffic: pl.DataFrame, pools: tuple[PoolSpec, ...]) -> np.ndarray:
+    """(pools, requests): the request names the pool's model or none."""
+    model = pl.col("model")
+    return traffic.select(((model == "") | (model == p.model.id)).alias(str(k)) for k, p in enumerate(pools)
+                          ).to_numpy().T
 
 
 def build_plan(traffic: pl.DataFrame, pools: tuple[PoolSpec, ...], candidate: Candidate,
@@ -132,8 +137,8 @@ def build_plan(traffic: pl.DataFrame, pools: tuple[PoolSpec, ...], candidate: Ca
     in_t = traffic["in_tokens"].to_numpy().astype(np.float64)
     out_t = traffic["out_tokens"].to_numpy().astype(np.float64)
     cached = traffic["cached_tokens"].to_numpy().astype(np.float64)
-    models = traffic["model"].to_numpy().astype(str)
-    ttft_lim, e2e_lim = tier_limits(traffic["sla_tier"].to_numpy().astype(str), candidate)
+    models = traffic["model"].to_numpy()
+    ttft_lim, e2e_lim = tier_limits(traffic, candidate)
     context = in_t + out_t
     prefill = np.vstack([costmodel.prefill_seconds(in_t, cached, p) for p in pools])
     decode = np.vstack([costmodel.decode_seconds(out_t, p) for p in pools])
@@ -143,7 +148,9 @@ def build_plan(traffic: pl.DataFrame, pools: tuple[PoolSpec, ...], candidate: Ca
         prefill, decode = prefill * factor[None, :], decode * factor[None, :]
     service = prefill + decode
     cost = np.vstack([costmodel.slot_cost(service[k], p) for k, p in enumerate(pools)])
-    feasible = np.vstack([constraints.feasible(models, context, p) for p in pools])
+    serves = _serves(traffic, pools)
+    feasible = np.vstack([serves[k] & constraints.fits_context(context, p) & constraints.fits_memory(context, p)
+                          for k, p in enumerate(pools)])
     orders, code = _cost_orders(cost, feasible)
     return Plan(pools=pools, t0_ms=t0, arrival=(arrival_ms - t0) / 1000.0, in_tokens=in_t, out_tokens=out_t,
                 cached_tokens=cached, models=models, ttft_limit=ttft_lim, e2e_limit=e2e_lim, prefill=prefill,

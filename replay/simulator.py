@@ -20,6 +20,7 @@ from replay.policies.base import Policy, State
 
 NONE, QUEUE, DEGRADE, REJECT, UNFIT = 0, 1, 2, 3, 4
 FLAG_NAMES = ("", "queue", "degrade", "reject", "reject")
+INF = float("inf")
 
 
 @dataclass
@@ -49,7 +50,12 @@ def overflow_rule(plan: Plan, state: State, mode: str) -> Callable[[int, float],
             return -1, REJECT
         if mode == "degrade":
             return order[0], DEGRADE
-        best = min(order, key=lambda p: max(heaps[p][0], t) + svc[p][i])
+        best, soonest = -1, INF
+        for p in order:  # the pool that would finish the request first
+            f = heaps[p][0]
+            end = (f if f > t else t) + svc[p][i]
+            if end < soonest:
+                best, soonest = p, end
         return best, QUEUE
 
     return overflow

@@ -92,22 +92,33 @@ def build(plan: Plan, raw: Raw, traffic: pl.DataFrame, *, candidate: str, policy
         & (raw.flag != DEGRADE)
     names = [p.id for p in plan.pools]
     keep = served
-    frame = traffic.select(c for c in ("trace", "seq", "arrival_ms", "sla_tier", "model", "in_tokens",
-                                       "out_tokens", "cached_tokens") if c in traffic.columns).with_columns(
-        pl.Series("pool", [names[p] if p >= 0 else None for p in raw.pool.tolist()], dtype=pl.String),
-        pl.Series("decode_pool", [names[p] if p >= 0 else None for p in raw.decode_pool.tolist()],
-                  dtype=pl.String),
-        pl.Series("wait_s", np.where(keep, raw.wait, np.nan)).fill_nan(None),
-        pl.Series("ttft_s", np.where(keep, raw.ttft, np.nan)).fill_nan(None),
-        pl.Series("e2e_s", np.where(keep, raw.e2e, np.nan)).fill_nan(None),
-        pl.Series("cost_usd", np.where(keep, raw.cost, np.nan)).fill_nan(None),
-        pl.Series("sla_met", [bool(m) if k else None for m, k in zip(met.tolist(), keep.tolist(), strict=True)],
-                  dtype=pl.Boolean),
-        pl.Series("overflow", [FLAG_NAMES[f] for f in raw.flag.tolist()], dtype=pl.String),
-        pl.Series("outcome", np.where(served, "served", np.where(queued, "queued", "rejected")).tolist(),
-                  dtype=pl.String),
-        pl.Series("reason", [raw.reasons.get(i) for i in range(n)], dtype=pl.String),
+    outcome = np.where(served, 0, np.where(queued, 2, 1))
+    reasons = pl.Series("reason", [None] * n, dtype=pl.String)
+    if raw.reasons:
+        idx = sorted(raw.reasons)
+        reasons = reasons.scatter(idx, [raw.reasons[i] for i in idx])
+    codes = pl.DataFrame({"p": raw.pool, "d": raw.decode_pool, "f": raw.flag, "o": outcome, "keep": keep,
+                          "met": met})
+    pool_names = {k: name for k, name in enumerate(names)}
+    labels = codes.select(
+        pl.col("p").replace_strict(pool_names, default=None, return_dtype=pl.String).alias("pool"),
+        pl.col("d").replace_strict(pool_names, default=None, return_dtype=pl.String).alias("decode_pool"),
+        pl.when(pl.col("keep")).then(pl.col("met")).alias("sla_met"),
+        pl.col("f").replace_strict(dict(enumerate(FLAG_NAMES)), return_dtype=pl.String).alias("overflow"),
+        pl.col("o").replace_strict({0: "served", 1: "rejected", 2: "queued"}, return_dtype=pl.String
+                                   ).alias("outcome"),
     )
+    nan = np.nan
+    frame = pl.concat([
+        traffic.select(c for c in ("trace", "seq", "arrival_ms", "sla_tier", "model", "in_tokens", "out_tokens",
+                                   "cached_tokens") if c in traffic.columns),
+        labels.select("pool", "decode_pool"),
+        pl.DataFrame({name: np.where(keep, values, nan) for name, values in (
+            ("wait_s", raw.wait), ("ttft_s", raw.ttft), ("e2e_s", raw.e2e), ("cost_usd", raw.cost))}
+        ).fill_nan(None),
+        labels.select("sla_met", "overflow", "outcome"),
+        reasons.to_frame(),
+    ], how="horizontal")
     busy = np.zeros(len(plan.pools))
     for pools, start, end in raw.busy:
         np.add.at(busy, pools, np.clip(np.minimum(end, horizon) - np.minimum(start, horizon), 0, None))
