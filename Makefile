@@ -6,6 +6,7 @@ STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 DEMO_DB ?= demo/hetpool.duckdb
 PORT ?= 8501
 ADDRESS ?= 127.0.0.1
+DEMO_ARGS ?=
 
 .PHONY: demo test install system-deps lint bench clean
 
@@ -23,8 +24,7 @@ system-deps:
 
 demo: install
 	@mkdir -p $(dir $(DEMO_DB))
-	$(VENV)/bin/hetpool --db $(DEMO_DB) init
-	$(VENV)/bin/hetpool --db $(DEMO_DB) registry load examples/fleet.yaml
+	$(VENV)/bin/hetpool --db $(DEMO_DB) demo --replace $(DEMO_ARGS)
 	$(VENV)/bin/hetpool --db $(DEMO_DB) console --port $(PORT) --address $(ADDRESS)
 
 lint: install

@@ -1,0 +1,197 @@
+"""Build the demo database through the real pipeline: registry, exposition text per node and day, traffic CSV.
+
+Nothing here writes canonical rows. For each node and slice of time, the text its exporters would have
+served (every scrape, each sample with its timestamp: the accelerator exporter and any serving engine on
+the node) goes through `collectors.pipeline.ingest_exposition` as one file of scrapes; the requests go
+through the project's CSV traffic format and `store.requests.add_requests`, as `hetpool ingest traffic`
+does them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import duckdb
+import numpy as np
+import polars as pl
+
+from app.demo.dialects import EngineSlice, NodeSlice, device_dialect, engine_dialect
+from app.demo.errors import DemoError
+from app.demo.story import DAY_MS, HOUR_MS, PoolLayout, Signals, device_signals, drifted_driver, layout, scale_registry
+from app.demo.traffic import TRACE, EngineSeries, Served, engine_series, serve
+from collectors.pipeline import IngestOptions, ingest_exposition, make_context
+from pool_registry import Registry
+from replay.traffic import FORMATS, ParseOptions
+from store import IngestRun, save_registry
+from store.requests import add_requests
+
+Progress = Callable[[float, str], None]
+
+
+@dataclass(frozen=True)
+class DemoSpec:
+    """Size and shape of the demo: window end and length, fleet size, scrape interval, seed, slice length."""
+
+    end_ms: int
+    days: float = 2.0
+    devices_per_pool: int = 8
+    interval_ms: int = 30_000
+    seed: int = 7
+    slice_hours: int = 24
+
+    def __post_init__(self) -> None:
+        if not 0 < self.days <= 31:
+            raise DemoError(f"--days {self.days:g} is out of range; expected more than 0 and at most 31")
+        if not 1 <= self.devices_per_pool <= 256:
+            raise DemoError(f"--devices-per-pool {self.devices_per_pool} is out of range; expected 1 to 256")
+        if not 1000 <= self.interval_ms <= 10 * 60_000 or HOUR_MS % self.interval_ms:
+            raise DemoError(f"--interval {self.interval_ms / 1000:g}s must divide an hour and lie between 1s and 10m")
+
+    @property
+    def start_ms(self) -> int:
+        """First instant of the window (whole minutes)."""
+        start = self.end_ms - int(self.days * DAY_MS)
+        return start - start % 60_000
+
+
+@dataclass(frozen=True)
+class DemoReport:
+    """What the build stored."""
+
+    start_ms: int
+    end_ms: int
+    pools: int
+    devices: int
+    runs: int
+    read: int
+    stored: int
+    rejected: int
+    requests: int
+    seconds: float
+
+
+@dataclass(frozen=True)
+class NodePlan:
+    """One node: its pool, index in the pool, phase of its scrapes, and the serving engines it hosts."""
+
+    lay: PoolLayout
+    index: int
+    offset_ms: int
+    engines: tuple[EngineSeries, ...]
+
+    @property
+    def name(self) -> str:
+        """The node's host name."""
+        return self.lay.nodes[self.index]
+
+
+def plan_nodes(layouts: list[PoolLayout], served: Served, grid: np.ndarray, interval_ms: int) -> list[NodePlan]:
+    """Every node that reports, with its engines' counters computed on its own scrape grid."""
+    out = []
+    number = 0
+    for lay in layouts:
+        serving = lay.pool.serving
+        for index, node in enumerate(lay.nodes):
+            offset = (number * 1_000) % interval_ms  # a scrape pool spreads its targets over the interval
+            number += 1
+            engines: list[EngineSeries] = []
+            if serving is not None and lay.serving:
+                dialect = engine_dialect(serving.engine)
+                for r in range(serving.replicas):
+                    if r * serving.devices_per_replica // lay.devices_per_node == index:
+                        engines.append(engine_series(lay, served, r, grid + offset, dialect.ttft_bounds,
+                                                     dialect.e2e_bounds))
+            if node in lay.reporting_nodes:
+                out.append(NodePlan(lay, index, offset, tuple(engines)))
+    return out
+
+
+def node_text(plan: NodePlan, sig: Signals, grid: np.ndarray, k0: int, k1: int, spec: DemoSpec) -> str:
+    """What the node's exporters served during steps [k0, k1): the accelerator exporter, then each engine."""
+    lay = plan.lay
+    ts = grid[k0:k1] + plan.offset_ms
+    cols = slice(plan.index * lay.devices_per_node, (plan.index + 1) * lay.devices_per_node)
+    cut = Signals(**{f.name: _cut(getattr(sig, f.name), k0, k1, cols) for f in dataclasses.fields(Signals)})
+    parts = []
+    if cut.present.any():
+        driver = drifted_driver(lay, plan.index, int(grid[k0]), spec.start_ms, spec.end_ms)
+        parts.append(device_dialect(lay.pool.exporter).render(NodeSlice(lay, plan.name, plan.index, ts, cut, driver)))
+    serving = lay.pool.serving
+    for eng in plan.engines:
+        assert serving is not None
+        parts.append(engine_dialect(serving.engine).render(_engine_slice(lay, eng, plan.name, ts, k0, k1)))
+    return "".join(parts)
+
+
+def _cut(values: np.ndarray, k0: int, k1: int, cols: slice) -> np.ndarray:
+    return values[k0:k1, cols] if values.ndim == 2 else values[k0:k1]
+
+
+def _engine_slice(lay: PoolLayout, eng: EngineSeries, node: str, ts: np.ndarray, k0: int, k1: int) -> EngineSlice:
+    assert lay.pool.serving is not None
+    cut = slice(k0, k1)
+    return EngineSlice(
+        lay=lay, node=node, engine=eng.replica, model=lay.pool.serving.model, ts_ms=ts,
+        running=eng.running[cut], waiting=eng.waiting[cut], kv_usage=eng.kv_usage[cut],
+        prompt_tokens=eng.prompt_tokens[cut], generation_tokens=eng.generation_tokens[cut],
+        finished={r: v[cut] for r, v in eng.finished.items()},
+        ttft=(eng.ttft[0][cut], eng.ttft[1][cut], eng.ttft[2][cut]),
+        e2e=(eng.e2e[0][cut], eng.e2e[1][cut], eng.e2e[2][cut]))
+
+
+def build_demo(con: duckdb.DuckDBPyConnection, registry: Registry, spec: DemoSpec, source: str,
+               progress: Progress | None = None) -> DemoReport:
+    """Store the scaled registry, then ingest every node's exporter text, slice by slice, and the traffic."""
+    began = time.perf_counter()
+    say = progress or (lambda _f, _m: None)
+    fleet = scale_registry(registry, spec.devices_per_pool)
+    save_registry(con, fleet, f"{source} (demo: {spec.devices_per_pool} devices per pool)")
+    layouts = layout(fleet)
+    rng = np.random.default_rng(spec.seed)
+    grid = np.arange(spec.start_ms, spec.end_ms, spec.interval_ms, dtype=np.int64)
+    say(0.0, "drawing the fleet's story")
+    signals = {lay.pool.id: device_signals(lay, grid, spec.interval_ms, rng) for lay in layouts}
+    served = serve(layouts, signals, grid, spec.interval_ms, spec.start_ms, spec.end_ms, rng)
+    nodes = plan_nodes(layouts, served, grid, spec.interval_ms)
+    ctx = make_context(con, IngestOptions())
+
+    def clock() -> float:  # no wall clock in the data: "now" is the window's end
+        return spec.end_ms / 1000
+
+    per_slice = max(1, spec.slice_hours * HOUR_MS // spec.interval_ms)
+    starts = range(0, len(grid), per_slice)
+    total, done = len(starts) * len(nodes) + 1, 0
+    runs = read = stored = rejected = 0
+    for k0 in starts:
+        k1 = min(len(grid), k0 + per_slice)
+        for plan in nodes:
+            text = node_text(plan, signals[plan.lay.pool.id], grid, k0, k1, spec)
+            done += 1
+            if text:
+                report = ingest_exposition(con, [text.encode()], kind="demo", source=f"demo {plan.name}",
+                                           options=IngestOptions(node=plan.name), clock=clock,
+                                           context=dataclasses.replace(ctx, node=plan.name))
+                runs += 1
+                read, stored = read + report.counts.read, stored + report.counts.stored
+                rejected += report.counts.rejected
+            say(done / total, plan.name)
+    requests = ingest_requests(con, served.frame, source=f"{source} (demo traffic)")
+    say(1.0, "requests")
+    return DemoReport(spec.start_ms, spec.end_ms, len(layouts), sum(lay.pool.devices for lay in layouts), runs + 1,
+                      read, stored, rejected, requests, time.perf_counter() - began)
+
+
+def ingest_requests(con: duckdb.DuckDBPyConnection, frame: pl.DataFrame, source: str) -> int:
+    """Write the requests as the project's traffic CSV and ingest it the way `hetpool ingest traffic` does."""
+    buf = io.BytesIO()
+    frame.write_csv(buf)
+    parsed = FORMATS["csv"].parse(buf.getvalue(), ParseOptions())
+    with IngestRun(con, "traffic", source) as run:
+        run.add_read(parsed.read)
+        run.add_rejects(parsed.rejects)
+        stored, _ = add_requests(run, TRACE, parsed.frame)
+    return stored

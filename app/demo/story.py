@@ -1,0 +1,232 @@
+"""The demo's fleet and what happens to it: who serves, who overheats, who fails, whose driver drifted.
+
+Everything is drawn from one seeded numpy Generator handed in by the caller, so the same spec and seed give
+the same fleet, story and signals. Signals are in canonical units (ratio, bytes, W, °C, Hz); the dialect
+writers convert them to each vendor's units.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+import numpy as np
+
+from pool_registry import ONBOARDING_STAGES, Chip, Model, Pool, Registry
+
+DAY_MS = 86_400_000
+HOUR_MS = 3_600_000
+MINUTE_MS = 60_000
+
+FATAL_POOL = "h100-a"        # one of its nodes loses a GPU off the bus again and again (XID 79)
+THROTTLE_POOL = "ascend-a"   # runs hot under afternoon load and drops its AI-core clock
+STRAGGLER_POOL = "mi300x-a"  # one device is stuck on a low clock (a power cap left behind)
+DRIFT = (("mi300x-a", -1, "driver", "6.12.12"), ("gaudi3-a", 0, "driver", "1.22.2"))  # (pool, node index, ...)
+DRIFT_AT = 0.4               # share of the window after which the drifted drivers are seen
+ONBOARDING_FROM = 0.35       # share of the window after which an onboarding pool's exporter is deployed
+
+# Chip facts the registry does not hold: board power limit (W) and top compute clock (MHz).
+TDP_W = {"h100-sxm": 700.0, "mi300x": 750.0, "ascend-910b": 400.0, "gaudi3": 900.0, "mlu370-x8": 250.0}
+CLOCK_MHZ = {"h100-sxm": 1980.0, "mi300x": 2100.0, "ascend-910b": 1800.0, "gaudi3": 1600.0, "mlu370-x8": 1300.0}
+LOAD_LEVEL = {"h100-a": 1.0, "mi300x-a": 0.9, "ascend-a": 1.08, "gaudi3-a": 0.7}
+
+
+@dataclass(frozen=True)
+class PoolLayout:
+    """One pool of the scaled demo fleet: its nodes, and which of them report."""
+
+    pool: Pool
+    chip: Chip
+    nodes: tuple[str, ...]
+    reporting_nodes: tuple[str, ...]
+    serving: bool            # runs a serving engine (onboarding stage framework or later)
+    takes_traffic: bool      # receives requests (canary or later)
+    model: Model | None
+
+    @property
+    def devices_per_node(self) -> int:
+        """Devices on each node."""
+        return self.pool.devices_per_node
+
+
+def scale_registry(reg: Registry, devices_per_pool: int) -> Registry:
+    """The registry with every pool resized to `devices_per_pool` devices on at least two nodes where possible.
+
+    Replicas keep their width (capped at the pool size) and the pool keeps its price per device, so the
+    demo's costs and capacities stay proportional to the declared fleet.
+    """
+    pools = []
+    for p in reg.pools:
+        dpn = max(1, min(p.devices_per_node, devices_per_pool // 4 or 1))
+        serving = p.serving
+        if serving is not None:
+            width = min(serving.devices_per_replica, devices_per_pool)
+            serving = dataclasses.replace(serving, devices_per_replica=width,
+                                          replicas=max(1, devices_per_pool // width))
+        pools.append(dataclasses.replace(p, devices=devices_per_pool, devices_per_node=dpn, serving=serving))
+    return dataclasses.replace(reg, pools=tuple(pools))
+
+
+def layout(reg: Registry) -> list[PoolLayout]:
+    """Node names follow each pool's node pattern (`h100-a-*` -> h100-a-01, ...)."""
+    framework = ONBOARDING_STAGES.index("framework")
+    canary = ONBOARDING_STAGES.index("canary")
+    out = []
+    for p in reg.pools:
+        prefix = p.assign.node_patterns[0].rstrip("*") if p.assign.node_patterns else f"{p.id}-"
+        nodes = tuple(f"{prefix}{i + 1:02d}" for i in range(p.nodes))
+        onboarding = p.onboarding.stage_index < framework
+        reporting = nodes[: max(1, len(nodes) // 2)] if onboarding else nodes
+        out.append(PoolLayout(p, reg.chip_of(p), nodes, reporting, serving=p.serving is not None and not onboarding,
+                              takes_traffic=p.serving is not None and p.onboarding.stage_index >= canary,
+                              model=reg.model(p.serving.model) if p.serving else None))
+    return out
+
+
+def fleet_load(ts_ms: np.ndarray) -> np.ndarray:
+    """Share of peak demand: lowest at 03:00 UTC, highest at 15:00, weekends at 70 %."""
+    hour = (ts_ms % DAY_MS) / HOUR_MS
+    weekday = (ts_ms // DAY_MS + 3) % 7  # 1970-01-01 was a Thursday; 0 = Monday
+    daily = 0.5 - 0.5 * np.cos(2 * np.pi * (hour - 3) / 24)
+    return 0.22 + 0.68 * daily * np.where(weekday >= 5, 0.7, 1.0)
+
+
+def smooth_noise(rng: np.random.Generator, steps: int, width: int, every: int, sigma: float) -> np.ndarray:
+    """Gaussian noise with knots every `every` steps, linearly interpolated: shape (steps, width)."""
+    knots = rng.normal(0.0, sigma, size=(steps // every + 2, width))
+    pos = np.arange(steps) / every
+    i = pos.astype(np.int64)
+    frac = (pos - i)[:, None]
+    return knots[i] * (1 - frac) + knots[i + 1] * frac
+
+
+@dataclass(frozen=True)
+class Episode:
+    """A GPU falling off the bus: XID 79 from `start` for `fault` steps, then a node reboot (or no return)."""
+
+    start: int
+    fault: int
+    reboot: int
+    final: bool
+
+
+def fatal_episodes(steps: int, interval_ms: int, rng: np.random.Generator) -> list[Episode]:
+    """Recurring XID 79 episodes: from 3 h in, every 9 to 14 h; the last one, 2.5 h before the end, stays down."""
+    per_hour = HOUR_MS // interval_ms
+    fault, reboot = max(1, 10 * MINUTE_MS // interval_ms), max(1, 6 * MINUTE_MS // interval_ms)
+    final = steps - int(2.5 * per_hour)
+    out = []
+    at = 3 * per_hour
+    while at < final - 4 * per_hour:
+        out.append(Episode(at, fault, reboot, final=False))
+        at += int(rng.uniform(9, 14) * per_hour)
+    out.append(Episode(max(final, 0), fault, reboot, final=True))
+    return out
+
+
+@dataclass
+class Signals:
+    """A pool's devices over the whole window, shape (steps, devices), in canonical units."""
+
+    present: np.ndarray      # bool: the device was scraped at that step
+    util: np.ndarray
+    mem_used: np.ndarray     # bytes
+    mem_total: np.ndarray
+    power: np.ndarray        # W
+    temp: np.ndarray         # °C
+    clock: np.ndarray        # Hz
+    health: np.ndarray       # 1 healthy, 0 not
+    energy: np.ndarray       # J since the exporter started
+    xid: np.ndarray          # last fatal code (sticky; 0 = none)
+    ecc_uncorrectable: np.ndarray  # cumulative count
+    clock_ratio: np.ndarray  # pool-level clock / top clock per step (for the serving latencies)
+    outage: np.ndarray       # (steps,) bool: a replica of this pool is failing requests
+
+
+def device_signals(lay: PoolLayout, ts_ms: np.ndarray, interval_ms: int, rng: np.random.Generator) -> Signals:
+    """Every device signal of one pool: diurnal load, the pool's quirks, and the fatal node's episodes."""
+    steps, devices = len(ts_ms), lay.pool.devices
+    load = fleet_load(ts_ms)[:, None]
+    dev_factor = rng.uniform(0.92, 1.05, size=devices)[None, :]
+    noise = smooth_noise(rng, steps, devices, max(1, 10 * MINUTE_MS // interval_ms), 0.05)
+    if lay.serving:
+        util = load * LOAD_LEVEL.get(lay.pool.id, 0.8) * dev_factor + noise + rng.normal(0, 0.015, (steps, devices))
+    else:  # burn-in: benchmark runs switched on and off every half hour
+        on = (ts_ms // (30 * MINUTE_MS)) % 3 == 0
+        util = np.where(on[:, None], 0.85, 0.03) + noise * 0.3
+    util = np.clip(util, 0.0, 1.0)
+    total = lay.chip.hbm_capacity_gb * 1024**3 * np.ones((steps, devices))
+    mem_frac = 0.86 + 0.05 * util if lay.serving else 0.02 + 0.5 * util
+    tdp, top = TDP_W[lay.chip.id], CLOCK_MHZ[lay.chip.id] * 1e6
+    power_frac = 0.13 + 0.87 * util**0.9
+    hot = lay.pool.id == THROTTLE_POOL
+    temp = (32 + (62 if hot else 40) * power_frac + smooth_noise(rng, steps, devices, 20, 1.2)
+            + rng.normal(0, 0.4, (steps, devices)))
+    ratio = 1.0 - 0.3 * np.clip((temp - 86.0) / 6.0, 0.0, 1.0) if hot else np.ones((steps, devices))
+    if lay.pool.id == STRAGGLER_POOL:
+        ratio[:, 0] = 0.72
+        util[:, 0] = np.clip(util[:, 0] / 0.85, 0, 1)
+    clock = top * ratio * np.where(util < 0.05, 0.6, 1.0)
+    power = tdp * power_frac * ratio**1.5 + rng.normal(0, 0.01 * tdp, (steps, devices))
+    present = np.ones((steps, devices), dtype=bool)
+    health = np.ones((steps, devices))
+    xid = np.zeros((steps, devices))
+    ecc = np.zeros((steps, devices))
+    outage = np.zeros(steps, dtype=bool)
+    if not lay.serving and len(lay.reporting_nodes) < len(lay.nodes):
+        present[:, len(lay.reporting_nodes) * lay.devices_per_node:] = False
+        present[: int(steps * ONBOARDING_FROM), :] = False
+    if lay.pool.id == FATAL_POOL:
+        _fatal_node(lay, interval_ms, rng, util, power, health, xid, ecc, present, outage)
+    energy = rng.uniform(1e8, 5e8, size=devices)[None, :] + np.cumsum(power * interval_ms / 1000, axis=0)
+    return Signals(present, util, total * mem_frac, total, power, temp, clock, health, energy, xid, ecc,
+                   clock_ratio=ratio.mean(axis=1), outage=outage)
+
+
+def fatal_node_index(lay: PoolLayout) -> int:
+    """The failing node: the second node of the pool (the first when there is only one)."""
+    return min(1, len(lay.nodes) - 1)
+
+
+def _fatal_node(lay: PoolLayout, interval_ms: int, rng: np.random.Generator, util: np.ndarray, power: np.ndarray,
+                health: np.ndarray, xid: np.ndarray, ecc: np.ndarray, present: np.ndarray,
+                outage: np.ndarray) -> None:
+    """XID 79 episodes on the node's last GPU, a double-bit ECC error (XID 48) on its first, reboots between."""
+    steps = util.shape[0]
+    dpn = lay.devices_per_node
+    first = fatal_node_index(lay) * dpn
+    bad = first + dpn - 1
+    episodes = fatal_episodes(steps, interval_ms, rng)
+    reboots = []
+    for ep in episodes:
+        fault_end = min(steps, ep.start + ep.fault)
+        xid[ep.start:fault_end, bad] = 79
+        health[ep.start:fault_end, bad] = 0
+        util[ep.start:fault_end, bad] = 0.0
+        power[ep.start:fault_end, bad] = 60.0
+        outage[ep.start:fault_end + ep.reboot] = True
+        if ep.final:
+            present[fault_end:, bad] = False
+            outage[fault_end:] = True
+        else:
+            back = min(steps, fault_end + ep.reboot)
+            present[fault_end:back, first:first + dpn] = False
+            reboots.append(back)
+    # a double-bit ECC error between the first two episodes; sticky until the node's next reboot
+    dbe_at = (reboots[0] + episodes[1].start) // 2 if len(episodes) > 1 and reboots else steps // 2
+    until = next((b for b in reboots if b > dbe_at), steps)
+    if first == bad:  # one GPU per node: its next XID 79 replaces the sticky 48
+        until = min(until, next((ep.start for ep in episodes if ep.start > dbe_at), steps))
+    xid[dbe_at:until, first] = 48
+    ecc[dbe_at:until, first] = 1  # a volatile count: the reboot clears it
+    health[dbe_at:until, first] = 0
+
+
+def drifted_driver(lay: PoolLayout, node_index: int, ts_ms: int, start_ms: int, end_ms: int) -> str:
+    """The driver a node reports at a time: the declared one, or the drifted one after DRIFT_AT of the window."""
+    declared = lay.pool.stack.get("driver", "")
+    for pool, index, component, version in DRIFT:
+        if (pool == lay.pool.id and component == "driver" and node_index == index % len(lay.nodes)
+                and ts_ms >= start_ms + DRIFT_AT * (end_ms - start_ms)):
+            return version
+    return declared
