@@ -16,7 +16,7 @@ import polars as pl
 
 from pool_registry import Registry
 from store.rollups import HOUR_MS
-from store.views.health import UTIL
+from store.views.health import UTIL, primary
 from store.views.reliability import hour_window
 from store.views.window import Window, counter_increments, data_span, frame, pool_filter
 
@@ -37,12 +37,13 @@ def busy_device_hours(con: duckdb.DuckDBPyConnection, w: Window) -> pl.DataFrame
     """Per pool: sum over device-hours of mean utilization (pool, busy_hours)."""
     h = hour_window(w)
     pools, params = pool_filter(h)
+    which, metrics = primary([UTIL])
     return frame(con, f"""
         SELECT pool, sum(u) AS busy_hours FROM (
             SELECT pool, sum(sum) / sum(count) AS u FROM rollup_1h
-            WHERE metric = ? AND device <> '' AND bucket >= ? AND bucket < ?{pools}
+            WHERE {which} AND device <> '' AND bucket >= ? AND bucket < ?{pools}
             GROUP BY pool, node, device, bucket)
-        GROUP BY pool ORDER BY pool""", [UTIL, h.start_ms, h.end_ms, *params])
+        GROUP BY pool ORDER BY pool""", [*metrics, h.start_ms, h.end_ms, *params])
 
 
 def tokens(con: duckdb.DuckDBPyConnection, w: Window) -> pl.DataFrame:

@@ -117,33 +117,38 @@ def histogram_quantile(bounds: list[float], cumulative: list[float], q: float) -
     return float(lo_b + (b[i] - lo_b) * (rank - lo_c) / (c[i] - lo_c))
 
 
-LOOKBACK_MS = HOUR_MS  # how far before the window a counter's previous value is looked for
-
-
 def counter_increments(con: duckdb.DuckDBPyConnection, w: Window, metric: str, step_ms: int | None = None,
                        extra: str = "") -> pl.DataFrame:
     """Increase of every series of a counter inside the window, per pool, attributes and step bucket.
 
-    Prometheus `increase` semantics over bucket-end values: each bucket adds its last value minus the
-    previous bucket's last (looked up to LOOKBACK_MS before the window), and a drop counts as a reset,
-    adding the new value. Columns: pool, attributes, t (step bucket start, or the window start), inc.
+    Prometheus `increase` semantics over bucket-end values, as store.quantiles computes them from raw
+    samples: each bucket adds its last value minus the previous bucket's, the series' last value before the
+    window being the baseline; a bucket whose minimum is below that is a reset and adds its last value (a
+    rise before the reset inside the same bucket is the one thing a rollup cannot see); a series first seen
+    inside the window counts from zero. Columns: pool, attributes, t (step bucket start, or the window
+    start), inc.
     """
     table, _ = table_for(w, step_ms)
+    src = rollup_source(table)
     pools, pool_params = pool_filter(w)
     step = f"bucket - bucket % {int(step_ms)}" if step_ms else str(int(w.start_ms))
     sql = f"""
         WITH s AS (
-            SELECT pool, node, device, attributes, bucket, last FROM {rollup_source(table)}
+            SELECT pool, node, device, attributes, bucket, min, last FROM {src}
             WHERE metric = ? AND bucket >= ? AND bucket < ?{pools}{extra}
+            UNION ALL
+            SELECT pool, node, device, attributes, ? - 1 AS bucket, NULL, arg_max(last, bucket) AS last FROM {src}
+            WHERE metric = ? AND bucket < ?{pools}{extra} GROUP BY pool, node, device, attributes
         ), d AS (
-            SELECT pool, attributes, bucket, last,
-                   last - lag(last) OVER (PARTITION BY pool, node, device, attributes ORDER BY bucket) AS delta
+            SELECT pool, attributes, bucket, min, last,
+                   lag(last) OVER (PARTITION BY pool, node, device, attributes ORDER BY bucket) AS prev
             FROM s
         )
         SELECT pool, attributes, {step} AS t,
-               sum(CASE WHEN delta IS NULL THEN 0 WHEN delta < 0 THEN last ELSE delta END) AS inc
+               sum(CASE WHEN prev IS NULL OR min < prev THEN last ELSE last - prev END) AS inc
         FROM d WHERE bucket >= ? GROUP BY ALL ORDER BY pool, t, attributes"""
-    return frame(con, sql, [metric, w.start_ms - LOOKBACK_MS, w.end_ms, *pool_params, w.start_ms])
+    return frame(con, sql, [metric, w.start_ms, w.end_ms, *pool_params, w.start_ms, metric, w.start_ms,
+                            *pool_params, w.start_ms])
 
 
 def histogram_quantiles(con: duckdb.DuckDBPyConnection, w: Window, metric: str, q: float,
