@@ -56,7 +56,8 @@ class RawBatch:
             "name": names,
             "labels": [[{"name": n, "value": v} for n, v in self.series[k][1].items()] for k in keys],
             "type": [family_type(n, self.types) for n in names],
-        }, schema_overrides={"labels": pl.List(pl.Struct({"name": pl.String, "value": pl.String}))})
+        }, schema_overrides={"labels": pl.List(pl.Struct({"name": pl.String, "value": pl.String})),
+                             "type": pl.String})
         return self.samples.join(table, on="key", how="left").select(
             "line", "name", "labels", "value", "ts_ms", "type")
 
@@ -96,8 +97,7 @@ class ExpositionParser:
             nl = data.find(b"\n")
             if nl < 0:
                 return self._batch(None, rejects)
-            start, self._skipping = nl + 1, False
-            self._line += 1
+            start, self._skipping = nl + 1, False  # the skipped line was counted when it was rejected
         last = data.rfind(b"\n", start)
         if last < 0:
             self._carry += data[start:]

@@ -66,6 +66,7 @@ class Normalizer:
         self.options = options
         self.ids = Ids()
         self._sid: dict[str, int] = {}
+        self._by_series: dict[str, int] = {}
         self._held: pl.DataFrame | None = None  # derived inputs waiting for their partners (next batch)
         self._last: pl.DataFrame | None = None  # newest raw value of each error series in this ingest
 
@@ -73,7 +74,11 @@ class Normalizer:
         """The series id of a key, resolving the series the first time it is seen."""
         got = self._sid.get(key)
         if got is None:
-            got = self.ids.add_series(resolve(self.ctx, name, labels))
+            # the same series written differently (label order, spacing, escapes) is the same series
+            same = render_series(name, labels)
+            got = self._by_series.get(same)
+            if got is None:
+                got = self._by_series[same] = self.ids.add_series(resolve(self.ctx, name, labels))
             self._sid[key] = got
         return got
 
@@ -133,15 +138,15 @@ class Normalizer:
             .when(v.is_nan()).then(NAN)
             .when(v.is_infinite()).then(INF)
             .when(v >= pl.col("sentinel")).then(SENTINEL)
-            .when(v < pl.col("vmin")).then(BELOW)
-            .when(v > pl.col("vmax")).then(ABOVE)
         )
+        # a value the profile names ("-1 means not supported") is reported as such, before any range check
         for rid, rule in enumerate(self.ids.rules):
-            here = pl.col("rule") == rid
             if rule.reject_values:
-                expr = expr.when(here & v.is_in(list(rule.reject_values))).then(RULE_REJECT)
+                expr = expr.when((pl.col("rule") == rid) & v.is_in(list(rule.reject_values))).then(RULE_REJECT)
+        expr = expr.when(v < pl.col("vmin")).then(BELOW).when(v > pl.col("vmax")).then(ABOVE)
+        for rid, rule in enumerate(self.ids.rules):
             if rule.values:
-                expr = expr.when(here & v.is_in(list(rule.values)).not_()).then(RULE_VALUES)
+                expr = expr.when((pl.col("rule") == rid) & v.is_in(list(rule.values)).not_()).then(RULE_VALUES)
         return expr.otherwise(OK).cast(pl.Int8)
 
     def _remap(self) -> pl.Expr:

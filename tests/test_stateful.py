@@ -1,0 +1,85 @@
+"""Sticky error codes and error counters become events; repeats fold; stored state carries across runs."""
+
+from __future__ import annotations
+
+import polars as pl
+
+from normalizers import Context, ExpositionParser, Normalizer, Options
+from tests.test_normalize import FIXTURES, PROFILES, T0, normalize
+
+XID = 'DCGM_FI_DEV_XID_ERRORS{{gpu="0",Hostname="n1",err_code="{v}"}} {v} {ts}\n'
+
+
+def scrapes(template: str, values: list[int]) -> str:
+    return "".join(template.format(v=v, ts=T0 - (len(values) - i) * 15_000) for i, v in enumerate(values))
+
+
+def events(text: str, **kw: object) -> pl.DataFrame:
+    out, _ = normalize(text, **kw)  # type: ignore[arg-type]
+    return out.samples.filter(pl.col("metric") == "accelerator.errors").sort("ts")
+
+
+def test_five_scrapes_of_one_xid_are_one_event() -> None:
+    out, reads = normalize(scrapes(XID, [48] * 5))
+    assert reads == 5 and out.folded == 4
+    assert out.samples.select("value", "attributes").rows() == [
+        (1.0, '{"code":"48","error_class":"memory_uncorrectable","severity":"fatal"}')]
+    assert out.state.select("source", "value").rows() == [("DCGM_FI_DEV_XID_ERRORS{}", 48.0)]
+
+
+def test_a_cleared_code_that_comes_back_is_a_new_event() -> None:
+    got = events(scrapes(XID, [0, 48, 48, 0, 48, 79, 13]))
+    assert [a.split('"code":"')[1].split('"')[0] for a in got["attributes"]] == ["48", "48", "79", "13"]
+    assert got["attributes"][-1] == '{"code":"13","error_class":"application","severity":"recoverable"}'
+    assert got["value"].sum() == 4  # a plain sum over a window counts events
+
+
+def test_error_counter_increases_and_resets() -> None:
+    tmpl = 'DCGM_FI_DEV_PCIE_REPLAY_COUNTER{{gpu="0",Hostname="n1"}} {v} {ts}\n'
+    got = events(scrapes(tmpl, [0, 2, 2, 5, 1, 4]))
+    assert got["value"].to_list() == [2.0, 3.0, 1.0, 3.0]  # 0->2, 2->5, restart at 1, 1->4
+    assert set(got["attributes"]) == {'{"code":"pcie_replay","error_class":"interconnect","severity":"informational"}'}
+
+
+def test_prior_state_from_the_store_suppresses_a_repeat() -> None:
+    asked: list[tuple[str, str, str, int]] = []
+
+    def prior(keys: pl.DataFrame) -> pl.DataFrame:
+        asked.extend(keys.rows())
+        return keys.select("node", "device", "source", pl.lit(48.0).alias("value"))
+
+    parser = ExpositionParser()
+    n = Normalizer(Context(PROFILES, pool="p"), Options(default_ts_ms=T0, now_ms=T0))
+    out = n.normalize(parser.feed(scrapes(XID, [48, 48, 95]).encode()), prior)
+    assert asked == [("n1", "0", "DCGM_FI_DEV_XID_ERRORS{}", T0 - 45_000)]
+    assert out.samples["attributes"].to_list() == ['{"code":"95","error_class":"memory_uncorrectable",'
+                                                   '"severity":"fatal"}']
+    assert out.folded == 2
+
+
+def test_a_later_batch_uses_the_earlier_batch_not_the_store() -> None:
+    calls = []
+
+    def prior(keys: pl.DataFrame) -> pl.DataFrame:
+        calls.append(keys.height)
+        return keys.select("node", "device", "source", pl.lit(None, pl.Float64).alias("value")).head(0)
+
+    n = Normalizer(Context(PROFILES, pool="p"), Options(default_ts_ms=T0, now_ms=T0))
+    parser = ExpositionParser()
+    text = scrapes(XID, [48, 48, 48, 48]).encode()
+    first = n.normalize(parser.feed(text[: len(text) // 2 + 1]), prior, last=False)
+    second = n.normalize(parser.feed(text[len(text) // 2 + 1:]), prior, last=False)
+    assert calls == [1]
+    assert first.samples.height + second.samples.height == 1
+
+
+def test_cambricon_xid_counter_and_amd_afid_classes() -> None:
+    out, _ = normalize((FIXTURES / "cambricon.prom").read_text())
+    got = out.samples.filter(pl.col("metric") == "accelerator.errors")
+    assert got.select("value", "attributes").rows() == [
+        (2.0, '{"code":"0x1c","error_class":"unknown","severity":"recoverable"}')]
+    afid = ('gpu_afid_errors{{afid_index="0",gpu_id="0",hostname="mi300x-a-001",severity="{s}"}} {v} {ts}\n')
+    text = (afid.format(s="fatal", v=30, ts=T0) + afid.format(s="non_fatal_corrected", v=30, ts=T0))
+    assert sorted(events(text)["attributes"].to_list()) == [
+        '{"code":"30","error_class":"memory_correctable","severity":"informational"}',
+        '{"code":"30","error_class":"memory_uncorrectable","severity":"fatal"}']
