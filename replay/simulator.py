@@ -72,14 +72,14 @@ def reject_reason(plan: Plan, i: int, flag: int, policy: Policy) -> str:
 def simulate(plan: Plan, policy: Policy, overflow_mode: str) -> Raw:
     """Run one replay of the plan under a policy that routes at arrival."""
     n = plan.n
-    state = State(plan)
+    state = State(plan, track_inflight=policy.tracks_inflight)
     choose = policy.chooser(plan, state)
     overflow = overflow_rule(plan, state, overflow_mode)
-    svc, heaps, waiting = plan.service_rows, state.heaps, state.waiting
+    svc, heaps, waiting, inflight = plan.service_rows, state.heaps, state.waiting, state.inflight
     pool_out = [-1] * n
     start_out = [0.0] * n
     flags = [NONE] * n
-    replace = heapq.heapreplace
+    replace, push = heapq.heapreplace, heapq.heappush
     for i, t in enumerate(plan.arrival_list):
         p = choose(i, t)
         if p < 0:
@@ -89,12 +89,15 @@ def simulate(plan: Plan, policy: Policy, overflow_mode: str) -> Raw:
         h = heaps[p]
         f = h[0]
         if f > t:
-            replace(h, f + svc[p][i])
+            end = f + svc[p][i]
             waiting[p].append(f)
             start_out[i] = f
         else:
-            replace(h, t + svc[p][i])
+            end = t + svc[p][i]
             start_out[i] = t
+        replace(h, end)
+        if inflight is not None:
+            push(inflight[p], end)
         pool_out[i] = p
     return _outcome(plan, policy, np.array(pool_out, dtype=np.int64), np.array(start_out),
                     np.array(flags, dtype=np.int8))

@@ -22,13 +22,15 @@ class State:
 
     heaps[p] holds the time each slot of pool p becomes free (a min-heap, so heaps[p][0] is the earliest);
     waiting[p] holds the start times of requests still waiting, in FCFS order (start times on a pool
-    never decrease, so entries <= now can be dropped from the left).
+    never decrease, so entries <= now can be dropped from the left). When a policy asks for it, inflight[p]
+    holds the finish times of every request routed to p (overflow included), like a router's in-flight count.
     """
 
-    def __init__(self, plan: Plan):
+    def __init__(self, plan: Plan, *, track_inflight: bool = False):
         self.heaps: list[list[float]] = [[0.0] * p.slots for p in plan.pools]
         self.waiting: list[deque[float]] = [deque() for _ in plan.pools]
         self.max_queue: list[int] = [p.max_queue for p in plan.pools]
+        self.inflight: list[list[float]] | None = [[] for _ in plan.pools] if track_inflight else None
 
     def queue_length(self, p: int, t: float) -> int:
         """Requests waiting on pool p at time t."""
@@ -49,6 +51,7 @@ class Policy(Protocol):
     name: str
     sla_aware: bool
     split: bool
+    tracks_inflight: bool
 
     def check_options(self, options: dict[str, tuple[str, ...]]) -> list[str]:
         """Problems with the candidate's policy options (empty when fine)."""

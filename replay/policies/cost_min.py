@@ -12,6 +12,7 @@ class CostMin:
     name = "cost_min"
     sla_aware = False
     split = False
+    tracks_inflight = False
 
     def check_options(self, options: dict[str, tuple[str, ...]]) -> list[str]:
         """No options."""

@@ -1,7 +1,7 @@
 """least_loaded: the pool with the fewest outstanding requests per slot (running plus waiting).
 
-Outstanding requests are tracked by their FCFS finish times, which the policy can predict exactly from the
-slot heaps, like a router counting in-flight requests. Ties go to the cheaper pool.
+Outstanding requests are the simulator's in-flight finish times per pool (State.inflight), like a router
+counting in-flight requests. Ties go to the cheaper pool.
 """
 
 from __future__ import annotations
@@ -18,18 +18,21 @@ class LeastLoaded:
     name = "least_loaded"
     sla_aware = False
     split = False
+    tracks_inflight = True
 
     def check_options(self, options: dict[str, tuple[str, ...]]) -> list[str]:
         """No options."""
         return no_options(self.name, options)
 
     def chooser(self, plan: Plan, state: State) -> Chooser:
-        """Keep a finish-time heap per pool; pick the lowest load with queue room."""
-        orders, code, svc = plan.orders, plan.code, plan.service_rows
+        """Pick the lowest outstanding-per-slot load with queue room."""
+        orders, code = plan.orders, plan.code
         heaps, waiting, maxq = state.heaps, state.waiting, state.max_queue
+        if state.inflight is None:
+            raise ValueError("least_loaded needs a State built with track_inflight=True")
+        inflight = state.inflight
         slots = [float(p.slots) for p in plan.pools]
-        inflight: list[list[float]] = [[] for _ in plan.pools]
-        pop, push = heapq.heappop, heapq.heappush
+        pop = heapq.heappop
 
         def choose(i: int, t: float) -> int:
             best, best_load = -1, float("inf")
@@ -47,9 +50,6 @@ class LeastLoaded:
                     if len(q) >= maxq[p]:
                         continue
                 best, best_load = p, load
-            if best >= 0:
-                f = heaps[best][0]
-                push(inflight[best], (f if f > t else t) + svc[best][i])
             return best
 
         return choose

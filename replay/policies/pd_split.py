@@ -37,6 +37,7 @@ class PdSplit:
     name = "pd_split"
     sla_aware = True
     split = True
+    tracks_inflight = False
 
     def __init__(self) -> None:
         self.prefill_ids: tuple[str, ...] = ()

@@ -15,6 +15,7 @@ class RoundRobin:
     name = "round_robin"
     sla_aware = False
     split = False
+    tracks_inflight = False
 
     def check_options(self, options: dict[str, tuple[str, ...]]) -> list[str]:
         """No options."""

@@ -17,6 +17,7 @@ class SlaCost:
     name = "sla_cost"
     sla_aware = True
     split = False
+    tracks_inflight = False
 
     def check_options(self, options: dict[str, tuple[str, ...]]) -> list[str]:
         """No options."""
