@@ -56,3 +56,17 @@ def fleet_db(db_path: Path, fleet: Registry) -> Path:
     save_registry(c, fleet, str(FLEET))
     c.close()
     return db_path
+
+
+# A small demo: one day ending at a fixed hour, two devices per pool (two nodes each), the default seed.
+DEMO_ARGS = ("--days", "1", "--devices-per-pool", "2", "--end", "2026-11-29T08:00:00Z", "--seed", "7")
+
+
+@pytest.fixture(scope="session")
+def demo_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The small demo database, built once per session through `hetpool demo`; open it read-only."""
+    from app.cli import main
+
+    path = tmp_path_factory.mktemp("demo") / "demo.duckdb"
+    assert main(["--db", str(path), "demo", *DEMO_ARGS]) == 0
+    return path

@@ -9,7 +9,7 @@ import streamlit as st
 THEME = "hetpool"
 # Colour-blind-safe categorical palette (Okabe-Ito); pools keep their colour on every page.
 PALETTE = ["#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000"]
-SEVERITY_COLOURS = {"fatal": "#D55E00", "recoverable": "#E69F00", "informational": "#56B4E9", "unknown": "#999999"}
+SEVERITY_SHAPES = {"fatal": "diamond", "recoverable": "circle", "informational": "triangle-up", "unknown": "square"}
 CHART_HEIGHT = 220
 
 
@@ -56,15 +56,21 @@ def lines_by_pool(df: pl.DataFrame, title: str, fmt: str, pools: list[str]) -> a
 
 
 def errors_over_time(df: pl.DataFrame) -> alt.Chart:
-    """Stacked error events per time bucket by class, one row per pool; df has t, label, error_class, events."""
+    """Error events as a strip per pool (labelled with its vendor): one mark per time bucket and class, sized
+    by the number of events; df has t, label, error_class, severity, events."""
     data = with_time(df).select("time", "label", "error_class", "severity", "events").to_pandas()
-    return alt.Chart(data, height=90).mark_bar().encode(
+    rows = max(1, df["label"].n_unique())
+    return alt.Chart(data, title="Error events by pool and class", height=40 * rows + 30).mark_circle(
+        opacity=0.8).encode(
         x=alt.X("time:T", title=None),
-        y=alt.Y("sum(events):Q", title="events"),
+        y=alt.Y("label:N", title=None),
+        size=alt.Size("events:Q", title="events", scale=alt.Scale(range=[40, 400])),
         color=alt.Color("error_class:N", title="error class"),
+        shape=alt.Shape("severity:N", title="severity",
+                        scale=alt.Scale(domain=list(SEVERITY_SHAPES), range=list(SEVERITY_SHAPES.values()))),
         tooltip=[alt.Tooltip("time:T", format="%Y-%m-%d %H:%M"), "label:N", "error_class:N", "severity:N",
-                 alt.Tooltip("sum(events):Q", title="events")],
-    ).facet(row=alt.Row("label:N", title=None, header=alt.Header(labelAngle=0, labelAlign="left")))
+                 "events:Q"],
+    )
 
 
 def reliability_bars(df: pl.DataFrame, pools: list[str]) -> alt.Chart:

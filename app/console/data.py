@@ -156,6 +156,12 @@ def export_count(path: str, start: int, end: int, pools: tuple[str, ...], metric
     return _run(path, lambda c: export.count_rows(c, Window(start, end, pools), list(metrics)))
 
 
+@st.cache_data(ttl=CACHE_TTL_S, show_spinner=False)
+def export_preview(path: str, start: int, end: int, pools: tuple[str, ...], metrics: tuple[str, ...]) -> pl.DataFrame:
+    """The first rows of an export of this selection."""
+    return _run(path, lambda c: export.export_frame(c, Window(start, end, pools), list(metrics), limit=20))
+
+
 def export_bytes(path: str, start: int, end: int, pools: tuple[str, ...], metrics: tuple[str, ...],
                  fmt: str) -> bytes:
     """The export file itself (not cached: it is built when the download is clicked)."""

@@ -21,7 +21,17 @@ import polars as pl
 
 from app.demo.dialects import EngineSlice, NodeSlice, device_dialect, engine_dialect
 from app.demo.errors import DemoError
-from app.demo.story import DAY_MS, HOUR_MS, PoolLayout, Signals, device_signals, drifted_driver, layout, scale_registry
+from app.demo.story import (
+    DAY_MS,
+    HOUR_MS,
+    PoolLayout,
+    Signals,
+    device_signals,
+    drift_step,
+    drifted_driver,
+    layout,
+    scale_registry,
+)
 from app.demo.traffic import TRACE, EngineSeries, Served, engine_series, serve
 from collectors.pipeline import IngestOptions, ingest_exposition, make_context
 from pool_registry import Registry
@@ -118,7 +128,7 @@ def node_text(plan: NodePlan, sig: Signals, grid: np.ndarray, k0: int, k1: int, 
     cut = Signals(**{f.name: _cut(getattr(sig, f.name), k0, k1, cols) for f in dataclasses.fields(Signals)})
     parts = []
     if cut.present.any():
-        driver = drifted_driver(lay, plan.index, int(grid[k0]), spec.start_ms, spec.end_ms)
+        driver = drifted_driver(lay, plan.index, k0, len(grid))
         parts.append(device_dialect(lay.pool.exporter).render(NodeSlice(lay, plan.name, plan.index, ts, cut, driver)))
     serving = lay.pool.serving
     for eng in plan.engines:
@@ -163,11 +173,12 @@ def build_demo(con: duckdb.DuckDBPyConnection, registry: Registry, spec: DemoSpe
         return spec.end_ms / 1000
 
     per_slice = max(1, spec.slice_hours * HOUR_MS // spec.interval_ms)
-    starts = range(0, len(grid), per_slice)
-    total, done = len(starts) * len(nodes) + 1, 0
+    # slices end at whole slice lengths and where the drifted drivers change, so labels hold per slice
+    cuts = sorted({*range(0, len(grid), per_slice), drift_step(len(grid)), len(grid)} - {len(grid)})
+    bounds = list(zip(cuts, [*cuts[1:], len(grid)], strict=True))
+    total, done = len(bounds) * len(nodes) + 1, 0
     runs = read = stored = rejected = 0
-    for k0 in starts:
-        k1 = min(len(grid), k0 + per_slice)
+    for k0, k1 in bounds:
         for plan in nodes:
             text = node_text(plan, signals[plan.lay.pool.id], grid, k0, k1, spec)
             done += 1

@@ -84,11 +84,11 @@ def layout(reg: Registry) -> list[PoolLayout]:
 
 
 def fleet_load(ts_ms: np.ndarray) -> np.ndarray:
-    """Share of peak demand: lowest at 03:00 UTC, highest at 15:00, weekends at 70 %."""
+    """Share of peak demand: lowest at 03:00 UTC, highest at 15:00, weekends 15 % quieter."""
     hour = (ts_ms % DAY_MS) / HOUR_MS
     weekday = (ts_ms // DAY_MS + 3) % 7  # 1970-01-01 was a Thursday; 0 = Monday
     daily = 0.5 - 0.5 * np.cos(2 * np.pi * (hour - 3) / 24)
-    return 0.22 + 0.68 * daily * np.where(weekday >= 5, 0.7, 1.0)
+    return 0.22 + 0.68 * daily * np.where(weekday >= 5, 0.85, 1.0)
 
 
 def smooth_noise(rng: np.random.Generator, steps: int, width: int, every: int, sigma: float) -> np.ndarray:
@@ -160,7 +160,7 @@ def device_signals(lay: PoolLayout, ts_ms: np.ndarray, interval_ms: int, rng: np
     tdp, top = TDP_W[lay.chip.id], CLOCK_MHZ[lay.chip.id] * 1e6
     power_frac = 0.13 + 0.87 * util**0.9
     hot = lay.pool.id == THROTTLE_POOL
-    temp = (32 + (62 if hot else 40) * power_frac + smooth_noise(rng, steps, devices, 20, 1.2)
+    temp = (32 + (66 if hot else 40) * power_frac + smooth_noise(rng, steps, devices, 20, 1.2)
             + rng.normal(0, 0.4, (steps, devices)))
     ratio = 1.0 - 0.3 * np.clip((temp - 86.0) / 6.0, 0.0, 1.0) if hot else np.ones((steps, devices))
     if lay.pool.id == STRAGGLER_POOL:
@@ -222,11 +222,15 @@ def _fatal_node(lay: PoolLayout, interval_ms: int, rng: np.random.Generator, uti
     health[dbe_at:until, first] = 0
 
 
-def drifted_driver(lay: PoolLayout, node_index: int, ts_ms: int, start_ms: int, end_ms: int) -> str:
-    """The driver a node reports at a time: the declared one, or the drifted one after DRIFT_AT of the window."""
-    declared = lay.pool.stack.get("driver", "")
+def drift_step(steps: int) -> int:
+    """The scrape from which the drifted nodes report their new driver."""
+    return int(steps * DRIFT_AT)
+
+
+def drifted_driver(lay: PoolLayout, node_index: int, step: int, steps: int) -> str:
+    """The driver a node reports at a scrape: the declared one, or its drifted one from drift_step on."""
     for pool, index, component, version in DRIFT:
         if (pool == lay.pool.id and component == "driver" and node_index == index % len(lay.nodes)
-                and ts_ms >= start_ms + DRIFT_AT * (end_ms - start_ms)):
+                and step >= drift_step(steps)):
             return version
-    return declared
+    return lay.pool.stack.get("driver", "")

@@ -104,7 +104,9 @@ def serve(layouts: list[PoolLayout], signals: dict[str, Signals], ts_ms: np.ndar
     abort = ~failed & (rng.random(n) < 0.004)
     length = outs >= np.where(code, CODE.out_max, CONVERSATION.out_max)
     reason = np.where(failed, "error", np.where(abort, "abort", np.where(length, "length", "stop")))
-    e2e = np.where(failed, rng.uniform(0.02, 0.2, n), np.where(abort, e2e * rng.uniform(0.2, 0.9, n), e2e))
+    # an aborted request is cut off while it decodes; a failed one ends before its first token
+    e2e = np.where(failed, rng.uniform(0.02, 0.2, n), np.where(abort, ttft + (e2e - ttft) * rng.uniform(0.1, 0.9, n),
+                                                                 e2e))
     frame = pl.DataFrame({
         "arrival_ms": at, "in_tokens": ins, "out_tokens": outs, "cached_tokens": np.zeros(n, dtype=np.int64),
         "sla_tier": tiers, "model": models, "obs_pool": pool_ids,

@@ -37,12 +37,14 @@ def count_rows(con: duckdb.DuckDBPyConnection, w: Window, metrics: list[str]) ->
     return int(got["n"][0])
 
 
-def export_frame(con: duckdb.DuckDBPyConnection, w: Window, metrics: list[str]) -> pl.DataFrame:
-    """The selected canonical rows in the feed's column order, sorted by time, pool, node, device, metric."""
+def export_frame(con: duckdb.DuckDBPyConnection, w: Window, metrics: list[str], limit: int | None = None
+                 ) -> pl.DataFrame:
+    """The selected canonical rows in the feed's column order, sorted as `hetpool export` sorts them."""
     clause, params = _where(w, metrics)
     cols = ", ".join(SAMPLE_COLUMNS)
-    return frame(con, f"SELECT {cols} FROM samples WHERE {clause} ORDER BY ts, pool, node, device, metric, attributes",
-                 params)
+    tail = " LIMIT ?" if limit is not None else ""
+    return frame(con, f"SELECT {cols} FROM samples WHERE {clause} ORDER BY ts, pool, node, device, metric, "
+                      f"attributes{tail}", [*params, *([limit] if limit is not None else [])])
 
 
 def export_bytes(con: duckdb.DuckDBPyConnection, w: Window, metrics: list[str], fmt: str) -> bytes:

@@ -34,7 +34,8 @@ def render() -> None:
     cols = st.columns(4)
     cols[0].metric("Fleet cost per hour", f"${costs['cost_per_hour'].sum():,.2f}")
     cols[1].metric("Cost in window", f"${total:,.0f}")
-    cols[2].metric("Spent on idle devices", f"${idle:,.0f}", f"{idle / total:.0%} of cost", delta_color="off")
+    cols[2].metric("Spent on idle devices", f"${idle:,.0f}", f"{idle / total:.0%} of cost", delta_color="off",
+                   delta_arrow="off")
     cols[3].metric("Cost per million tokens", f"${total / tokens * 1e6:,.2f}" if tokens else "–")
     st.dataframe(
         costs.select("pool", "devices", "cost_per_hour", "cost", "busy_cost", "idle_cost", "idle_share", "tokens",

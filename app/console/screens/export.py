@@ -35,6 +35,9 @@ def render() -> None:
         st.warning(f"{rows:,} rows is too many for a browser download; narrow the window or the metrics, "
                    "or use `hetpool export` on the command line.")
         return
+    st.caption("First rows of the export")
+    st.dataframe(data.export_preview(path, view.start_ms, view.end_ms, view.pools, metrics), hide_index=True,
+                 width="stretch")
     name = f"hetpool_{fmt_time(view.start_ms)}_{fmt_time(view.end_ms)}".replace(" ", "T").replace(":", "")
     st.download_button(
         f"Download {label}", key="export_download", mime=mime, file_name=f"{name}.{fmt}", on_click="ignore",

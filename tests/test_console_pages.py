@@ -1,0 +1,198 @@
+"""Every console page under Streamlit's AppTest, on the small demo database and on empty ones.
+
+The Fleet health tiles are checked against numbers computed here from raw samples (not the rollups the page
+reads), and p99 TTFT against store.quantiles, the feed's own histogram code.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from pathlib import Path
+
+import duckdb
+import polars as pl
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from pool_registry import Registry
+from store import ENV_DB, IngestRun, connect
+from store.quantiles import histogram_quantiles
+from tests.conftest import REPO
+
+MAIN = str(REPO / "app" / "console" / "main.py")
+PAGES = ("screens/health.py", "screens/reliability.py", "screens/cost.py", "screens/export.py", "screens/fleet.py")
+TITLES = ("Fleet health", "Errors and reliability", "Cost", "Export", "Fleet")
+END = int(dt.datetime(2026, 11, 29, 8, tzinfo=dt.UTC).timestamp() * 1000)
+START = END - 86_400_000  # "Last 24 hours" ends with the hour of the newest sample
+POOLS = ("h100-a", "mi300x-a", "ascend-a", "gaudi3-a", "mlu370-a")
+
+
+def open_page(db: Path, monkeypatch: pytest.MonkeyPatch, page: str) -> AppTest:
+    monkeypatch.setenv(ENV_DB, str(db))
+    at = AppTest.from_file(MAIN, default_timeout=60).run()
+    return at.switch_page(page).run()
+
+
+def texts(at: AppTest) -> str:
+    return "\n".join(str(e.value) for e in [*at.markdown, *at.caption, *at.info, *at.success, *at.warning])
+
+
+@pytest.mark.parametrize(("page", "title"), list(zip(PAGES, TITLES, strict=True)))
+def test_every_page_renders_on_the_demo(demo_db: Path, monkeypatch: pytest.MonkeyPatch, page: str,
+                                        title: str) -> None:
+    at = open_page(demo_db, monkeypatch, page)
+    assert not at.exception, at.exception
+    assert not at.error
+    assert at.title[0].value == title
+
+
+def raw_tiles(con: duckdb.DuckDBPyConnection) -> dict[str, list[str]]:
+    """The tile texts, from raw samples with JSON attribute tests (the page uses rollups and LIKE)."""
+    def one(sql: str, pool: str) -> float | None:
+        got = con.execute(sql, [pool, START, END]).fetchall()
+        return got[0][0] if got else None
+
+    newest = con.execute("SELECT max(ts) FROM samples").fetchall()[0][0]
+    since = (newest + 1 - 5 * 60_000) // 60_000 * 60_000
+    out = {}
+    for pool in POOLS:
+        base = "FROM samples WHERE pool = ? AND ts >= ? AND ts < ?"
+        reporting = con.execute(f"SELECT count(DISTINCT (node, device)) {base} AND ts >= ? AND device <> '' "
+                                "AND metric LIKE 'accelerator.%'", [pool, START, END, since]).fetchall()[0][0]
+        util = one(f"SELECT avg(value) {base} AND metric = 'accelerator.utilization' "
+                   "AND json_extract_string(attributes, '$.engine') IS NULL", pool)
+        hbm = one(f"SELECT sum(value) FILTER (WHERE metric = 'accelerator.memory.used') / sum(value) FILTER "
+                  f"(WHERE metric = 'accelerator.memory.total') {base}", pool)
+        power = one(f"SELECT sum(p) FROM (SELECT avg(value) AS p {base} AND metric = 'accelerator.power' "
+                    "GROUP BY node, device)", pool)
+        temp = one(f"SELECT max(value) {base} AND metric = 'accelerator.temperature'", pool)
+        fatal = one(f"SELECT coalesce(sum(value), 0) {base} AND metric = 'accelerator.errors' "
+                    "AND json_extract_string(attributes, '$.severity') = 'fatal'", pool)
+        minutes = pl.DataFrame(con.execute(
+            f"SELECT node, device, ts // 60000 AS minute, metric, value {base} "
+            "AND metric IN ('accelerator.clock', 'accelerator.utilization') AND device <> ''",
+            [pool, START, END]).fetchall(), schema=["node", "device", "minute", "metric", "value"], orient="row")
+        per = minutes.pivot(on="metric", index=["node", "device", "minute"], values="value",
+                            aggregate_function="mean")
+        busy = per.filter(pl.col("accelerator.utilization") >= 0.5)
+        ref = per["accelerator.clock"].max()
+        throttled = (busy.filter(pl.col("accelerator.clock") < 0.9 * ref).height / busy.height
+                     if busy.height else None)
+        p99 = histogram_quantiles(con, "serving.time_to_first_token", START - 1, END - 1, pool=pool,
+                                  quantiles=(0.99,))[0.99]
+        out[pool] = [
+            f"{reporting} / 2", f"{util:.1%}", f"{hbm:.1%}", f"{power / 1000:,.1f} kW", f"{temp:.1f} °C",
+            f"{throttled:.1%}" if throttled is not None else "–", f"{fatal:,.0f}",
+            f"{p99:.2f} s" if p99 is not None else "–"]
+    return out
+
+
+def test_fleet_health_tiles_equal_raw_sql(demo_db: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    at = open_page(demo_db, monkeypatch, "screens/health.py")
+    shown = [m.value for m in at.metric]
+    assert [m.label for m in at.metric[:8]] == ["Devices reporting", "Utilization", "HBM used", "Power",
+                                                "Max temperature", "Throttled", "Fatal errors", "p99 TTFT"]
+    con = connect(demo_db, read_only=True)
+    try:
+        expected = raw_tiles(con)
+    finally:
+        con.close()
+    for i, pool in enumerate(POOLS):
+        assert shown[8 * i: 8 * i + 8] == expected[pool], pool
+    # the story, as an operator reads it off the tiles
+    assert expected["h100-a"][0] == "1 / 2" and expected["h100-a"][6] != "0"   # a GPU off the bus, fatal errors
+    assert expected["mlu370-a"][0] == "1 / 2" and expected["mlu370-a"][7] == "–"  # onboarding: no serving yet
+    assert float(expected["ascend-a"][5].rstrip("%")) > 10                       # the hot pool throttles
+
+
+def test_fleet_health_names_worst_devices_and_drifted_nodes(demo_db: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    at = open_page(demo_db, monkeypatch, "screens/health.py")
+    worst, drift = at.dataframe[0].value, at.dataframe[1].value
+    issues = set(zip(worst["issue"], worst["node"], strict=True))
+    assert ("stopped reporting", "h100-a-02") in issues
+    assert ("straggler", "mi300x-a-01") in issues
+    assert {n for i, n in issues if i == "hot"} <= {"ascend-a-01", "ascend-a-02"}
+    assert {n for i, n in issues if i == "hot"}
+    assert sorted(zip(drift["node"], drift["declared"], drift["observed"], strict=True)) == [
+        ("gaudi3-a-01", "1.22.1", "1.22.2"), ("mi300x-a-02", "6.10.5", "6.12.12")]
+
+
+def test_errors_page_drains_the_failing_node(demo_db: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    at = open_page(demo_db, monkeypatch, "screens/reliability.py")
+    drain, rel, by_vendor, events = (d.value for d in at.dataframe)
+    assert list(drain["node"]) == ["h100-a-02"]
+    assert "fatal error events" in drain["reasons"][0] and "stopped reporting" in drain["reasons"][0]
+    index = dict(zip(rel["pool"], rel["index"], strict=True))
+    assert index["h100-a"] < 1.0 and index["gaudi3-a"] == 1.0
+    assert set(events["code"]) >= {"79", "48"} and set(events["vendor"]) == {"nvidia"}
+    assert set(by_vendor["error_class"]) >= {"device_lost", "memory_uncorrectable"}
+    assert any("healthy device-hours" in e.value for e in at.get("latex"))
+
+
+def test_cost_page(demo_db: Path, monkeypatch: pytest.MonkeyPatch, fleet: Registry) -> None:
+    at = open_page(demo_db, monkeypatch, "screens/cost.py")
+    metrics = {m.label: m.value for m in at.metric}
+    # the demo fleet: 2 devices per pool at each pool's price
+    per_hour = sum(2 * p.hourly_cost_per_device for p in fleet.pools)
+    assert metrics["Fleet cost per hour"] == f"${per_hour:,.2f}"
+    assert metrics["Cost in window"] == f"${per_hour * 24:,.0f}"
+    table = at.dataframe[0].value
+    assert list(table["pool"]) == list(POOLS)
+    assert table.set_index("pool")["idle_cost"]["mlu370-a"] > table.set_index("pool")["busy_cost"]["mlu370-a"]
+
+
+def test_export_page_counts_and_offers_the_file(demo_db: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    at = open_page(demo_db, monkeypatch, "screens/export.py")
+    at.multiselect(key="export_metrics").set_value(["accelerator.power"]).run()
+    at.radio(key="export_format").set_value("Parquet").run()
+    assert not at.exception
+    con = connect(demo_db, read_only=True)
+    try:
+        n = con.execute("SELECT count(*) FROM samples WHERE metric = 'accelerator.power' AND ts >= ? AND ts < ?",
+                        [START, END]).fetchall()[0][0]
+    finally:
+        con.close()
+    assert at.metric[0].value == f"{n:,}"
+    assert set(at.dataframe[0].value["metric"]) == {"accelerator.power"}
+    assert at.get("download_button")
+
+
+def test_sidebar_window_and_pool_filter_apply_to_every_page(demo_db: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    at = open_page(demo_db, monkeypatch, "screens/health.py")
+    at.multiselect(key="pools").set_value(["h100-a", "ascend-a"]).run()
+    at.selectbox(key="window").set_value("Last 6 hours").run()
+    assert not at.exception
+    assert len(at.metric) == 16
+    assert "2026-11-29 02:00 to 2026-11-29 08:00 UTC" in texts(at)
+    at.switch_page("screens/cost.py").run()  # the selection is kept across pages
+    assert list(at.dataframe[0].value["pool"]) == ["h100-a", "ascend-a"]
+    at.selectbox(key="window").set_value("Custom days").run()
+    assert not at.exception and at.date_input(key="window_days")
+
+
+def test_an_empty_database_explains_what_to_do_on_every_page(db_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                             fleet_db: Path) -> None:
+    for page in PAGES[:4]:
+        at = open_page(fleet_db, monkeypatch, page)
+        assert not at.exception
+        assert "hetpool demo" in at.info[0].value
+    connect(db_path.with_name("none.duckdb")).close()
+    at = open_page(db_path.with_name("none.duckdb"), monkeypatch, "screens/cost.py")
+    assert "hetpool registry load" in at.info[0].value
+
+
+def test_a_window_without_the_selected_pool_shows_an_empty_state(fleet_db: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    con = connect(fleet_db)
+    rows = pl.DataFrame({"ts": [END - 60_000], "pool": ["h100-a"], "node": ["h100-a-01"], "device": ["0"],
+                         "metric": ["accelerator.utilization"], "value": [0.5], "attributes": [json.dumps({})]})
+    with IngestRun(con, "file", "one sample") as run:
+        run.add_read(1)
+        run.add_samples(rows)
+    con.close()
+    for page in PAGES[:4]:
+        at = open_page(fleet_db, monkeypatch, page)
+        at.multiselect(key="pools").set_value(["gaudi3-a"]).run()
+        assert not at.exception, page
+        assert any("in this window" in i.value for i in at.info), page
