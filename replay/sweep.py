@@ -142,15 +142,10 @@ def expand(grid: Grid, base: Candidate) -> list[tuple[dict[str, Any], Candidate]
     return points
 
 
-_WORKER: dict[str, Any] = {}  # per worker process: the traffic and fleet, sent once instead of per point
-
-
-def _init_worker(traffic: pl.DataFrame, registry: Registry, seed: int) -> None:
-    _WORKER.update(traffic=traffic, registry=registry, seed=seed)
-
-
-def _evaluate(candidate: Candidate) -> dict[str, Any]:
-    return replay_summary(candidate, _WORKER["traffic"], _WORKER["registry"], _WORKER["seed"]).to_dict()
+def _evaluate(job: tuple[Candidate, pl.DataFrame, Registry, int]) -> dict[str, Any]:
+    """One point in a worker process; everything it needs travels with it, so workers hold no state."""
+    candidate, traffic, registry, seed = job
+    return replay_summary(candidate, traffic, registry, seed).to_dict()
 
 
 def run_sweep(points: list[tuple[dict[str, Any], Candidate]], traffic: pl.DataFrame, registry: Registry,
@@ -160,10 +155,10 @@ def run_sweep(points: list[tuple[dict[str, Any], Candidate]], traffic: pl.DataFr
     if workers <= 1:
         summaries = [replay_summary(c, traffic, registry, seed).to_dict() for c in candidates]
     else:
+        # spawn, not fork: a forked child can inherit Polars' thread pool mid-operation and deadlock.
         ctx = multiprocessing.get_context("spawn")
-        with ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_init_worker,
-                                 initargs=(traffic, registry, seed)) as pool:
-            summaries = list(pool.map(_evaluate, candidates, chunksize=1))
+        with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
+            summaries = list(pool.map(_evaluate, [(c, traffic, registry, seed) for c in candidates]))
     rows = []
     for (settings, cand), s in zip(points, summaries, strict=True):
         rows.append({**{k: str(v) for k, v in settings.items()}, "candidate": cand.name,
