@@ -2,12 +2,12 @@
 
 Options: `prefill: [pool ids]` and `decode: [pool ids]`. At arrival the request goes to the cheapest prefill
 pool predicted to meet its TTFT limit (prefill cost ranks the same for every request: it is uncached tokens x
-a per-pool rate). When the KV cache has arrived (prefill end + transfer time), it goes to the cheapest decode
-pool serving the same model that is predicted to meet the e2e limit; if none is, to the one that would
-finish first. The decode pool is chosen when prefill ends; the transfer takes in_tokens x KV bytes per token
-over the slower side's interconnect (devices of a replica send their shards in parallel). The prefill slot is
-free as soon as prefill ends, the decode slot is taken when the cache has landed, and the transfer itself is
-not charged. Both pools must fit the request's whole context.
+a per-pool rate). When prefill ends, the request is given the cheapest decode pool serving the same model
+that is predicted (transfer, then the wait for a slot once the cache has landed, then decode) to meet the e2e
+limit; if none is, the one that would finish first. The transfer takes in_tokens x KV bytes per token over the
+slower side's interconnect (devices of a replica send their shards in parallel). The prefill slot is free as
+soon as prefill ends, the decode slot is taken when the cache has landed, and the transfer itself is not
+charged. Both pools must fit the request's whole context.
 """
 
 from __future__ import annotations
