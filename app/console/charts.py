@@ -60,17 +60,17 @@ def errors_over_time(df: pl.DataFrame) -> alt.Chart:
     by the number of events; df has t, label, error_class, severity, events."""
     data = with_time(df).select("time", "label", "error_class", "severity", "events").to_pandas()
     rows = max(1, df["label"].n_unique())
-    return alt.Chart(data, title="Error events by pool and class", height=40 * rows + 30).mark_circle(
-        opacity=0.8).encode(
+    return alt.Chart(data, title="Error events by pool and class", height=max(120, 45 * rows)).mark_point(
+        filled=True, opacity=0.85).encode(
         x=alt.X("time:T", title=None),
         y=alt.Y("label:N", title=None),
-        size=alt.Size("events:Q", title="events", scale=alt.Scale(range=[40, 400])),
+        size=alt.Size("events:Q", scale=alt.Scale(range=[60, 400]), legend=None),
         color=alt.Color("error_class:N", title="error class"),
         shape=alt.Shape("severity:N", title="severity",
                         scale=alt.Scale(domain=list(SEVERITY_SHAPES), range=list(SEVERITY_SHAPES.values()))),
         tooltip=[alt.Tooltip("time:T", format="%Y-%m-%d %H:%M"), "label:N", "error_class:N", "severity:N",
                  "events:Q"],
-    )
+    ).configure_legend(orient="right")
 
 
 def reliability_bars(df: pl.DataFrame, pools: list[str]) -> alt.Chart:
