@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from collections.abc import Callable, Mapping
@@ -14,6 +13,7 @@ from prometheus_api_client import PrometheusConnect
 from urllib3.util.retry import Retry
 
 from collectors.errors import CollectorError
+from collectors.promjson import RangeVector, ResponseError, parse_matrix
 
 ENV_TOKEN = "HETPOOL_PROM_TOKEN"
 ENV_USER = "HETPOOL_PROM_USER"
@@ -60,14 +60,6 @@ class RetryPolicy:
     backoff_s: float = 0.5
     max_backoff_s: float = 8.0
     timeout_s: float = 60.0
-
-
-@dataclass(frozen=True)
-class RangeVector:
-    """Raw samples of every series a selector matched, plus the server's warnings."""
-
-    series: list[tuple[dict[str, str], list[list[object]]]]  # (labels with __name__, [[seconds, "value"], ...])
-    warnings: list[str]
 
 
 def _describe(exc: BaseException) -> str:
@@ -130,7 +122,7 @@ class PromClient:
     def range_vector(self, selector: str, start_ms: int, end_ms: int) -> RangeVector:
         """All raw samples with start_ms < ts <= end_ms, via an instant query of a range selector."""
         if end_ms <= start_ms:
-            return RangeVector([], [])
+            return RangeVector.empty()
         # Prometheus 2.x range selectors include both ends and 3.x excludes the start, so the points at
         # exactly start_ms are dropped here to get (start, end] from either.
         query = f"{selector}[{end_ms - start_ms}ms]"
@@ -151,11 +143,9 @@ class PromClient:
                 continue
             if resp.status_code != 200:
                 raise ChunkFailed(f"query {query!r} failed: HTTP {resp.status_code}: {resp.text[:200]}")
-            body = json.loads(resp.content)
-            if body.get("status") != "success":
-                raise ChunkFailed(f"query {query!r} failed: {body.get('error', 'unknown error')}")
-            lo = start_ms / 1000
-            series = [(s["metric"], [p for p in s["values"] if p[0] > lo]) for s in body["data"]["result"]]
-            return RangeVector(series, [str(w) for w in body.get("warnings", [])])
+            try:
+                return parse_matrix(resp.content, after_ms=start_ms)
+            except ResponseError as exc:
+                raise ChunkFailed(f"query {query!r}: {exc}") from None
         raise ChunkFailed(
             f"query {selector} ({start_ms}, {end_ms}] failed after {self.retry.attempts} attempts: {last}")

@@ -9,7 +9,8 @@ import urllib.request
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-# What to do with the n-th request (0-based): "ok", "500", "slow" (answer after the client gave up), "drop".
+# What to do with the n-th request (0-based): "ok", "500", "slow" (answer after the client gave up), "drop",
+# "warn" (answer with a partial-response warning added).
 Plan = Callable[[int, str], str]
 
 
@@ -72,10 +73,14 @@ class _Proxy:
             req.add_header("Content-Type", handler.headers.get("Content-Type", "application/x-www-form-urlencoded"))
         try:
             with urllib.request.urlopen(req, timeout=120) as r:
-                self._reply(handler, r.status, r.read())
+                payload = r.read()
+                if act == "warn" and payload.endswith(b"}"):
+                    # what Thanos or Mimir add to a partial response
+                    payload = payload[:-1] + b',"warnings":["partial response: store 2 of 3 unavailable"]}'
+                self._reply(handler, r.status, payload)
         except urllib.error.HTTPError as e:
             self._reply(handler, e.code, e.read())
-        except (BrokenPipeError, ConnectionResetError):
+        except OSError:  # the client gave up or the upstream went away: nothing to answer
             pass
 
     slow_s = 3.0

@@ -5,11 +5,11 @@ from __future__ import annotations
 import argparse
 from types import ModuleType
 
-from app.commands import ingest_file, ingest_traffic
+from app.commands import ingest_file, ingest_prometheus, ingest_traffic
 from app.commands._base import add_group
 
 # Each module exposes register(group, common) and adds one `hetpool ingest <source>` command.
-SOURCES: tuple[ModuleType, ...] = (ingest_traffic, ingest_file)
+SOURCES: tuple[ModuleType, ...] = (ingest_traffic, ingest_file, ingest_prometheus)
 
 
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:

@@ -1,0 +1,223 @@
+"""Incremental pulls from a Prometheus-API store, chunked by time and metric, normalized like file ingest.
+
+Each (profile, time chunk) is one ingest run: its samples and the profile's watermark commit together, so a
+pull killed at any moment restarts from the last committed chunk and ends with the rows of a clean pull.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from urllib.parse import urlparse
+
+import duckdb
+import polars as pl
+
+from collectors.errors import CollectorError
+from collectors.pipeline import IngestOptions, IngestReport, _prior, _Writer, make_context
+from collectors.promhttp import ChunkFailed, PromClient, PromUnavailable
+from collectors.promjson import RangeVector
+from normalizers import Normalizer, Options, Profile, RawBatch
+from normalizers.exposition import REJECT_SCHEMA
+from store import IngestRun
+from store.watermarks import Coverage, extend_coverage, get_coverage
+
+MAX_POINTS_PER_SERIES = 11_000  # Prometheus refuses range queries with more points per series
+_PARTS = ("_bucket", "_sum", "_count", "_total", "_created")
+
+
+@dataclass(frozen=True)
+class PullOptions:
+    """What to pull: window (explicit or since the watermark), step, chunk length, profiles."""
+
+    url: str
+    profiles: tuple[str, ...] = ()        # empty: every profile that knows a metric on the server
+    start_ms: int | None = None           # explicit window start (exclusive); overrides the watermark
+    end_ms: int | None = None             # explicit window end (inclusive); default now - one step
+    since_ms: int = 3_600_000             # first pull without a watermark goes this far back
+    step_ms: int = 15_000                 # the scrape interval the data was collected at
+    chunk_ms: int = 3_600_000             # at most this much time per query
+    profiles_dirs: tuple[Path, ...] = ()
+    pool: str | None = None
+
+
+@dataclass
+class PullReport:
+    """Per profile: the ingest runs written and the chunks that could not be fetched."""
+
+    reports: list[IngestReport] = field(default_factory=list)
+    missing: list[tuple[str, int, int]] = field(default_factory=list)  # (profile, start exclusive, end)
+    watermarks: dict[str, int] = field(default_factory=dict)
+
+    def totals(self) -> dict[str, int]:
+        """Summed counts of every run."""
+        keys = ("read", "stored", "rejected", "duplicates")
+        return {k: sum(r.as_dict()[k] for r in self.reports) for k in keys}
+
+
+def source_key(url: str) -> str:
+    """The URL as stored in the database: no trailing slash, and credentials refused outright."""
+    parsed = urlparse(url)
+    if parsed.username or parsed.password:
+        raise PromUnavailable("credentials in the URL are not accepted; set HETPOOL_PROM_TOKEN or "
+                              "HETPOOL_PROM_USER and HETPOOL_PROM_PASSWORD instead")
+    return url.rstrip("/")
+
+
+def chunks(start_ms: int, end_ms: int, step_ms: int, chunk_ms: int) -> Iterator[tuple[int, int]]:
+    """(lo, hi] windows covering (start, end], none longer than the chunk or 11,000 steps."""
+    width = max(step_ms, min(chunk_ms, MAX_POINTS_PER_SERIES * step_ms))
+    lo = start_ms
+    while lo < end_ms:
+        hi = min(end_ms, lo - lo % width + width)  # aligned edges: the same chunks whatever the start
+        yield lo, hi
+        lo = hi
+
+
+def known_names(profile: Profile, server_names: list[str]) -> list[str]:
+    """Server metric names the profile maps, including histogram parts and counter suffixes."""
+    names = profile.names()
+    out = []
+    for name in server_names:
+        base = next((name[: -len(p)] for p in _PARTS if name.endswith(p) and name[: -len(p)] in names), None)
+        if name in names or base is not None:
+            out.append(name)
+    return sorted(out)
+
+
+def to_batch(vectors: list[RangeVector]) -> RawBatch:
+    """Raw samples of one chunk: one key per series, samples numbered for rejects."""
+    series: dict[str, tuple[str, dict[str, str]]] = {}
+    frames = []
+    for vector in vectors:
+        keys = []
+        for raw in vector.labels:
+            labels = dict(raw)
+            name = labels.pop("__name__", "")
+            # exporters without a node label (npu-exporter, vLLM) are placed by the scrape target's host
+            if "node" not in labels and "instance" in labels:
+                labels["node"] = labels["instance"].rsplit(":", 1)[0]
+            key = f"{name}{sorted(labels.items())}"
+            series[key] = (name, labels)
+            keys.append(key)
+        if vector.points.height:
+            column = pl.Series("key", keys, dtype=pl.String).gather(vector.points.get_column("series"))
+            frames.append(vector.points.select("value", "ts_ms").with_columns(column))
+    points = pl.concat(frames) if frames else pl.DataFrame(schema={"key": pl.String, "value": pl.Float64,
+                                                                   "ts_ms": pl.Int64})
+    samples = points.select(
+        pl.int_range(1, pl.len() + 1, dtype=pl.Int64).alias("line"), pl.col("key").cast(pl.Categorical),
+        "value", "ts_ms", pl.lit(None, dtype=pl.String).alias("text"))
+    return RawBatch(samples, series, pl.DataFrame(schema=REJECT_SCHEMA))
+
+
+def pull(con: duckdb.DuckDBPyConnection, client: PromClient, options: PullOptions, *,
+         clock: Callable[[], float] = time.time, on_chunk: Callable[[str, int, int], None] | None = None,
+         ) -> PullReport:
+    """Pull every enabled profile's series chunk by chunk; a failed chunk is reported, never skipped silently."""
+    url = source_key(options.url)
+    client.check()
+    ctx = make_context(con, IngestOptions(pool=options.pool, profiles_dirs=options.profiles_dirs))
+    server_names = client.metric_names()
+    wanted = [ctx.profiles.get(n) for n in options.profiles] if options.profiles else [
+        p for p in ctx.profiles.profiles.values() if known_names(p, server_names)]
+    if not wanted:
+        raise CollectorError(f"no metric on {url} is known to any profile; known profiles: "
+                             f"{', '.join(sorted(ctx.profiles.profiles))}")
+    now_ms = int(clock() * 1000)
+    end = options.end_ms if options.end_ms is not None else now_ms - now_ms % options.step_ms - options.step_ms
+    report = PullReport()
+    for profile in wanted:
+        names = known_names(profile, server_names)
+        start = _start(get_coverage(con, url, profile.name), options, end)
+        # read each pulled series with the profile it was asked for; one normalizer keeps series resolved
+        normalizer = Normalizer(replace(ctx, profile=profile), Options(default_ts_ms=now_ms, now_ms=now_ms))
+        for (lo, hi), fetched in _prefetched(client, names, chunks(start, end, options.step_ms, options.chunk_ms)):
+            try:
+                vectors = fetched.result()
+            except ChunkFailed as exc:
+                report.missing.append((profile.name, lo, hi))
+                _record_failure(con, url, profile.name, lo, hi, str(exc))
+                continue
+            # coverage only grows over contiguous stored data: never past a missing chunk
+            advance = not any(m[0] == profile.name for m in report.missing)
+            report.reports.append(_store_chunk(con, url, profile.name, vectors, normalizer, lo, hi, advance=advance))
+            if on_chunk is not None:
+                on_chunk(profile.name, lo, hi)
+        cov = get_coverage(con, url, profile.name)
+        report.watermarks[profile.name] = cov.watermark if cov else start
+    return report
+
+
+def _start(cov: Coverage | None, options: PullOptions, end: int) -> int:
+    """Where a profile's pull begins: the watermark, unless an explicit window lies outside the coverage."""
+    if options.start_ms is None:
+        return cov.watermark if cov is not None else end - options.since_ms
+    if cov is not None and cov.covered_from <= options.start_ms < cov.watermark:
+        return min(cov.watermark, end)  # an interrupted run of the same window resumes where it stopped
+    return options.start_ms
+
+
+def _prefetched(client: PromClient, names: list[str], windows: Iterator[tuple[int, int]]
+                ) -> Iterator[tuple[tuple[int, int], Future[list[RangeVector]]]]:
+    """Each window with its fetch already under way, the next one started before this one is stored.
+
+    Waiting on Prometheus then overlaps with normalizing and storing the previous chunk.
+    """
+    def fetch(lo: int, hi: int) -> list[RangeVector]:
+        return [client.range_vector(f'{{__name__="{n}"}}', lo, hi) for n in names]
+
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="prom-fetch") as pool:
+        ahead: deque[tuple[tuple[int, int], Future[list[RangeVector]]]] = deque()
+        for window in windows:
+            ahead.append((window, pool.submit(fetch, *window)))
+            if len(ahead) > 1:
+                yield ahead.popleft()
+        while ahead:
+            yield ahead.popleft()
+
+
+def _store_chunk(con: duckdb.DuckDBPyConnection, url: str, profile: str, vectors: list[RangeVector],
+                 normalizer: Normalizer, lo: int, hi: int, *, advance: bool) -> IngestReport:
+    batch = to_batch(vectors)
+    with IngestRun(con, "prometheus", f"{url} {profile}") as run:
+        report = IngestReport(run.source, run.run_id, run.counts)
+        writer = _Writer(run, report)
+        writer.raw(batch)
+        for vector in vectors:
+            for warning in vector.warnings:
+                run.warn(f"prometheus warning: {warning}")
+        if batch.samples.height:
+            writer.normalized(normalizer.normalize(batch, _prior(con)))
+        writer.flush()
+        if advance:
+            extend_coverage(con, url, profile, lo, hi)
+        report.warnings = list(run.warnings)
+    return report
+
+
+def _record_failure(con: duckdb.DuckDBPyConnection, url: str, profile: str, lo: int, hi: int, why: str) -> None:
+    """A failed chunk leaves a run row saying which window is missing and why; no data, no watermark."""
+    with IngestRun(con, "prometheus", f"{url} {profile}") as run:
+        run.window = (lo + 1, hi)
+        run.fail(f"chunk ({lo}, {hi}] missing: {why}")
+
+
+def follow(con: duckdb.DuckDBPyConnection, client: PromClient, options: PullOptions, *,
+           clock: Callable[[], float] = time.time, sleep: Callable[[float], None] = time.sleep,
+           polls: int | None = None, on_pull: Callable[[PullReport], None] | None = None) -> int:
+    """Pull, then keep pulling from the watermark every step; returns the number of pulls made."""
+    done = 0
+    while polls is None or done < polls:
+        report = pull(con, client, options, clock=clock)
+        done += 1
+        if on_pull is not None:
+            on_pull(report)
+        options = replace(options, start_ms=None, end_ms=None)  # later polls continue from the watermark
+        if polls is None or done < polls:
+            sleep(options.step_ms / 1000)
+    return done
