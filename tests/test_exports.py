@@ -1,0 +1,83 @@
+"""The normalized feed as CSV, JSONL and Parquet (one file or Hive-partitioned), with filters."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import duckdb
+import polars as pl
+import pytest
+
+from store import IngestRun
+from store.errors import StoreError
+from store.exports import ExportFilter, export_samples
+
+DAY = 86_400_000
+T = 1_795_000_000_000 - 1_795_000_000_000 % DAY  # midnight UTC, 2026-11-18
+ROWS = pl.DataFrame({
+    "ts": [T - 1, T + 5, T + 10, T + DAY + 1],
+    "pool": ["a", "a", "b", "a"],
+    "node": ["n1", "n1", "n2", "n1"],
+    "device": ["0", "", "1", "0"],
+    "metric": ["accelerator.power", "serving.requests", "accelerator.power", "accelerator.power"],
+    "value": [350.5, 7.0, 120.0, 351.0],
+    "attributes": ["{}", '{"model":"m, \\"x\\"","outcome":"ok"}', "{}", "{}"],
+})
+
+
+@pytest.fixture
+def filled(con: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection:
+    with IngestRun(con, "file", "test") as run:
+        run.add_read(ROWS.height)
+        run.add_samples(ROWS)
+    return con
+
+
+def test_csv_has_the_canonical_columns_and_json_attributes(filled: duckdb.DuckDBPyConnection, tmp_path: Path) -> None:
+    out = tmp_path / "feed.csv"
+    assert export_samples(filled, "csv", out).rows == 4
+    rows = list(csv.DictReader(out.open()))
+    assert list(rows[0]) == ["ts", "pool", "node", "device", "metric", "value", "attributes"]
+    assert rows[1] == {"ts": str(T + 5), "pool": "a", "node": "n1", "device": "", "metric": "serving.requests",
+                       "value": "7.0", "attributes": '{"model":"m, \\"x\\"","outcome":"ok"}'}
+    assert json.loads(rows[1]["attributes"]) == {"model": 'm, "x"', "outcome": "ok"}
+
+
+def test_jsonl_attributes_are_objects_and_filters_apply(filled: duckdb.DuckDBPyConnection, tmp_path: Path) -> None:
+    out = tmp_path / "feed.jsonl"
+    result = export_samples(filled, "jsonl", out, ExportFilter(start_ms=T, end_ms=T + DAY, pool="a"))
+    lines = [json.loads(x) for x in out.read_text().splitlines()]
+    assert result.rows == 1 and lines == [{"ts": T + 5, "pool": "a", "node": "n1", "device": "",
+                                           "metric": "serving.requests", "value": 7.0,
+                                           "attributes": {"model": 'm, "x"', "outcome": "ok"}}]
+    export_samples(filled, "jsonl", out, ExportFilter(metric="accelerator.power"))
+    assert [json.loads(x)["value"] for x in out.read_text().splitlines()] == [350.5, 120.0, 351.0]
+
+
+def test_parquet_file_and_hive_partitions(filled: duckdb.DuckDBPyConnection, tmp_path: Path) -> None:
+    single = tmp_path / "feed.parquet"
+    export_samples(filled, "parquet", single)
+    assert pl.read_parquet(single).equals(ROWS.sort("ts"))
+    folder = tmp_path / "feed"
+    result = export_samples(filled, "parquet", folder)
+    assert result.partitioned and result.rows == 4
+    parts = sorted(str(p.relative_to(folder).parent) for p in folder.rglob("*.parquet"))
+    assert parts == ["date=2026-11-17/pool=a", "date=2026-11-18/pool=a", "date=2026-11-18/pool=b",
+                     "date=2026-11-19/pool=a"]
+    back = pl.read_parquet(folder / "**" / "*.parquet", hive_partitioning=True)
+    assert back.select(ROWS.columns).sort("ts").equals(ROWS.sort("ts"))
+    with pytest.raises(StoreError, match="is not empty; pick a new one"):
+        export_samples(filled, "parquet", folder)
+
+
+def test_bad_targets(filled: duckdb.DuckDBPyConnection, tmp_path: Path) -> None:
+    with pytest.raises(StoreError, match="unknown export format 'xml'; known: csv, jsonl, parquet"):
+        export_samples(filled, "xml", tmp_path / "x.xml")
+    with pytest.raises(StoreError, match=r"folder .* does not exist"):
+        export_samples(filled, "csv", tmp_path / "missing" / "x.csv")
+    with pytest.raises(StoreError, match="is a directory"):
+        export_samples(filled, "csv", tmp_path)
+    quoted = tmp_path / "it's.csv"
+    assert export_samples(filled, "csv", quoted).rows == 4 and quoted.exists()

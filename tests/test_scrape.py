@@ -1,0 +1,122 @@
+"""Scrape ingest against real HTTP servers on 127.0.0.1 that serve corpus files and fixtures."""
+
+from __future__ import annotations
+
+import gzip
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import duckdb
+import polars as pl
+import pytest
+
+from collectors.errors import CollectorError
+from collectors.pipeline import IngestOptions, ingest_scrapes
+from collectors.scrape import scrape
+from tests.test_normalize import FIXTURES
+
+
+class Exporter:
+    """A /metrics endpoint whose body the test sets; every request is recorded."""
+
+    def __init__(self) -> None:
+        self.bodies: dict[str, bytes] = {}
+        self.gzip = False
+        self.requests: list[dict[str, str]] = []
+        exporter = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                exporter.requests.append(dict(self.headers))
+                body = exporter.bodies.get(self.path)
+                if body is None:
+                    self.send_error(404, "no such endpoint")
+                    return
+                self.send_response(200)
+                self.send_header("Content-Type", "text/plain; version=0.0.4")
+                if exporter.gzip:
+                    body = gzip.compress(body)
+                    self.send_header("Content-Encoding", "gzip")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def url(self, path: str) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}{path}"
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def exporter() -> Iterator[Exporter]:
+    e = Exporter()
+    yield e
+    e.close()
+
+
+def test_scrape_streams_the_body_plain_and_gzip(exporter: Exporter, corpus: Path) -> None:
+    body = (corpus / "serving" / "sglang" / "docs_references_production_metrics_example.prom").read_bytes()
+    exporter.bodies["/metrics"] = body
+    assert b"".join(scrape(exporter.url("/metrics"), chunk_bytes=1000)) == body
+    exporter.gzip = True
+    assert b"".join(scrape(exporter.url("/metrics"))) == body
+    assert exporter.requests[-1]["Accept-Encoding"] == "gzip"
+    assert exporter.requests[-1]["Accept"].startswith("text/plain;version=0.0.4")
+
+
+def test_scrape_errors_name_the_url(exporter: Exporter) -> None:
+    with pytest.raises(CollectorError, match=r"scrape of http://127\.0\.0\.1:\d+/nope failed: HTTP 404"):
+        list(scrape(exporter.url("/nope")))
+    port = exporter.server.server_address[1]
+    exporter.close()
+    with pytest.raises(CollectorError, match=rf"cannot scrape http://127\.0\.0\.1:{port}/metrics: .*refused"):
+        list(scrape(f"http://127.0.0.1:{port}/metrics", timeout=2))
+    with pytest.raises(CollectorError, match="bad scrape URL 'ftp://x/metrics'"):
+        list(scrape("ftp://x/metrics"))
+
+
+def test_scrape_ingests_corpus_exporters(exporter: Exporter, corpus: Path, con: duckdb.DuckDBPyConnection) -> None:
+    exporter.bodies["/dcgm"] = (corpus / "dcgm" / "real_world_exposition_samples.prom").read_bytes()
+    exporter.bodies["/vllm"] = (corpus / "serving" / "vllm" / "real_world_exposition_samples.prom").read_bytes()
+    dcgm = ingest_scrapes(con, exporter.url("/dcgm"), IngestOptions(pool="p"), clock=lambda: 1_795_000_000.0)
+    vllm = ingest_scrapes(con, exporter.url("/vllm"), IngestOptions(pool="p"), clock=lambda: 1_795_000_001.0)
+    assert dcgm[0].as_dict() == {"read": 25, "stored": 15, "rejected": 6, "duplicates": 4}
+    assert vllm[0].as_dict() == {"read": 30, "stored": 21, "rejected": 9, "duplicates": 0}
+    # vLLM has no node label: the scrape target's host is the node; samples are stamped with the scrape time
+    nodes = con.execute("SELECT DISTINCT node, ts FROM samples WHERE metric LIKE 'serving.%'").fetchall()
+    assert nodes == [("127.0.0.1", 1_795_000_001_000)]
+
+
+def test_five_scrapes_of_a_sticky_xid_are_five_runs_and_one_event(exporter: Exporter,
+                                                                   con: duckdb.DuckDBPyConnection) -> None:
+    exporter.bodies["/metrics"] = (FIXTURES / "dcgm_memory_xid.prom").read_bytes()
+    now = [1_795_000_000.0]
+    slept: list[float] = []
+
+    def sleep(seconds: float) -> None:
+        slept.append(round(seconds, 3))
+        now[0] += seconds
+
+    reports = ingest_scrapes(con, exporter.url("/metrics"), IngestOptions(pool="p"), count=5, every_s=15,
+                             clock=lambda: now[0], sleep=sleep)
+    assert len({r.run_id for r in reports}) == 5 and slept == [15.0] * 4
+    assert [r.counts.stored for r in reports] == [7, 6, 6, 6, 6]  # the XID repeats fold
+    events = con.sql("SELECT ts, value, attributes FROM samples WHERE metric = 'accelerator.errors'").pl()
+    assert events.rows() == [(1_795_000_000_000, 1.0,
+                              '{"code":"48","error_class":"memory_uncorrectable","severity":"fatal"}')]
+    gauges = con.sql("SELECT count(DISTINCT ts) AS n FROM samples WHERE metric = 'accelerator.utilization'").pl()
+    assert gauges["n"][0] == 5
+    runs = con.sql("SELECT kind, read, stored, duplicates FROM ingest_runs ORDER BY run_id").pl()
+    assert runs.rows() == [("scrape", 7, 7, 0)] + [("scrape", 7, 6, 1)] * 4
+    assert pl.Series(slept).sum() == 60
