@@ -215,7 +215,7 @@ def test_a_failure_mid_file_leaves_the_store_as_it_was(con: duckdb.DuckDBPyConne
 def test_chunking_does_not_change_what_is_stored(tmp_path: Path) -> None:
     path = big_file(tmp_path)
     results = []
-    for chunk in (97, 4096, 1 << 20):
+    for chunk in (997, 4096, 1 << 20):
         c = connect(tmp_path / f"c{chunk}.duckdb")
         report = ingest(c, path, chunk=chunk)
         results.append((report.as_dict(), c.execute(
