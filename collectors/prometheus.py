@@ -27,6 +27,7 @@ from store import IngestRun
 from store.watermarks import Coverage, extend_coverage, get_coverage
 
 MAX_POINTS_PER_SERIES = 11_000  # Prometheus refuses range queries with more points per series
+FETCHERS = 2  # chunks fetched ahead in parallel: Prometheus encodes each query on one core
 _PARTS = ("_bucket", "_sum", "_count", "_total", "_created")
 
 
@@ -171,11 +172,11 @@ def _prefetched(client: PromClient, names: list[str], windows: Iterator[tuple[in
     def fetch(lo: int, hi: int) -> list[RangeVector]:
         return [client.range_vector(f'{{__name__="{n}"}}', lo, hi) for n in names]
 
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="prom-fetch") as pool:
+    with ThreadPoolExecutor(max_workers=FETCHERS, thread_name_prefix="prom-fetch") as pool:
         ahead: deque[tuple[tuple[int, int], Future[list[RangeVector]]]] = deque()
         for window in windows:
             ahead.append((window, pool.submit(fetch, *window)))
-            if len(ahead) > 1:
+            if len(ahead) > FETCHERS:
                 yield ahead.popleft()
         while ahead:
             yield ahead.popleft()
