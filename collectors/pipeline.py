@@ -138,7 +138,7 @@ def _prior(con: duckdb.DuckDBPyConnection) -> Callable[[pl.DataFrame], pl.DataFr
     return lambda keys: prior_error_state(con, keys)
 
 
-def ingest_exposition(con: duckdb.DuckDBPyConnection, chunks: Iterable[bytes], *, kind: str, source: str,
+def ingest_exposition(con: duckdb.DuckDBPyConnection, chunks: Iterable[bytes | memoryview], *, kind: str, source: str,
                       options: IngestOptions, clock: Clock = time.time, context: Context | None = None,
                       after_batch: Hook | None = None) -> IngestReport:
     """Parse, normalize and store exposition text arriving as byte chunks, as one ingest run."""
@@ -164,7 +164,7 @@ def ingest_exposition(con: duckdb.DuckDBPyConnection, chunks: Iterable[bytes], *
     return report
 
 
-def _batches(parser: ExpositionParser, chunks: Iterable[bytes]) -> Iterable[RawBatch]:
+def _batches(parser: ExpositionParser, chunks: Iterable[bytes | memoryview]) -> Iterable[RawBatch]:
     for data in chunks:
         yield parser.feed(data)
     yield parser.finish()

@@ -13,8 +13,8 @@ Timestamps come out in epoch ms; see `textformat.SECONDS_BELOW` for how seconds 
 from __future__ import annotations
 
 import codecs
+import mmap
 from dataclasses import dataclass, field
-from typing import cast
 
 import numpy as np
 import polars as pl
@@ -31,6 +31,7 @@ REJECT_SCHEMA = {"line": pl.Int64, "record": pl.String, "reason": pl.String}
 
 Series = tuple[str, dict[str, str]]  # metric name as written, labels
 _Lines = tuple[pl.Series, int, tuple[bool, bool]]  # texts, first line number, block flags
+Buffer = bytes | bytearray | memoryview
 
 
 @dataclass
@@ -89,30 +90,36 @@ class ExpositionParser:
         self._buffer: np.ndarray | None = None
 
     # -- streaming ------------------------------------------------------------------------------
-    def feed(self, data: bytes) -> RawBatch:
-        """Parse every complete line in carry + data; keep the unfinished tail for the next call."""
+    def feed(self, data: Buffer) -> RawBatch:
+        """Parse every complete line in carry + data; keep the unfinished tail for the next call.
+
+        `data` is any bytes-like object (bytes, or a memoryview of a memory-mapped file chunk). The batch's
+        strings point into it, so it is kept alive by the batch rather than copied.
+        """
         rejects: list[dict[str, object]] = []
-        start = 0
+        view = memoryview(data).cast("B")
+        arr = np.frombuffer(view, dtype=np.uint8)
+        ends = np.flatnonzero(np.equal(arr, 10, out=self._scratch(len(arr))))
+        start, i = 0, 0
         if self._skipping:
-            nl = data.find(b"\n")
-            if nl < 0:
+            if not len(ends):
                 return self._batch(None, rejects)
-            start, self._skipping = nl + 1, False  # the skipped line was counted when it was rejected
-        last = data.rfind(b"\n", start)
-        if last < 0:
-            self._carry += data[start:]
+            start, i, self._skipping = int(ends[0]) + 1, 1, False  # the line was counted when rejected
+        if i >= len(ends):
+            self._carry += bytes(view[start:])
             if len(self._carry) > self.max_line_bytes:
                 self._reject_long(rejects, self._carry)
             return self._batch(None, rejects)
-        blocks: list[bytes | memoryview] = []
+        last = int(ends[-1])
+        blocks: list[tuple[Buffer, np.ndarray | None]] = []
         if self._carry:  # the line begun in the previous chunk ends here
-            first_nl = data.find(b"\n", start)
-            blocks.append(self._carry + data[start:first_nl + 1])
-            start = first_nl + 1
-        # Zero-copy view of the complete lines; the batch's strings point into `data`.
-        blocks.append(memoryview(data)[start:last + 1])
-        self._carry = data[last + 1:]
-        lines = self._lines(blocks, rejects)
+            first_nl = int(ends[i])
+            blocks.append((self._carry + bytes(view[start:first_nl + 1]), None))
+            start, i = first_nl + 1, i + 1
+        if start <= last:
+            blocks.append((view[start:last + 1], ends[i:] - start))
+        self._carry = bytes(view[last + 1:])
+        lines = self._lines(blocks, rejects, _flags(data))
         if len(self._carry) > self.max_line_bytes:
             self._reject_long(rejects, self._carry)
         return self._batch(lines, rejects)
@@ -124,7 +131,7 @@ class ExpositionParser:
         if self._skipping or not tail:
             self._skipping = False
             return self._batch(None, rejects)
-        return self._batch(self._lines([tail + b"\n"], rejects), rejects)
+        return self._batch(self._lines([(tail + b"\n", None)], rejects, _flags(tail)), rejects)
 
     def _reject_long(self, rejects: list[dict[str, object]], head: bytes) -> None:
         self._line += 1
@@ -133,29 +140,27 @@ class ExpositionParser:
         self._carry, self._skipping = b"", True
 
     # -- one block of complete lines -----------------------------------------------------------
-    def _lines(self, blocks: list[bytes | memoryview], rejects: list[dict[str, object]]) -> _Lines:
+    def _lines(self, blocks: list[tuple[Buffer, np.ndarray | None]], rejects: list[dict[str, object]],
+               flags: tuple[bool, bool]) -> _Lines:
         """The lines (each still ending in '\\n') as one string column, the first line number, and flags."""
         first = self._line + 1
         chunks: list[pa.Array] = []
-        flags = [False, False]
-        for block in blocks:
+        for block, ends in blocks:
             arr = np.frombuffer(block, dtype=np.uint8)
             if not len(arr):
                 continue
-            raw = block if isinstance(block, bytes) else cast(bytes, block.obj)
-            flags[0] = flags[0] or b"\\" in raw
-            flags[1] = flags[1] or b"\r" in raw
             if int(arr.max()) >= 0x80 and not _valid_utf8(block):
                 chunks.append(self._checked_lines(bytes(block), rejects))
                 continue
-            ends = np.flatnonzero(np.equal(arr, 10, out=self._scratch(len(arr))))
+            if ends is None:
+                ends = np.flatnonzero(arr == 10)
             offsets = np.empty(len(ends) + 1, dtype=np.int64)
             offsets[0] = 0
             offsets[1:] = ends + 1
             chunks.append(pa.LargeStringArray.from_buffers(len(ends), pa.py_buffer(offsets), pa.py_buffer(block)))
             self._line += len(ends)
         texts = pl.Series("text", pa.chunked_array(chunks, type=pa.large_string()), dtype=pl.String)
-        return texts, first, (flags[0], flags[1])
+        return texts, first, flags
 
     def _scratch(self, n: int) -> np.ndarray:
         """A reusable boolean buffer: newline search without allocating (and faulting in) a new one per chunk."""
@@ -250,7 +255,20 @@ def _parse_key(key: str) -> Series | str:
     return name, labels
 
 
-def _valid_utf8(block: bytes | memoryview) -> bool:
+def _flags(data: Buffer) -> tuple[bool, bool]:
+    """Whether any line may hold a backslash (escapes) or a carriage return: they switch on per-line checks.
+
+    A memoryview is searched through its underlying object (a memory map or bytes), which is at least as
+    large: a false alarm only costs a per-line check.
+    """
+    raw = data.obj if isinstance(data, memoryview) else data
+    if isinstance(raw, (bytes, bytearray, mmap.mmap)):
+        return raw.find(b"\\", 0) >= 0, raw.find(b"\r", 0) >= 0
+    arr = np.frombuffer(data, dtype=np.uint8)
+    return bool((arr == 92).any()), bool((arr == 13).any())
+
+
+def _valid_utf8(block: Buffer) -> bool:
     try:
         codecs.utf_8_decode(block, "strict", True)
     except UnicodeDecodeError:
