@@ -16,8 +16,8 @@ from typing import Any
 import polars as pl
 
 from normalizers.exposition import RECORD_CHARS, REJECT_SCHEMA, RawBatch
-from normalizers.ids import Ids, RowKey
-from normalizers.series import Context, Resolution, resolve
+from normalizers.ids import Ids
+from normalizers.series import Context, resolve
 from normalizers.stateful import STATE_SCHEMA, error_rows
 from normalizers.textformat import render_series
 
@@ -298,5 +298,3 @@ def _versions(good: pl.DataFrame, ids: Ids) -> pl.DataFrame:
     joined = seen.join(table, on="sid", how="inner")
     return pl.concat([joined.select(*list(VERSION_SCHEMA)[:-1], pl.col(c).alias("ts")) for c in ("first", "last")])
 
-
-__all__ = ["ROW_SCHEMA", "Normalized", "Normalizer", "Options", "Resolution", "RowKey", "StateLookup"]

@@ -12,7 +12,7 @@ import polars as pl
 import pytest
 
 from collectors.files import read_chunks
-from collectors.pipeline import IngestOptions, IngestReport, ingest_exposition
+from collectors.pipeline import IngestOptions, IngestReport, ingest_exposition, ingest_frame
 from store import connect
 from tests.test_exposition import exposition_files
 from tests.test_normalize import FIXTURES
@@ -307,3 +307,22 @@ def test_rows_frame_of_a_run_matches_the_canonical_schema(con: duckdb.DuckDBPyCo
     frame = con.sql("SELECT * FROM samples").pl()
     assert frame.columns == ["ts", "pool", "node", "device", "metric", "value", "attributes"]
     assert frame.filter(pl.col("metric") == "accelerator.power").sort("device")["value"].to_list() == [350.0, 412.5]
+
+
+def test_raw_frames_go_through_the_same_path(con: duckdb.DuckDBPyConnection) -> None:
+    """Samples already parsed elsewhere (a Prometheus API pull) are normalized and stored like file lines."""
+    labels = [{"name": "gpu", "value": "0"}, {"name": "Hostname", "value": "h100-a-001"}]
+    frame = pl.DataFrame({
+        "name": ["DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_XID_ERRORS"],
+        "labels": [labels] * 4,
+        "value": [1024.0, 73.0, 140.0, 48.0],
+        "ts_ms": [AT, AT, AT + 15_000, AT],
+    })
+    report = ingest_frame(con, frame, kind="prometheus", source="test", options=IngestOptions(pool="p"),
+                          clock=lambda: NOW)
+    assert report.as_dict() == {"read": 4, "stored": 3, "rejected": 1, "duplicates": 0}
+    rows = con.execute("SELECT metric, value FROM samples ORDER BY metric").fetchall()
+    assert rows == [("accelerator.errors", 1.0), ("accelerator.memory.used", 1073741824.0),
+                    ("accelerator.utilization", 0.73)]
+    assert con.execute("SELECT line, reason FROM rejects").fetchall() == [
+        (3, "value 140.0 is above the valid maximum 100.0 of DCGM_FI_DEV_GPU_UTIL")]
