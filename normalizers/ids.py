@@ -102,12 +102,12 @@ class Ids:
         return self._cache["text"]
 
     def canonical_frame(self) -> pl.DataFrame:
-        """Row i: pool, node, device, metric, attributes of canonical id i."""
+        """Row i: pool, node, device, metric, attributes of canonical id i (dictionary-encoded text)."""
         if "canonical" not in self._cache:
             keys = list(self.canon)  # in id order: row i is canonical id i
             self._cache["canonical"] = pl.DataFrame(
                 {c: [k[i] for k in keys] for i, c in enumerate(("pool", "node", "device", "metric", "attributes"))},
-                schema={c: pl.String for c in ("pool", "node", "device", "metric", "attributes")})
+                schema={c: pl.Categorical for c in ("pool", "node", "device", "metric", "attributes")})
         return self._cache["canonical"]
 
     def derived_frame(self) -> pl.DataFrame:

