@@ -166,7 +166,7 @@ class Normalizer:
             frame.lazy()
             .with_columns(dup=_first_of_pair(frame, "sid", "ts").not_())
             .with_columns(code=self._codes())
-            .with_columns(value=self._remap())
+            .with_columns(value=self._remap() if any(r.values for r in self.ids.rules) else pl.col("value"))
             .collect()
         )
         good = frame.filter(pl.col("code") == OK)
