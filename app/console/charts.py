@@ -56,8 +56,7 @@ def lines_by_pool(df: pl.DataFrame, title: str, fmt: str, pools: list[str]) -> a
 
 
 def errors_over_time(df: pl.DataFrame) -> alt.Chart:
-    """Error events as a strip per pool (labelled with its vendor): one mark per time bucket and class, sized
-    by the number of events; df has t, label, error_class, severity, events."""
+    """One strip per pool and vendor, a mark per time bucket and error class; df has t, label, error_class, ..."""
     data = with_time(df).select("time", "label", "error_class", "severity", "events").to_pandas()
     rows = max(1, df["label"].n_unique())
     return alt.Chart(data, title="Error events by pool and class", height=max(120, 45 * rows)).mark_point(
