@@ -76,7 +76,7 @@ def make_context(con: duckdb.DuckDBPyConnection, options: IngestOptions,
     return Context(profiles, forced, pools, options.pool, options.node)
 
 
-class _Writer:
+class BatchWriter:
     """Writes normalized batches into a run.
 
     Each batch's rows are unique on the natural key, so the store can skip its own deduplication. The rows
@@ -134,7 +134,8 @@ class _Writer:
             self.versions = None
 
 
-def _prior(con: duckdb.DuckDBPyConnection) -> Callable[[pl.DataFrame], pl.DataFrame]:
+def stored_state(con: duckdb.DuckDBPyConnection) -> Callable[[pl.DataFrame], pl.DataFrame]:
+    """The lookup of stored sticky-error state that the normalizer needs, bound to a connection."""
     return lambda keys: prior_error_state(con, keys)
 
 
@@ -149,11 +150,11 @@ def ingest_exposition(con: duckdb.DuckDBPyConnection, chunks: Iterable[bytes | m
     parser = ExpositionParser()
     with IngestRun(con, kind, source) as run:
         report = IngestReport(source, run.run_id, run.counts)
-        writer = _Writer(run, report)
+        writer = BatchWriter(run, report)
         for n, batch in enumerate(_batches(parser, chunks), start=1):
             writer.raw(batch)
             if batch.samples.height:
-                writer.normalized(normalizer.normalize(batch, _prior(con), last=False))
+                writer.normalized(normalizer.normalize(batch, stored_state(con), last=False))
             if after_batch is not None:
                 after_batch(n)
         writer.normalized(normalizer.finish())
@@ -180,10 +181,10 @@ def ingest_frame(con: duckdb.DuckDBPyConnection, frame: pl.DataFrame, *, kind: s
                                          now_ms=now_ms))
     with IngestRun(con, kind, source) as run:
         report = IngestReport(source, run.run_id, run.counts)
-        writer = _Writer(run, report)
+        writer = BatchWriter(run, report)
         run.add_read(frame.height)
         if frame.height:
-            writer.normalized(normalizer.normalize_frame(frame, _prior(con)))
+            writer.normalized(normalizer.normalize_frame(frame, stored_state(con)))
         writer.flush()
         report.warnings = list(run.warnings)
     return report

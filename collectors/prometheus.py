@@ -18,7 +18,7 @@ import duckdb
 import polars as pl
 
 from collectors.errors import CollectorError
-from collectors.pipeline import IngestOptions, IngestReport, _prior, _Writer, make_context
+from collectors.pipeline import BatchWriter, IngestOptions, IngestReport, make_context, stored_state
 from collectors.promhttp import ChunkFailed, PromClient, PromUnavailable
 from collectors.promjson import RangeVector
 from normalizers import Normalizer, Options, Profile, RawBatch
@@ -187,13 +187,13 @@ def _store_chunk(con: duckdb.DuckDBPyConnection, url: str, profile: str, vectors
     batch = to_batch(vectors)
     with IngestRun(con, "prometheus", f"{url} {profile}") as run:
         report = IngestReport(run.source, run.run_id, run.counts)
-        writer = _Writer(run, report)
+        writer = BatchWriter(run, report)
         writer.raw(batch)
         for vector in vectors:
             for warning in vector.warnings:
                 run.warn(f"prometheus warning: {warning}")
         if batch.samples.height:
-            writer.normalized(normalizer.normalize(batch, _prior(con)))
+            writer.normalized(normalizer.normalize(batch, stored_state(con)))
         writer.flush()
         if advance:
             extend_coverage(con, url, profile, lo, hi)
