@@ -142,10 +142,13 @@ def expand(grid: Grid, base: Candidate) -> list[tuple[dict[str, Any], Candidate]
     return points
 
 
-def _evaluate(job: tuple[Candidate, pl.DataFrame, Registry, int]) -> dict[str, Any]:
-    """One point in a worker process; everything it needs travels with it, so workers hold no state."""
-    candidate, traffic, registry, seed = job
-    return replay_summary(candidate, traffic, registry, seed).to_dict()
+BATCHES_PER_WORKER = 4  # few enough that the traffic is pickled rarely, enough to even out uneven points
+
+
+def _evaluate(job: tuple[list[Candidate], pl.DataFrame, Registry, int]) -> list[dict[str, Any]]:
+    """A batch of points in a worker process; everything it needs travels with it, so workers hold no state."""
+    candidates, traffic, registry, seed = job
+    return [replay_summary(c, traffic, registry, seed).to_dict() for c in candidates]
 
 
 def run_sweep(points: list[tuple[dict[str, Any], Candidate]], traffic: pl.DataFrame, registry: Registry,
@@ -157,8 +160,11 @@ def run_sweep(points: list[tuple[dict[str, Any], Candidate]], traffic: pl.DataFr
     else:
         # spawn, not fork: a forked child can inherit Polars' thread pool mid-operation and deadlock.
         ctx = multiprocessing.get_context("spawn")
+        size = max(1, -(-len(candidates) // (workers * BATCHES_PER_WORKER)))
+        batches = [candidates[k:k + size] for k in range(0, len(candidates), size)]
         with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
-            summaries = list(pool.map(_evaluate, [(c, traffic, registry, seed) for c in candidates]))
+            done = pool.map(_evaluate, [(batch, traffic, registry, seed) for batch in batches])
+            summaries = [s for batch in done for s in batch]
     rows = []
     for (settings, cand), s in zip(points, summaries, strict=True):
         rows.append({**{k: str(v) for k, v in settings.items()}, "candidate": cand.name,
