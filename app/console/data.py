@@ -48,21 +48,10 @@ def _run(path: str, query: Callable[[duckdb.DuckDBPyConnection], T]) -> T:
         cur.close()
 
 
-def cursor() -> duckdb.DuckDBPyConnection:
-    """A fresh cursor on the shared read-only connection."""
-    return _connection(db_path()).cursor()
-
-
 @st.cache_data(ttl=CACHE_TTL_S, show_spinner=False)
 def fleet_overview(path: str) -> pl.DataFrame:
     """Pools of the newest registry."""
     return _run(path, queries.fleet_overview)
-
-
-@st.cache_data(ttl=CACHE_TTL_S, show_spinner=False)
-def table_counts(path: str) -> dict[str, int]:
-    """Row counts of the main tables."""
-    return _run(path, queries.table_counts)
 
 
 @st.cache_data(ttl=CACHE_TTL_S, show_spinner=False)

@@ -1,0 +1,126 @@
+"""Console speed on a week of a 160-device fleet: first render and cached re-render of every page.
+
+Builds (or reuses) a 7-day demo at a 30 s scrape interval with 32 devices per pool through `hetpool demo`,
+then renders each page with Streamlit's AppTest: once with every data cache cleared (first render) and once
+more (cached re-render), for the default window (last 24 hours) and for the whole week. The baseline, measured
+in the same run, is what the rollups save: the Fleet health tile query run on raw samples (the same code,
+with the window moved by 1 ms so that no rollup tiles it).
+
+    .venv/bin/python -m benchmarks.bench_console [--db PATH] [--rebuild]
+
+Targets: first render < 2 s and re-render < 0.5 s for every page.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+from pathlib import Path
+
+from benchmarks.common import peak_rss_mib, report, timed
+
+MAIN = Path(__file__).resolve().parents[1] / "app" / "console" / "main.py"
+PAGES = ("screens/health.py", "screens/reliability.py", "screens/cost.py", "screens/export.py")
+WINDOWS = ("Last 24 hours", "Last 7 days")
+DEMO = ["--days", "7", "--devices-per-pool", "32", "--interval", "30s", "--seed", "7",
+        "--end", "2026-11-27T00:00:00Z"]
+FIRST_S, CACHED_S = 2.0, 0.5
+
+
+def build(db: Path) -> float:
+    """Build the demo; returns seconds."""
+    from app.cli import main
+
+    db.parent.mkdir(parents=True, exist_ok=True)
+    start = time.perf_counter()
+    assert main(["--db", str(db), "demo", "--replace", *DEMO]) == 0
+    return time.perf_counter() - start
+
+
+def sizes(db: Path) -> tuple[int, int, int, float]:
+    """Raw samples, 1-minute and 1-hour rollup rows, and the file size in MiB."""
+    from store import connect
+
+    con = connect(db, read_only=True)
+    try:
+        counts = [con.execute(f"SELECT count(*) FROM {t}").fetchall()[0][0]
+                  for t in ("samples", "rollup_1m", "rollup_1h")]
+    finally:
+        con.close()
+    mib = sum(p.stat().st_size for p in db.parent.glob(db.name + "*")) / 2**20
+    return counts[0], counts[1], counts[2], mib
+
+
+def raw_baseline(db: Path, window_h: int) -> float:
+    """Seconds to compute the Fleet health tiles from raw samples: the same query, window shifted by 1 ms."""
+    from store import connect
+    from store.views.health import pool_tiles
+    from store.views.window import Window, data_span
+
+    con = connect(db, read_only=True)
+    try:
+        span = data_span(con)
+        assert span is not None
+        end = span[1] - span[1] % 3_600_000 + 3_600_000
+        pools = ["h100-a", "mi300x-a", "ascend-a", "gaudi3-a", "mlu370-a"]
+        seconds, _ = timed(lambda: pool_tiles(con, Window(end - window_h * 3_600_000 + 1, end), pools))
+        return seconds
+    finally:
+        con.close()
+
+
+def render_times(db: Path, page: str, window: str) -> tuple[float, float]:
+    """(first render with cold data caches, cached re-render) of one page and window, in seconds."""
+    import streamlit as st
+    from streamlit.testing.v1 import AppTest
+
+    os.environ["HETPOOL_DB"] = str(db)
+    at = AppTest.from_file(str(MAIN), default_timeout=300).run()
+    at.selectbox(key="window").set_value(window).run()
+    at.switch_page(page)
+    st.cache_data.clear()
+    st.cache_resource.clear()  # a new connection too: DuckDB's buffers start cold
+    start = time.perf_counter()
+    at.run()
+    first = time.perf_counter() - start
+    assert not at.exception, at.exception
+    start = time.perf_counter()
+    at.run()
+    cached = time.perf_counter() - start
+    return first, cached
+
+
+def main() -> None:
+    """Build or reuse the week of demo data, then time every page."""
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--db", default="/tmp/hetpool-console-bench/console.duckdb", type=Path)
+    parser.add_argument("--rebuild", action="store_true", help="build the demo even when the file exists")
+    args = parser.parse_args()
+    if args.rebuild or not args.db.exists():
+        report("build: hetpool demo, 7 days x 160 devices", build(args.db), "s")
+    raw, minute, hour, mib = sizes(args.db)
+    report("raw samples", raw, "rows")
+    report("rollup_1m rows", minute, "rows")
+    report("rollup_1h rows", hour, "rows")
+    report("database size", mib, "MiB")
+    worst_first = worst_cached = 0.0
+    for window in WINDOWS:
+        hours = 24 if window == "Last 24 hours" else 7 * 24
+        base = raw_baseline(args.db, hours) * 1000
+        report(f"baseline: health tiles from raw, {window}", base, "ms")
+        for page in PAGES:
+            first, cached = render_times(args.db, page, window)
+            name = page.split("/")[1].removesuffix(".py")
+            report(f"{name}, {window}: first render", first * 1000, "ms", base, "raw tiles")
+            report(f"{name}, {window}: cached re-render", cached * 1000, "ms", base, "raw tiles")
+            worst_first, worst_cached = max(worst_first, first), max(worst_cached, cached)
+    report("worst first render (target 2000 ms)", worst_first * 1000, "ms")
+    report("worst cached re-render (target 500 ms)", worst_cached * 1000, "ms")
+    report("peak memory", peak_rss_mib(), "MiB")
+    ok = worst_first < FIRST_S and worst_cached < CACHED_S
+    print("targets met" if ok else "TARGETS MISSED", flush=True)
+
+
+if __name__ == "__main__":
+    main()
