@@ -31,7 +31,7 @@ PAGES = [  # (url path, title, text that must be on the page once it has run)
     ("reliability", "Errors and reliability", "Nodes to drain"),
     ("cost", "Cost", "Cost per million tokens"),
     ("export", "Export", "Canonical rows"),
-    ("fleet", "Fleet", "Vendors"),
+    ("fleet", "Fleet registry", "Vendors"),
 ]
 
 

@@ -23,7 +23,7 @@ def test_fleet_page_lists_pools_from_the_registry(fleet_db: Path, fleet: Registr
                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     at = app_for(fleet_db, monkeypatch).switch_page("screens/fleet.py").run()
     assert not at.exception
-    assert at.title[0].value == "Fleet"
+    assert at.title[0].value == "Fleet registry"
     shown = at.dataframe[0].value
     assert list(shown["pool"]) == [p.id for p in fleet.pools]
     assert list(shown["devices"]) == [64, 32, 64, 32, 16]

@@ -1,4 +1,4 @@
-"""Registry page: the pools of the loaded registry, as declared."""
+"""Fleet registry page: the pools of the loaded registry, as declared."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from app.console import data
 
 def render() -> None:
     """List pools with chip, devices, cost per hour and declared stack."""
-    st.title("Fleet")
+    st.title("Fleet registry")
     path = data.db_path()
     fleet = data.fleet_overview(path)
     if fleet.is_empty():

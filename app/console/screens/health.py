@@ -89,8 +89,8 @@ def render() -> None:
         st.success("Every node runs the versions its pool declares.")
     else:
         st.caption("Nodes whose newest observed version differs from the pool's declared stack.")
-        st.dataframe(drift.with_columns(pl.from_epoch("last_seen", time_unit="ms")), hide_index=True,
-                     width="stretch")
+        st.dataframe(drift.select("pool", "node", "component", "declared", "observed",
+                                  pl.from_epoch("last_seen", time_unit="ms")), hide_index=True, width="stretch")
     with st.expander("Definitions"):
         st.markdown(DEFINITIONS)
 
