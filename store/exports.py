@@ -2,6 +2,9 @@
 
 Columns are ts, pool, node, device, metric, value, attributes. ts is epoch milliseconds (UTC) as an integer
 in every format. attributes is a JSON object: an object in JSONL, JSON text in CSV and Parquet.
+
+Long windows, and windows older than the raw retention horizon, come from the rollups: ts is then the bucket
+start, value the bucket's average, and min, max, last and count follow as extra columns.
 """
 
 from __future__ import annotations
@@ -10,30 +13,44 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import duckdb
+import polars as pl
 
+from store.db import fetch_one
 from store.errors import StoreError
+from store.rollups import raw_horizon
 
 FORMATS = ("csv", "jsonl", "parquet")
+RESOLUTIONS = ("auto", "raw", "1m", "1h")
+RAW_UP_TO_MS = 2 * 86_400_000      # auto: raw rows for windows up to 2 days...
+MINUTES_UP_TO_MS = 14 * 86_400_000  # ...1-minute buckets up to 14 days, hourly beyond
+_SOURCES = {"raw": ("samples", "ts", "value", ""),
+            "1m": ("rollup_1m", "bucket", "avg", ", min, max, last, count"),
+            "1h": ("rollup_1h", "bucket", "avg", ", min, max, last, count")}
+_ORDER = "ORDER BY ts, pool, node, device, metric, attributes"
 
 
 @dataclass(frozen=True)
 class ExportFilter:
-    """Which samples to export: a time window [start, end) and optionally one pool and one metric."""
+    """Which rows to export: a window [start, end), pools and metrics (empty: all), and a resolution."""
 
     start_ms: int | None = None
     end_ms: int | None = None
-    pool: str | None = None
-    metric: str | None = None
+    pools: tuple[str, ...] = ()
+    metrics: tuple[str, ...] = ()
+    resolution: str = "auto"
 
-    def where(self) -> tuple[str, list[object]]:
+    def where(self, time_col: str = "ts") -> tuple[str, list[object]]:
         """SQL condition and its parameters."""
         parts: list[str] = []
         params: list[object] = []
-        for sql, value in (("ts >= ?", self.start_ms), ("ts < ?", self.end_ms), ("pool = ?", self.pool),
-                           ("metric = ?", self.metric)):
+        for sql, value in ((f"{time_col} >= ?", self.start_ms), (f"{time_col} < ?", self.end_ms)):
             if value is not None:
                 parts.append(sql)
                 params.append(value)
+        for col, values in (("pool", self.pools), ("metric", self.metrics)):
+            if values:
+                parts.append(f"{col} IN ({', '.join('?' * len(values))})")
+                params.extend(values)
         return (" AND ".join(parts) or "TRUE"), params
 
 
@@ -44,6 +61,43 @@ class ExportResult:
     rows: int
     path: str
     partitioned: bool
+    resolution: str
+
+
+def resolve(con: duckdb.DuckDBPyConnection, flt: ExportFilter) -> str:
+    """The resolution 'auto' stands for: raw while the window is short and its raw samples are kept."""
+    if flt.resolution not in RESOLUTIONS:
+        raise StoreError(f"unknown resolution '{flt.resolution}'; known: {', '.join(RESOLUTIONS)}")
+    if flt.resolution != "auto":
+        return flt.resolution
+    span = fetch_one(con, "SELECT min(bucket), max(bucket) + 3600000 FROM rollup_1h")
+    start = flt.start_ms if flt.start_ms is not None else (span[0] if span and span[0] is not None else 0)
+    end = flt.end_ms if flt.end_ms is not None else (span[1] if span and span[1] is not None else start)
+    horizon = raw_horizon(con)
+    if end - start <= RAW_UP_TO_MS and (horizon is None or start >= horizon):
+        return "raw"
+    return "1m" if end - start <= MINUTES_UP_TO_MS else "1h"
+
+
+def export_query(con: duckdb.DuckDBPyConnection, flt: ExportFilter, *, json_attributes: bool = False,
+                 with_date: bool = False) -> tuple[str, list[object], str]:
+    """The SELECT of the feed rows for a filter, its parameters, and the resolution it reads."""
+    resolution = resolve(con, flt)
+    table, time_col, value, stats = _SOURCES[resolution]
+    where, params = flt.where(time_col)
+    attributes = "json(attributes) AS attributes" if json_attributes else "attributes"
+    date = f", strftime(make_timestamp({time_col} * 1000), '%Y-%m-%d') AS date" if with_date else ""
+    query = (f"SELECT {time_col} AS ts, pool, node, device, metric, {value} AS value, {attributes}{stats}{date} "
+             f"FROM {table} WHERE {where} {_ORDER}")
+    return query, params, resolution
+
+
+def export_frame(con: duckdb.DuckDBPyConnection, flt: ExportFilter, limit: int | None = None) -> pl.DataFrame:
+    """The feed rows as a frame (the console's preview and download)."""
+    query, params, _ = export_query(con, flt)
+    if limit is not None:
+        query, params = f"{query} LIMIT ?", [*params, limit]
+    return con.sql(query, params=params).pl()
 
 
 def _literal(path: Path) -> str:
@@ -53,31 +107,27 @@ def _literal(path: Path) -> str:
 
 def export_samples(con: duckdb.DuckDBPyConnection, fmt: str, out: str | Path,
                    flt: ExportFilter | None = None) -> ExportResult:
-    """Write canonical rows to `out`. Parquet to a directory (or a path without .parquet) is partitioned
+    """Write feed rows to `out`. Parquet to a directory (or a path without .parquet) is partitioned
     Hive-style as date=YYYY-MM-DD/pool=P/; that directory must be new or empty."""
     if fmt not in FORMATS:
         raise StoreError(f"unknown export format '{fmt}'; known: {', '.join(FORMATS)}")
+    flt = flt or ExportFilter()
     target = Path(out)
-    where, params = (flt or ExportFilter()).where()
-    attributes = "json(attributes) AS attributes" if fmt == "jsonl" else "attributes"
     partitioned = fmt == "parquet" and (target.is_dir() or target.suffix != ".parquet")
     if not target.parent.exists():
         raise StoreError(f"cannot write {str(target)!r}: folder {str(target.parent)!r} does not exist")
     if partitioned:
         if target.exists() and any(target.iterdir()):
             raise StoreError(f"export directory {str(target)!r} is not empty; pick a new one")
-        query = (f"SELECT ts, pool, node, device, metric, value, attributes, "
-                 f"strftime(make_timestamp(ts * 1000), '%Y-%m-%d') AS date FROM samples WHERE {where} "
-                 f"ORDER BY ts, pool, node, device, metric, attributes")
+        query, params, resolution = export_query(con, flt, with_date=True)
         options = "FORMAT parquet, PARTITION_BY (date, pool), OVERWRITE_OR_IGNORE true"
     else:
         if target.is_dir():
             raise StoreError(f"{str(target)!r} is a directory; {fmt} exports go to one file")
-        query = (f"SELECT ts, pool, node, device, metric, value, {attributes} FROM samples WHERE {where} "
-                 f"ORDER BY ts, pool, node, device, metric, attributes")
+        query, params, resolution = export_query(con, flt, json_attributes=fmt == "jsonl")
         options = {"csv": "FORMAT csv, HEADER true", "jsonl": "FORMAT json", "parquet": "FORMAT parquet"}[fmt]
     try:
         rows = con.execute(f"COPY ({query}) TO {_literal(target)} ({options})", params).fetchall()
     except duckdb.Error as exc:
         raise StoreError(f"export to {str(target)!r} failed: {exc}") from exc
-    return ExportResult(int(rows[0][0]) if rows else 0, str(target), partitioned)
+    return ExportResult(int(rows[0][0]) if rows else 0, str(target), partitioned, resolution)

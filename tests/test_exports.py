@@ -47,12 +47,12 @@ def test_csv_has_the_canonical_columns_and_json_attributes(filled: duckdb.DuckDB
 
 def test_jsonl_attributes_are_objects_and_filters_apply(filled: duckdb.DuckDBPyConnection, tmp_path: Path) -> None:
     out = tmp_path / "feed.jsonl"
-    result = export_samples(filled, "jsonl", out, ExportFilter(start_ms=T, end_ms=T + DAY, pool="a"))
+    result = export_samples(filled, "jsonl", out, ExportFilter(start_ms=T, end_ms=T + DAY, pools=("a",)))
     lines = [json.loads(x) for x in out.read_text().splitlines()]
     assert result.rows == 1 and lines == [{"ts": T + 5, "pool": "a", "node": "n1", "device": "",
                                            "metric": "serving.requests", "value": 7.0,
                                            "attributes": {"model": 'm, "x"', "outcome": "ok"}}]
-    export_samples(filled, "jsonl", out, ExportFilter(metric="accelerator.power"))
+    export_samples(filled, "jsonl", out, ExportFilter(metrics=("accelerator.power",)))
     assert [json.loads(x)["value"] for x in out.read_text().splitlines()] == [350.5, 120.0, 351.0]
 
 
@@ -81,3 +81,50 @@ def test_bad_targets(filled: duckdb.DuckDBPyConnection, tmp_path: Path) -> None:
         export_samples(filled, "csv", tmp_path)
     quoted = tmp_path / "it's.csv"
     assert export_samples(filled, "csv", quoted).rows == 4 and quoted.exists()
+
+
+def power_series(con: duckdb.DuckDBPyConnection, days: int) -> None:
+    """One power sample every 10 minutes for `days` days: values 0, 1, 2, ... so bucket averages are known."""
+    n = days * 144
+    rows = pl.DataFrame({"ts": [T + i * 600_000 for i in range(n)], "pool": "a", "node": "n1", "device": "0",
+                         "metric": "accelerator.power", "value": [float(i) for i in range(n)], "attributes": "{}"})
+    with IngestRun(con, "file", "series") as run:
+        run.add_read(n)
+        run.add_samples(rows)
+
+
+@pytest.mark.parametrize(("days", "window_days", "resolution", "rows"), [
+    (1, 1, "raw", 144),
+    (3, 3, "1m", 432),      # three days: 1-minute buckets, one sample in each
+    (20, 20, "1h", 480),    # twenty days: hourly buckets
+])
+def test_auto_resolution_follows_the_window_length(con: duckdb.DuckDBPyConnection, tmp_path: Path, days: int,
+                                                   window_days: int, resolution: str, rows: int) -> None:
+    power_series(con, days)
+    out = tmp_path / "feed.csv"
+    result = export_samples(con, "csv", out, ExportFilter(T, T + window_days * DAY))
+    assert (result.resolution, result.rows) == (resolution, rows)
+    got = pl.read_csv(out)
+    if resolution == "1h":
+        # the first hour holds samples 0..5: average 2.5, min 0, max 5, last 5, count 6
+        assert got.row(0, named=True) | {"attributes": "{}"} == {
+            "ts": T, "pool": "a", "node": "n1", "device": 0, "metric": "accelerator.power", "value": 2.5,
+            "attributes": "{}", "min": 0.0, "max": 5.0, "last": 5.0, "count": 6}
+
+
+def test_auto_reads_rollups_once_raw_samples_are_pruned(con: duckdb.DuckDBPyConnection, tmp_path: Path) -> None:
+    from store.rollups import prune_raw
+
+    power_series(con, 1)
+    prune_raw(con, keep_ms=6 * 3_600_000, now_ms=T + DAY)  # keep the last 6 hours of raw samples
+    recent = export_samples(con, "csv", tmp_path / "recent.csv", ExportFilter(T + 20 * 3_600_000, T + DAY))
+    old = export_samples(con, "csv", tmp_path / "old.csv", ExportFilter(T, T + 3_600_000))
+    assert (recent.resolution, recent.rows) == ("raw", 24)
+    assert (old.resolution, old.rows) == ("1m", 6)
+    raw_old = export_samples(con, "csv", tmp_path / "gone.csv", ExportFilter(T, T + 3_600_000, resolution="raw"))
+    assert raw_old.rows == 0
+
+
+def test_unknown_resolution(filled: duckdb.DuckDBPyConnection, tmp_path: Path) -> None:
+    with pytest.raises(StoreError, match="unknown resolution '5m'; known: auto, raw, 1m, 1h"):
+        export_samples(filled, "csv", tmp_path / "x.csv", ExportFilter(resolution="5m"))

@@ -247,7 +247,7 @@ def test_drift_compares_the_newest_observed_version_with_the_declared_stack(ro: 
 
 def test_export_selects_window_pools_and_metrics(ro: duckdb.DuckDBPyConnection) -> None:
     w = Window(T0, T0 + MINUTE_MS, ("ascend-a",))
-    assert export.count_rows(ro, w, ["accelerator.power"]) == 2 * 2  # 2 devices x 2 scrapes
+    assert export.count_rows(ro, w, ["accelerator.power"]) == (2 * 2, "raw")  # 2 devices x 2 scrapes
     csv = export.export_bytes(ro, w, ["accelerator.power"], "csv").decode()
     assert csv.splitlines()[0] == "ts,pool,node,device,metric,value,attributes"
     assert len(csv.splitlines()) == 5

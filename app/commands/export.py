@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from app.commands._base import Context, add_command, timestamp_ms
-from store.exports import FORMATS, ExportFilter, export_samples
+from store.exports import FORMATS, RESOLUTIONS, ExportFilter, export_samples
 
 
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
@@ -19,8 +19,11 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     p.add_argument("--out", required=True, metavar="PATH", help="output file, or folder for partitioned Parquet")
     p.add_argument("--start", type=timestamp_ms, metavar="ISO_TIME", help="first time included (UTC when no zone)")
     p.add_argument("--end", type=timestamp_ms, metavar="ISO_TIME", help="first time excluded")
-    p.add_argument("--pool", help="only this pool")
-    p.add_argument("--metric", help="only this canonical metric")
+    p.add_argument("--pool", action="append", default=[], help="only this pool (repeatable)")
+    p.add_argument("--metric", action="append", default=[], help="only this canonical metric (repeatable)")
+    p.add_argument("--resolution", choices=RESOLUTIONS, default="auto",
+                   help="raw samples, or 1m/1h rollups (value = bucket average, plus min, max, last, count); "
+                        "auto: raw up to 2 days if still kept, 1m up to 14 days, else 1h (default)")
 
 
 def run(ctx: Context) -> int:
@@ -28,10 +31,12 @@ def run(ctx: Context) -> int:
     a = ctx.args
     con = ctx.connect(read_only=True)
     try:
-        result = export_samples(con, a.format, a.out, ExportFilter(a.start, a.end, a.pool, a.metric))
+        flt = ExportFilter(a.start, a.end, tuple(a.pool), tuple(a.metric), a.resolution)
+        result = export_samples(con, a.format, a.out, flt)
     finally:
         con.close()
     layout = " (partitioned date=/pool=)" if result.partitioned else ""
-    ctx.emit({"rows": result.rows, "path": result.path, "format": a.format, "partitioned": result.partitioned},
-             f"wrote {result.rows} rows to {result.path}{layout}")
+    ctx.emit({"rows": result.rows, "path": result.path, "format": a.format, "partitioned": result.partitioned,
+              "resolution": result.resolution},
+             f"wrote {result.rows} {result.resolution} rows to {result.path}{layout}")
     return 0

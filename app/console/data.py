@@ -140,18 +140,20 @@ def metric_names(path: str, start: int, end: int, pools: tuple[str, ...]) -> lis
 
 
 @st.cache_data(ttl=CACHE_TTL_S, show_spinner=False)
-def export_count(path: str, start: int, end: int, pools: tuple[str, ...], metrics: tuple[str, ...]) -> int:
-    """How many canonical rows an export of this selection holds."""
-    return _run(path, lambda c: export.count_rows(c, Window(start, end, pools), list(metrics)))
+def export_count(path: str, start: int, end: int, pools: tuple[str, ...], metrics: tuple[str, ...],
+                 resolution: str) -> tuple[int, str]:
+    """How many rows an export of this selection holds, and the resolution 'auto' picked."""
+    return _run(path, lambda c: export.count_rows(c, Window(start, end, pools), list(metrics), resolution))
 
 
 @st.cache_data(ttl=CACHE_TTL_S, show_spinner=False)
-def export_preview(path: str, start: int, end: int, pools: tuple[str, ...], metrics: tuple[str, ...]) -> pl.DataFrame:
+def export_preview(path: str, start: int, end: int, pools: tuple[str, ...], metrics: tuple[str, ...],
+                   resolution: str) -> pl.DataFrame:
     """The first rows of an export of this selection."""
-    return _run(path, lambda c: export.export_frame(c, Window(start, end, pools), list(metrics), limit=20))
+    return _run(path, lambda c: export.preview(c, Window(start, end, pools), list(metrics), resolution))
 
 
 def export_bytes(path: str, start: int, end: int, pools: tuple[str, ...], metrics: tuple[str, ...],
-                 fmt: str) -> bytes:
+                 fmt: str, resolution: str) -> bytes:
     """The export file itself (not cached: it is built when the download is clicked)."""
-    return _run(path, lambda c: export.export_bytes(c, Window(start, end, pools), list(metrics), fmt))
+    return _run(path, lambda c: export.export_bytes(c, Window(start, end, pools), list(metrics), fmt, resolution))

@@ -8,18 +8,14 @@ import duckdb
 import polars as pl
 
 from store.errors import StoreError
-from store.ingest import SAMPLE_COLUMNS
-from store.views.window import Window, frame, in_list, pool_filter
+from store.exports import ExportFilter, export_frame, export_query
+from store.views.window import Window, frame, pool_filter
 
 FORMATS = ("csv", "parquet")
 
 
-def _where(w: Window, metrics: list[str]) -> tuple[str, list[object]]:
-    pools, params = pool_filter(w)
-    clause = f"ts >= ? AND ts < ?{pools}"
-    if metrics:
-        clause += f" AND metric IN ({in_list(metrics)})"
-    return clause, [w.start_ms, w.end_ms, *params, *metrics]
+def _filter(w: Window, metrics: list[str], resolution: str) -> ExportFilter:
+    return ExportFilter(w.start_ms, w.end_ms, w.pools, tuple(metrics), resolution)
 
 
 def metrics_in(con: duckdb.DuckDBPyConnection, w: Window) -> list[str]:
@@ -30,31 +26,29 @@ def metrics_in(con: duckdb.DuckDBPyConnection, w: Window) -> list[str]:
     return got["metric"].to_list()
 
 
-def count_rows(con: duckdb.DuckDBPyConnection, w: Window, metrics: list[str]) -> int:
-    """How many raw canonical rows the selection holds."""
-    clause, params = _where(w, metrics)
-    got = frame(con, f"SELECT count(*) AS n FROM samples WHERE {clause}", params)
-    return int(got["n"][0])
+def count_rows(con: duckdb.DuckDBPyConnection, w: Window, metrics: list[str], resolution: str = "auto"
+               ) -> tuple[int, str]:
+    """How many rows an export of the selection holds, and the resolution it reads."""
+    query, params, used = export_query(con, _filter(w, metrics, resolution))
+    got = frame(con, f"SELECT count(*) AS n FROM ({query})", params)
+    return int(got["n"][0]), used
 
 
-def export_frame(con: duckdb.DuckDBPyConnection, w: Window, metrics: list[str], limit: int | None = None
-                 ) -> pl.DataFrame:
-    """The selected canonical rows in the feed's column order, sorted as `hetpool export` sorts them."""
-    clause, params = _where(w, metrics)
-    cols = ", ".join(SAMPLE_COLUMNS)
-    tail = " LIMIT ?" if limit is not None else ""
-    return frame(con, f"SELECT {cols} FROM samples WHERE {clause} ORDER BY ts, pool, node, device, metric, "
-                      f"attributes{tail}", [*params, *([limit] if limit is not None else [])])
-
-
-def export_bytes(con: duckdb.DuckDBPyConnection, w: Window, metrics: list[str], fmt: str) -> bytes:
-    """The selection written as CSV (with a header) or Parquet."""
+def export_bytes(con: duckdb.DuckDBPyConnection, w: Window, metrics: list[str], fmt: str,
+                 resolution: str = "auto") -> bytes:
+    """The selection written as CSV (with a header) or Parquet, exactly as `hetpool export` selects it."""
     if fmt not in FORMATS:
         raise StoreError(f"unknown export format {fmt!r}; known: {', '.join(FORMATS)}")
-    df = export_frame(con, w, metrics)
+    df = export_frame(con, _filter(w, metrics, resolution))
     buf = io.BytesIO()
     if fmt == "csv":
         df.write_csv(buf)
     else:
         df.write_parquet(buf)
     return buf.getvalue()
+
+
+def preview(con: duckdb.DuckDBPyConnection, w: Window, metrics: list[str], resolution: str = "auto",
+            limit: int = 20) -> pl.DataFrame:
+    """The first rows of the export."""
+    return export_frame(con, _filter(w, metrics, resolution), limit=limit)
