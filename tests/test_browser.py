@@ -30,7 +30,7 @@ PAGES = [  # (url path, title, text that must be on the page once it has run)
     ("", "Fleet health", "Devices reporting"),
     ("reliability", "Errors and reliability", "Nodes to drain"),
     ("cost", "Cost", "Cost per million tokens"),
-    ("export", "Export", "Canonical rows"),
+    ("export", "Export", "Rows (raw samples)"),
     ("fleet", "Fleet registry", "Vendors"),
 ]
 

@@ -26,7 +26,7 @@ def streamlit_command(port: int, address: str) -> list[str]:
     """The streamlit invocation, with telemetry and browser launch off."""
     return [sys.executable, "-m", "streamlit", "run", str(CONSOLE_MAIN),
             "--server.headless", "true", "--server.port", str(port), "--server.address", address,
-            "--browser.gatherUsageStats", "false"]
+            "--browser.gatherUsageStats", "false", "--client.toolbarMode", "minimal"]
 
 
 def run(ctx: Context) -> int:
