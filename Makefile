@@ -34,5 +34,11 @@ lint: install
 test: install system-deps lint
 	$(VENV)/bin/pytest
 
+bench: install system-deps
+	$(PY) -m benchmarks.bench_ingest
+	$(PY) -m benchmarks.bench_prometheus
+	$(PY) -m benchmarks.bench_replay
+	$(PY) -m benchmarks.bench_console
+
 clean:
 	rm -rf $(VENV) demo test-artifacts .pytest_cache .mypy_cache .ruff_cache
