@@ -30,7 +30,8 @@ SAMPLE_SCHEMA = {"line": pl.Int64, "key": pl.Categorical, "value": pl.Float64, "
 REJECT_SCHEMA = {"line": pl.Int64, "record": pl.String, "reason": pl.String}
 
 Series = tuple[str, dict[str, str]]  # metric name as written, labels
-_Lines = tuple[pl.Series, int, tuple[bool, bool]]  # texts, first line number, block flags
+_UNSEEN, _VALID, _INVALID = 0, 1, 2
+_Lines = tuple[pl.Series, pl.Series, int, tuple[bool, bool]]  # texts, comment flags, first line number, block flags
 Buffer = bytes | bytearray | memoryview
 
 
@@ -39,7 +40,7 @@ class RawBatch:
     """Parsed samples of one chunk: each row points at its series by `key` (the series text)."""
 
     samples: pl.DataFrame                      # SAMPLE_SCHEMA, one row per sample line
-    series: dict[str, Series]                  # key -> (name, labels) for every key in samples
+    series: dict[str, Series]                  # key -> (name, labels), for every key in samples (and more)
     rejects: pl.DataFrame                      # REJECT_SCHEMA, lines that are not valid exposition
     types: dict[str, str] = field(default_factory=dict)  # metric family -> # TYPE, as seen so far
 
@@ -84,6 +85,8 @@ class ExpositionParser:
         self.max_line_bytes = max_line_bytes
         self.types: dict[str, str] = {}
         self._series: dict[str, Series | str] = {}  # key -> parsed series, or the reason it is invalid
+        self._valid: dict[str, Series] = {}  # the valid ones: every batch's `series`
+        self._status = np.zeros(0, dtype=np.int8)  # per dictionary code of a key: _UNSEEN, _VALID or _INVALID
         self._carry = b""
         self._skipping = False  # inside an over-long line, dropping bytes until its newline
         self._line = 0          # lines completed so far
@@ -142,15 +145,19 @@ class ExpositionParser:
     # -- one block of complete lines -----------------------------------------------------------
     def _lines(self, blocks: list[tuple[Buffer, np.ndarray | None]], rejects: list[dict[str, object]],
                flags: tuple[bool, bool]) -> _Lines:
-        """The lines (each still ending in '\\n') as one string column, the first line number, and flags."""
+        """The lines (each still ending in '\\n') as one string column, whether each is a comment (from its
+        first byte, which is cheaper than a string kernel), the first line number, and flags."""
         first = self._line + 1
         chunks: list[pa.Array] = []
+        comments: list[np.ndarray] = []
         for block, ends in blocks:
             arr = np.frombuffer(block, dtype=np.uint8)
             if not len(arr):
                 continue
-            if int(arr.max()) >= 0x80 and not _valid_utf8(block):
-                chunks.append(self._checked_lines(bytes(block), rejects))
+            if not _ascii(arr) and not _valid_utf8(block):
+                checked = self._checked_lines(bytes(block), rejects)
+                chunks.append(checked)
+                comments.append(np.array([t.startswith("#") for t in checked.to_pylist()], dtype=bool))
                 continue
             if ends is None:
                 ends = np.flatnonzero(arr == 10)
@@ -158,9 +165,10 @@ class ExpositionParser:
             offsets[0] = 0
             offsets[1:] = ends + 1
             chunks.append(pa.LargeStringArray.from_buffers(len(ends), pa.py_buffer(offsets), pa.py_buffer(block)))
+            comments.append(arr[offsets[:-1]] == ord("#"))
             self._line += len(ends)
         texts = pl.Series("text", pa.chunked_array(chunks, type=pa.large_string()), dtype=pl.String)
-        return texts, first, flags
+        return texts, pl.Series("comment", np.concatenate(comments) if comments else [], dtype=pl.Boolean), first, flags
 
     def _scratch(self, n: int) -> np.ndarray:
         """A reusable boolean buffer: newline search without allocating (and faulting in) a new one per chunk."""
@@ -184,18 +192,21 @@ class ExpositionParser:
     def _batch(self, lines: _Lines | None, rejects: list[dict[str, object]]) -> RawBatch:
         if lines is None:
             return RawBatch(_empty_samples(), {}, pl.DataFrame(rejects, schema=REJECT_SCHEMA), dict(self.types))
-        texts, first, flags = lines
-        frame = _split(pl.DataFrame([texts]), first, flags)
-        self._comments(frame.filter(pl.col("kind") == 1).get_column("text"))
-        slow = frame.filter(pl.col("kind") == 3).select("line", "text")
-        fast = frame.filter(pl.col("kind") == 2).select(
-            "line", pl.col("text").str.head(pl.col("cut")).cast(pl.Categorical).alias("key"), "value", "ts_ms", "text")
-        parts = [fast, self._slow(slow, rejects)]
-        samples = pl.concat([p for p in parts if p.height] or [_empty_samples()])
-        samples, series = self._resolve(samples, rejects)
+        texts, comment, first, flags = lines
+        frame = _split(pl.DataFrame([texts, comment]), first, flags)
+        # most blocks are all samples and comments: filter only for the kinds present
+        counts = np.bincount(frame.get_column("kind").to_numpy(), minlength=4)
+        if counts[1]:
+            self._comments(frame.filter(pl.col("kind") == 1).get_column("text"))
+        fast = frame if counts[2] == frame.height else frame.filter(pl.col("kind") == 2)
+        fast = fast.select("line", "key", "value", "ts_ms", "text")
+        if counts[3]:
+            slow = self._slow(frame.filter(pl.col("kind") == 3).select("line", "text"), rejects)
+            fast = pl.concat([p for p in (fast, slow) if p.height] or [_empty_samples()])
+        samples = self._resolve(fast, rejects)
         rej = pl.DataFrame(rejects, schema=REJECT_SCHEMA).sort("line") if rejects else pl.DataFrame(
             schema=REJECT_SCHEMA)
-        return RawBatch(samples, series, rej, dict(self.types))
+        return RawBatch(samples, self._valid, rej, dict(self.types))
 
     def _comments(self, texts: pl.Series) -> None:
         for text in texts:
@@ -220,29 +231,39 @@ class ExpositionParser:
                 rows[col].append(value)
         return pl.DataFrame(rows, schema=SAMPLE_SCHEMA)
 
-    def _resolve(self, samples: pl.DataFrame, rejects: list[dict[str, object]]
-                 ) -> tuple[pl.DataFrame, dict[str, Series]]:
-        """Parse each new series text once; drop (and reject) lines whose series text is invalid."""
-        keys = samples.get_column("key").unique().cast(pl.String).to_list()
-        series: dict[str, Series] = {}
-        bad: dict[str, str] = {}
-        for key in keys:
-            got = self._series.get(key)
-            if got is None:
-                got = _parse_key(key)
-                self._series[key] = got
-            if isinstance(got, str):
-                bad[key] = got
-            else:
-                series[key] = got
-        if bad:
-            flagged = samples.with_columns(
-                reason=pl.col("key").cast(pl.String).replace_strict(bad, default=None, return_dtype=pl.String))
-            for line, text, reason in flagged.filter(pl.col("reason").is_not_null()).select(
-                    "line", "text", "reason").iter_rows():
-                rejects.append({"line": line, "record": _record(text), "reason": reason})
-            samples = flagged.filter(pl.col("reason").is_null()).drop("reason")
-        return samples, series
+    def _resolve(self, samples: pl.DataFrame, rejects: list[dict[str, object]]) -> pl.DataFrame:
+        """Parse each new series text once; drop (and reject) lines whose series text is invalid.
+
+        Series texts are told apart by their dictionary code, so only codes never seen before are looked at
+        as text.
+        """
+        codes = samples.get_column("key").to_physical().to_numpy()
+        if not len(codes):
+            return samples
+        top = int(codes.max()) + 1
+        if len(self._status) < top:
+            self._status = np.concatenate([self._status, np.zeros(max(top, 2 * len(self._status)) - len(self._status),
+                                                                  dtype=np.int8)])
+        if not self._status[codes].all():
+            unseen = samples.filter(pl.Series(self._status[codes] == _UNSEEN)).get_column("key").unique()
+            for code, key in zip(unseen.to_physical().to_list(), unseen.cast(pl.String).to_list(), strict=True):
+                got = self._series.get(key)
+                if got is None:
+                    got = self._series[key] = _parse_key(key)
+                if isinstance(got, str):
+                    self._status[code] = _INVALID
+                else:
+                    self._status[code] = _VALID
+                    self._valid[key] = got
+        if not (self._status[codes] == _INVALID).any():
+            return samples
+        bad = {k: v for k, v in self._series.items() if isinstance(v, str)}
+        flagged = samples.with_columns(
+            reason=pl.col("key").cast(pl.String).replace_strict(bad, default=None, return_dtype=pl.String))
+        for line, text, reason in flagged.filter(pl.col("reason").is_not_null()).select(
+                "line", "text", "reason").iter_rows():
+            rejects.append({"line": line, "record": _record(text), "reason": reason})
+        return flagged.filter(pl.col("reason").is_null()).drop("reason")
 
 
 def _parse_key(key: str) -> Series | str:
@@ -268,6 +289,13 @@ def _flags(data: Buffer) -> tuple[bool, bool]:
     return bool((arr == 92).any()), bool((arr == 13).any())
 
 
+def _ascii(arr: np.ndarray) -> bool:
+    """No byte of the block is >= 0x80 (then it is valid UTF-8): one pass over 8-byte words."""
+    whole = len(arr) - len(arr) % 8
+    high = int(np.bitwise_or.reduce(arr[:whole].view(np.uint64))) if whole else 0
+    return not (high & 0x8080808080808080 or (whole < len(arr) and int(arr[whole:].max()) >= 0x80))
+
+
 def _valid_utf8(block: Buffer) -> bool:
     try:
         codecs.utf_8_decode(block, "strict", True)
@@ -285,40 +313,41 @@ def _split(frame: pl.DataFrame, first: int, block_flags: tuple[bool, bool]) -> p
 
     Each line still ends in its newline. The series text ends at the first `"} ` (a quote inside a label
     value is always escaped, and escapes take the careful path) or, without labels, at the first space.
-    The value and the optional timestamp follow it, one space apart.
+    The value and the optional timestamp follow it, one space apart. Anything else after the value (an
+    OpenMetrics exemplar ` # {...}`, a third field) fails the timestamp's integer cast, so such lines take
+    the careful path too. Fast lines get their series text as a dictionary-encoded `key`.
     """
     has_backslash, has_cr = block_flags
     text = pl.col("text")
     brace, close, space, gap = pl.col("brace"), pl.col("close"), pl.col("space"), pl.col("gap")
     simple = pl.when(brace.is_not_null()).then(close.is_not_null() & (brace < space)).otherwise(space > 0)
-    simple = simple & text.str.contains(" # ", literal=True).not_()  # an OpenMetrics exemplar follows
     if has_backslash:
         simple = simple & text.str.contains("\\", literal=True).not_()
     trail = pl.when(text.str.ends_with("\r\n")).then(2).otherwise(1) if has_cr else pl.lit(1)
+    kind = (pl.when(pl.col("comment")).then(1)
+            .when(pl.col("length") <= 1).then(0)
+            .when(simple & pl.col("value").is_not_null() & (gap.is_null() | pl.col("ts_raw").is_not_null())).then(2)
+            .otherwise(3).cast(pl.Int8))
     out = (
         frame.lazy()
-        .with_row_index("idx")
         .with_columns(brace=text.str.find("{", literal=True), close=text.str.find('"} ', literal=True),
                       space=text.str.find(" ", literal=True), length=text.str.len_bytes().cast(pl.Int64))
-        .with_columns(cut=pl.when(brace.is_not_null()).then(close + 2).otherwise(space).cast(pl.Int64),
-                      simple=simple)
-        .with_columns(tail=text.str.slice(pl.col("cut") + 1),
-                      tail_len=pl.col("length") - pl.col("cut") - 1 - trail)
+        .with_columns(cut=pl.when(brace.is_not_null()).then(close + 2).otherwise(space).cast(pl.Int64))
+        .with_columns(tail=text.str.slice(pl.col("cut") + 1, pl.col("length") - pl.col("cut") - 1 - trail))
         .with_columns(gap=pl.col("tail").str.find(" ", literal=True).cast(pl.Int64))
         .with_columns(
-            value=pl.col("tail").str.head(gap.fill_null(pl.col("tail_len"))).cast(pl.Float64, strict=False),
-            ts_raw=pl.col("tail").str.slice(gap + 1, pl.col("tail_len") - gap - 1).cast(pl.Int64, strict=False),
+            value=pl.col("tail").str.head(gap.fill_null(pl.col("tail").str.len_bytes().cast(pl.Int64)))
+            .cast(pl.Float64, strict=False),
+            ts_raw=pl.col("tail").str.slice(gap + 1).cast(pl.Int64, strict=False),
         )
-        .with_columns(
-            kind=pl.when(text.str.starts_with("#")).then(1)
-            .when(pl.col("length") <= 1).then(0)
-            .when(pl.col("simple") & pl.col("value").is_not_null()
-                  & (gap.is_null() | pl.col("ts_raw").is_not_null())).then(2)
-            .otherwise(3).cast(pl.Int8),
-            ts_ms=pl.when(pl.col("ts_raw").abs() < SECONDS_BELOW).then(pl.col("ts_raw") * 1000)
-            .otherwise(pl.col("ts_raw")),
-            line=pl.col("idx").cast(pl.Int64) + first,
+        .with_columns(kind=kind)
+        .select(
+            pl.int_range(first, first + pl.len(), dtype=pl.Int64).alias("line"), "kind",
+            pl.when(pl.col("kind") == 2).then(text.str.head(pl.col("cut"))).cast(pl.Categorical).alias("key"),
+            "value",
+            pl.when(pl.col("ts_raw").abs() < SECONDS_BELOW).then(pl.col("ts_raw") * 1000)
+            .otherwise(pl.col("ts_raw")).alias("ts_ms"),
+            "text",
         )
-        .select("line", "kind", "cut", "value", "ts_ms", "text")
     )
     return out.collect()
