@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import polars as pl
 
 from normalizers.exposition import RECORD_CHARS, REJECT_SCHEMA, RawBatch
@@ -68,6 +69,7 @@ class Normalizer:
         self.ids = Ids()
         self._sid: dict[str, int] = {}
         self._by_series: dict[str, int] = {}
+        self._code_sid = np.full(0, -1, dtype=np.int64)  # dictionary code of a key -> series id, -1 unknown
         self._held: pl.DataFrame | None = None  # derived inputs waiting for their partners (next batch)
         self._last: pl.DataFrame | None = None  # newest raw value of each error series in this ingest
 
@@ -91,11 +93,29 @@ class Normalizer:
         newest timestamp, whose partners may come in the next batch, are then held back until the next
         call or `finish`.
         """
-        keys = batch.samples.get_column("key").unique()
-        sids = [self.sid(k, *batch.series[k]) for k in keys.cast(pl.String).to_list()]
-        lookup = pl.DataFrame({"key": keys, "sid": pl.Series(sids, dtype=pl.UInt32)})
-        samples = batch.samples.join(lookup, on="key", how="left").drop("key")
-        return self._run(samples, prior, last)
+        key = batch.samples.get_column("key")
+        if key.dtype != pl.Categorical:
+            key = key.cast(pl.Categorical)
+        sid = self._sids(key, batch.series)
+        return self._run(batch.samples.drop("key").with_columns(sid=pl.Series(sid, dtype=pl.UInt32)), prior, last)
+
+    def _sids(self, key: pl.Series, series: dict[str, tuple[str, dict[str, str]]]) -> np.ndarray:
+        """Series id per sample, by the key's dictionary code; only codes not seen before are resolved."""
+        codes = key.to_physical().to_numpy()
+        if not len(codes):
+            return codes
+        top = int(codes.max()) + 1
+        if len(self._code_sid) < top:
+            grown = np.full(max(top, 2 * len(self._code_sid)), -1, dtype=np.int64)
+            grown[:len(self._code_sid)] = self._code_sid
+            self._code_sid = grown
+        sid = self._code_sid[codes]
+        if (sid < 0).any():
+            unseen = key.filter(pl.Series(sid < 0)).unique()
+            for code, k in zip(unseen.to_physical().to_list(), unseen.cast(pl.String).to_list(), strict=True):
+                self._code_sid[code] = self.sid(k, *series[k])
+            sid = self._code_sid[codes]
+        return sid
 
     def finish(self) -> Normalized:
         """Reject derived inputs still held when the input ends."""
