@@ -64,6 +64,9 @@ class IngestRun:
         self.failed = False
         self._open = False
         self._horizon: int | None = None
+        self._before: tuple[int, int] | None = None  # ts range stored before this run, once read
+        self._before_read = False
+        self._inserted: tuple[int, int] | None = None  # ts range of rows this run inserted
 
     def __enter__(self) -> IngestRun:
         self.con.execute("BEGIN TRANSACTION")
@@ -150,39 +153,55 @@ class IngestRun:
             if batch.height == 0:
                 return (0, 0)
         unique = batch if assume_unique else batch.unique(subset=list(KEY), keep="first", maintain_order=True)
-        in_batch_dupes = int(batch["n_src"].sum()) - int(unique["n_src"].sum())
+        offered = int(unique["n_src"].sum())
+        in_batch_dupes = int(batch["n_src"].sum()) - offered
         lo, hi = int(unique["ts"].min()), int(unique["ts"].max())  # type: ignore[arg-type]
         self.window = (min(lo, self.window[0]), max(hi, self.window[1])) if self.window else (lo, hi)
         arrow = unique.to_arrow()
         self.con.register("_hp_batch", arrow)
         try:
-            overlap = fetch_one(self.con, "SELECT count(*) FROM samples WHERE ts BETWEEN ? AND ?", [lo, hi])
-            if overlap and overlap[0]:
+            overlap = self._may_overlap(lo, hi) and fetch_one(
+                self.con, "SELECT count(*) FROM samples WHERE ts BETWEEN ? AND ?", [lo, hi]) != (0,)
+            if overlap:
                 self.con.execute(
                     f"CREATE OR REPLACE TEMP TABLE _hp_new AS SELECT b.* FROM _hp_batch b ANTI JOIN "
                     f"(SELECT {_KEY_SQL} FROM samples WHERE ts BETWEEN ? AND ?) s USING ({_KEY_SQL})",
                     [lo, hi])
                 source = "_hp_new"
+                got = fetch_one(self.con, "SELECT count(*), coalesce(sum(n_src), 0), min(ts), max(ts) FROM _hp_new")
+                assert got is not None
+                rows, stored = int(got[0]), int(got[1])
+                span = (int(got[2]), int(got[3])) if rows else None
             else:
-                source = "_hp_batch"
-            got = fetch_one(self.con, f"SELECT count(*), coalesce(sum(n_src), 0), min(ts), max(ts) FROM {source}")
-            assert got is not None
-            rows, stored = int(got[0]), int(got[1])
-            if rows:
-                span = (int(got[2]), int(got[3]))
+                source, rows, stored, span = "_hp_batch", unique.height, offered, (lo, hi)
+            if span is not None:
                 self.stored_span = span if self.stored_span is None else (
                     min(span[0], self.stored_span[0]), max(span[1], self.stored_span[1]))
+                self._inserted = span if self._inserted is None else (
+                    min(span[0], self._inserted[0]), max(span[1], self._inserted[1]))
             cols = ", ".join(SAMPLE_COLUMNS)
             self.con.execute(f"INSERT INTO samples ({cols}) SELECT {cols} FROM {source}")
             if source == "_hp_new":
                 self.con.execute("DROP TABLE _hp_new")
         finally:
             self.con.unregister("_hp_batch")
-        duplicates = int(unique["n_src"].sum()) - stored + in_batch_dupes
+        duplicates = offered - stored + in_batch_dupes
         self.rows_stored += rows
         self.counts.stored += stored
         self.counts.duplicates += duplicates
         return stored, duplicates
+
+    def _may_overlap(self, lo: int, hi: int) -> bool:
+        """Whether stored rows may fall in [lo, hi]: only then is the store searched for rows already there.
+
+        Rows stored before this run are known by their time range, read once; rows of this run by the range
+        it inserted so far. A time-ordered file never overlaps either, so its batches need no search.
+        """
+        if not self._before_read:
+            row = fetch_one(self.con, "SELECT min(ts), max(ts) FROM samples")
+            self._before = (int(row[0]), int(row[1])) if row and row[0] is not None else None
+            self._before_read = True
+        return any(span is not None and lo <= span[1] and span[0] <= hi for span in (self._before, self._inserted))
 
     def _reject_pruned(self, batch: pl.DataFrame, horizon: int) -> pl.DataFrame:
         """Samples older than the retention horizon would never reach the rollups: reject them."""
