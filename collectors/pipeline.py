@@ -83,7 +83,8 @@ class BatchWriter:
     of a batch's newest timestamp wait for the next batch: a scrape cut by a chunk boundary then lands in one
     insert, consecutive inserts of a time-ordered file never overlap in time (no anti-join against stored
     rows), and only rows at the boundary timestamp need deduplicating again. Versions are kept until the end
-    and upserted once.
+    and upserted once; so are change points of error series, unless a lookup of stored state (`prior`) needs
+    them first.
     """
 
     def __init__(self, run: IngestRun, report: IngestReport):
@@ -91,6 +92,7 @@ class BatchWriter:
         self.report = report
         self.pending: pl.DataFrame | None = None
         self.versions: pl.DataFrame | None = None  # first and last seen per version so far
+        self.state: list[pl.DataFrame] = []  # error-state change points not written yet
 
     def raw(self, batch: RawBatch) -> None:
         self.run.add_read(batch.reads)
@@ -105,7 +107,8 @@ class BatchWriter:
     def normalized(self, out: Normalized) -> None:
         self._rejects(out.rejects)
         self.run.add_duplicates(out.folded)
-        record_error_state(self.run.con, out.state)
+        if out.state.height:
+            self.state.append(out.state)
         if out.versions.height:
             seen = out.versions if self.versions is None else pl.concat([self.versions, out.versions])
             self.versions = seen.group_by("pool", "node", "device", "component", "version").agg(
@@ -125,7 +128,21 @@ class BatchWriter:
             send = send.filter(pl.col("ts") != edge)
         self.run.add_samples(send, assume_unique=True)
 
+    def prior(self, keys: pl.DataFrame) -> pl.DataFrame:
+        """Stored error state for the normalizer, including the change points of earlier batches."""
+        self._write_state()
+        return prior_error_state(self.run.con, keys)
+
+    def _write_state(self) -> None:
+        if self.state:
+            # a change point already written is kept, as one insert per batch would have kept the first
+            changes = pl.concat(self.state).unique(["node", "device", "source", "ts"], keep="first",
+                                                   maintain_order=True)
+            self.state = []
+            record_error_state(self.run.con, changes)
+
     def flush(self) -> None:
+        self._write_state()
         if self.pending is not None and self.pending.height:
             self.run.add_samples(self.pending)
         self.pending = None
@@ -154,7 +171,7 @@ def ingest_exposition(con: duckdb.DuckDBPyConnection, chunks: Iterable[bytes | m
         for n, batch in enumerate(_batches(parser, chunks), start=1):
             writer.raw(batch)
             if batch.samples.height:
-                writer.normalized(normalizer.normalize(batch, stored_state(con), last=False))
+                writer.normalized(normalizer.normalize(batch, writer.prior, last=False))
             if after_batch is not None:
                 after_batch(n)
         writer.normalized(normalizer.finish())
@@ -184,7 +201,7 @@ def ingest_frame(con: duckdb.DuckDBPyConnection, frame: pl.DataFrame, *, kind: s
         writer = BatchWriter(run, report)
         run.add_read(frame.height)
         if frame.height:
-            writer.normalized(normalizer.normalize_frame(frame, stored_state(con)))
+            writer.normalized(normalizer.normalize_frame(frame, writer.prior))
         writer.flush()
         report.warnings = list(run.warnings)
     return report
