@@ -64,6 +64,9 @@ class RetryPolicy:
 
 def _describe(exc: BaseException) -> str:
     text = str(exc)
+    if isinstance(exc, requests.exceptions.SSLError):
+        why = "certificate verify failed" if "CERTIFICATE_VERIFY_FAILED" in text else "TLS handshake failed"
+        return f"{why}; set {ENV_CA} to the server's CA file (or pass --insecure)"
     if "Connection refused" in text or "NewConnectionError" in text:
         return "connection refused"
     if isinstance(exc, requests.Timeout):
@@ -116,8 +119,9 @@ class PromClient:
             raise PromUnavailable(f"cannot list metrics at {self.url}: {str(exc)[:200]}") from None
 
     def _get(self, path: str, params: dict[str, str]) -> requests.Response:
+        # verify is passed explicitly: left to requests, $REQUESTS_CA_BUNDLE would override the session's choice
         return self.session.get(f"{self.url}{path}", params=params, headers=self.auth.headers(),
-                                auth=self.auth.basic(), timeout=self.retry.timeout_s)
+                                auth=self.auth.basic(), timeout=self.retry.timeout_s, verify=self.session.verify)
 
     def range_vector(self, selector: str, start_ms: int, end_ms: int) -> RangeVector:
         """All raw samples with start_ms < ts <= end_ms, via an instant query of a range selector."""

@@ -1,10 +1,11 @@
 #!/bin/sh
-# Installs the Debian packages the tests drive for real (prometheus, promtool, chromium) when missing.
+# Installs the Debian packages the tests drive for real (prometheus, promtool, chromium, openssl) when missing.
 set -eu
 missing=""
 command -v prometheus >/dev/null 2>&1 || missing="$missing prometheus"
 command -v promtool >/dev/null 2>&1 || missing="$missing prometheus"
 command -v chromium >/dev/null 2>&1 || missing="$missing chromium"
+command -v openssl >/dev/null 2>&1 || missing="$missing openssl"
 [ -z "$missing" ] && exit 0
 if [ "$(id -u)" -ne 0 ]; then
     SUDO=sudo

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import ssl
+import subprocess
 import threading
 import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 # What to do with the n-th request (0-based): "ok", "500", "slow" (answer after the client gave up), "drop",
 # "warn" (answer with a partial-response warning added).
@@ -17,7 +20,7 @@ Plan = Callable[[int, str], str]
 class _Proxy:
     """Forwards GET and POST to upstream; subclasses decide per request whether to misbehave."""
 
-    def __init__(self, upstream: str):
+    def __init__(self, upstream: str, tls: tuple[Path, Path] | None = None):
         self.upstream = upstream.rstrip("/")
         self.requests: list[tuple[str, str]] = []  # (path, action) in arrival order
         self._lock = threading.Lock()
@@ -36,7 +39,13 @@ class _Proxy:
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        scheme = "http"
+        if tls is not None:
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            context.load_cert_chain(*tls)
+            self.server.socket = context.wrap_socket(self.server.socket, server_side=True)
+            scheme = "https"
+        self.url = f"{scheme}://127.0.0.1:{self.server.server_address[1]}"
         self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
 
     def __enter__(self) -> _Proxy:
@@ -121,3 +130,16 @@ class AuthProxy(_Proxy):
         got = handler.headers.get("Authorization", "")
         self.seen_authorization.append(got)
         return "ok" if got == self.authorization else "401"
+
+
+class TlsProxy(_Proxy):
+    """Serves HTTPS with the given certificate and forwards everything."""
+
+
+def self_signed(folder: Path) -> tuple[Path, Path]:
+    """A certificate and key for 127.0.0.1, made with the openssl command."""
+    cert, key = folder / "cert.pem", folder / "key.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj",
+                    "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(key), "-out",
+                    str(cert)], check=True, capture_output=True, timeout=60)
+    return cert, key

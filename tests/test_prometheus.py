@@ -24,7 +24,7 @@ from pool_registry import load_registry
 from store import connect, save_registry
 from tests.conftest import FLEET
 from tests.promserver import STEP_S, T0_S, FixtureFleet, PrometheusServer, Series
-from tests.proxies import AuthProxy, FaultProxy
+from tests.proxies import AuthProxy, FaultProxy, TlsProxy, self_signed
 
 pytestmark = pytest.mark.prometheus
 
@@ -156,10 +156,19 @@ def test_follow_polls_from_the_watermark(prom: PrometheusServer, tmp_path: Path,
 
 def test_retries_heal_500s_timeouts_and_drops(prom: PrometheusServer, tmp_path: Path,
                                               clean: tuple[int, str]) -> None:
+    attempts: dict[str, int] = {}
+    first_tries = ("500", "drop", "warn", "ok", "ok", "500", "ok")
+
     def plan(n: int, path: str) -> str:
+        # by query, not by arrival order, so two fetchers interleaving cannot stack three faults on one query
         if "/api/v1/query" not in path or "query=" not in path:
             return "ok"
-        return {0: "500", 1: "slow", 3: "drop", 4: "500", 7: "warn"}.get(n % 23, "ok")
+        k = attempts.get(path, 0)
+        attempts[path] = k + 1
+        q = len(attempts)
+        if k == 0:
+            return "slow" if q % 60 == 1 else first_tries[q % len(first_tries)]  # a timeout costs a second
+        return "500" if k == 1 and q % 5 == 0 else "ok"  # some queries fail twice before they heal
 
     con = fresh_db(tmp_path / "x.duckdb")
     with FaultProxy(prom.url, plan, slow_s=2.0) as proxy:
@@ -284,3 +293,27 @@ def test_unusable_server_is_one_line_and_writes_nothing(tmp_path: Path, url: str
     con = connect(db)
     assert con.execute("SELECT count(*) FROM ingest_runs").fetchone() == (0,)
     con.close()
+
+
+def test_tls_is_verified_unless_told_otherwise(prom: PrometheusServer, tmp_path: Path) -> None:
+    cert, key = self_signed(tmp_path)
+    db = tmp_path / "tls.duckdb"
+    fresh_db(db).close()
+    window = ["--start", "2026-11-01T00:00:00Z", "--end", "2026-11-01T00:05:00Z", "--profile", "dcgm"]
+    with TlsProxy(prom.url, tls=(cert, key)) as proxy:
+        assert proxy.url.startswith("https://")
+        refused = hetpool("--db", str(db), "ingest", "prometheus", "--url", proxy.url, *window)
+        _, refused_err = refused.communicate(timeout=120)
+        trusted = hetpool("--db", str(db), "--json", "ingest", "prometheus", "--url", proxy.url, *window,
+                          env={"HETPOOL_PROM_CA_BUNDLE": str(cert)})
+        trusted_out, trusted_err = trusted.communicate(timeout=120)
+        later = ["--start", "2026-11-01T00:05:00Z", "--end", "2026-11-01T00:10:00Z", "--profile", "dcgm"]
+        insecure = hetpool("--db", str(db), "--json", "ingest", "prometheus", "--url", proxy.url, *later,
+                           "--insecure")
+        insecure_out, _ = insecure.communicate(timeout=120)
+    assert refused.returncode == 2
+    assert refused_err.strip() == (f"hetpool: error: cannot reach Prometheus at {proxy.url}: certificate verify "
+                                   "failed; set HETPOOL_PROM_CA_BUNDLE to the server's CA file (or pass --insecure)")
+    assert trusted.returncode == 0, trusted_out + trusted_err
+    assert json.loads(trusted_out)["stored"] == 20 * 16  # 20 scrapes in (00:00, 00:05] x 16 DCGM series
+    assert insecure.returncode == 0 and json.loads(insecure_out)["stored"] == 20 * 16
