@@ -38,6 +38,10 @@ class Ids:
     canon: dict[RowKey, int] = field(default_factory=dict)
     derived: dict[int, _DerivedGroup] = field(default_factory=dict)
     error_keys: dict[tuple[str, str, str], int] = field(default_factory=dict)
+    # True once two series (or a series and a derived group) produce rows of the same canonical id: then a
+    # batch's rows need deduplicating on (canonical id, ts); until then they are unique by construction
+    shared: bool = False
+    produced: set[int] = field(default_factory=set)  # canonical ids that series or derived groups produce
     _rows: dict[str, list[object]] = field(default_factory=lambda: {c: [] for c in _SERIES_SCHEMA})
     _cache: dict[str, pl.DataFrame] = field(default_factory=dict)
 
@@ -63,11 +67,15 @@ class Ids:
         role = ROLES["reject"] if r.reason else ROLES[{"input": "input", "error": "error"}.get(r.kind, "direct")]
         cid = self.canonical((r.pool, r.node, r.device, r.metric, r.attributes)) if r.metric and not r.reason \
             else None
+        if cid is not None and role == ROLES["direct"]:
+            self._produce(cid)
         did = inp = None
         consumed = False
         if r.derived and not r.reason:
             use = r.derived[0]
             did = self.canonical((r.pool, r.node, r.device, use.derived.metric, use.attributes))
+            if did not in self.derived:
+                self._produce(did)
             self.derived.setdefault(did, _DerivedGroup(use.derived, use.derived.inputs))
             inp = use.derived.inputs.index(use.name)
             consumed = use.consumed_only
@@ -82,6 +90,11 @@ class Ids:
             self._rows[column].append(value)
         self._cache.clear()
         return sid
+
+    def _produce(self, cid: int) -> None:
+        if cid in self.produced:
+            self.shared = True
+        self.produced.add(cid)
 
     def series_frame(self) -> pl.DataFrame:
         """Row i: role, canonical id, derived group, scale, valid range, sentinel, rule, error id of series i."""
@@ -127,6 +140,11 @@ class Ids:
 
     def error_frame(self) -> pl.DataFrame:
         """Per error series id: its state key and whether it is a sticky code."""
+        if "errors" not in self._cache:
+            self._cache["errors"] = self._error_frame()
+        return self._cache["errors"]
+
+    def _error_frame(self) -> pl.DataFrame:
         keys = list(self.error_keys)
         sticky = {}
         for r in self.series:

@@ -182,9 +182,10 @@ class Normalizer:
         table = self.ids.series_frame()
         frame = pl.concat([samples, table.drop("sid")[samples.get_column("sid")]], how="horizontal").with_columns(
             ts=pl.col("ts_ms").fill_null(self.options.default_ts_ms))
+        dup = pl.lit(False) if _pairs_distinct(frame, "sid") else _first_of_pair(frame, "sid", "ts").not_()
         frame = (
             frame.lazy()
-            .with_columns(dup=_first_of_pair(frame, "sid", "ts").not_())
+            .with_columns(dup=dup)
             .with_columns(code=self._codes())
             .with_columns(value=self._remap() if any(r.values for r in self.ids.rules) else pl.col("value"))
             .collect()
@@ -200,11 +201,35 @@ class Normalizer:
                                                        self._last)
         rows.append(events)
         out = pl.concat([r.cast({"cid": pl.UInt32, "value": pl.Float64, "n_src": pl.Int64}) for r in rows])
-        unique = out.filter(_first_of_pair(out, "cid", "ts"))
+        # rows are unique by construction unless two producers share a canonical id, or events meet each other
+        # or another producer's rows
+        shared = self.ids.shared or (events.height > 0 and (
+            not self.ids.produced.isdisjoint(events.get_column("cid").unique().to_list())
+            or events.select("cid", "ts").is_duplicated().any()))
+        unique = out.filter(_first_of_pair(out, "cid", "ts")) if shared else out
         folded += int(out.get_column("n_src").sum()) - int(unique.get_column("n_src").sum())
         canon = self.ids.canonical_frame()[unique.get_column("cid")]
         samples_out = pl.concat([unique, canon], how="horizontal").select(list(ROW_SCHEMA))
         return Normalized(samples_out, pl.concat(rejects), _versions(good, self.ids), folded, state)
+
+
+def _pairs_distinct(frame: pl.DataFrame, small: str) -> bool:
+    """True when no (small id, ts) pair repeats, told without hashing when ts never decreases (a file of
+    scrapes in time order); False when that cannot be told cheaply."""
+    if frame.height < 2:
+        return True
+    ts = frame.get_column("ts").to_numpy()
+    step = np.diff(ts)
+    if (step < 0).any():
+        return False
+    runs = np.empty(len(ts), dtype=np.int64)
+    runs[0] = 0
+    np.cumsum(step != 0, out=runs[1:])
+    ids = frame.get_column(small).to_numpy()
+    width = int(ids.max()) + 1
+    if (int(runs[-1]) + 1) * width > 4 * len(ts) + 1024:  # too sparse to count in an array
+        return False
+    return int(np.bincount(runs * width + ids).max()) <= 1
 
 
 def _first_of_pair(frame: pl.DataFrame, small: str, ts: str) -> pl.Expr:
