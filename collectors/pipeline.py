@@ -27,7 +27,7 @@ from normalizers import (
     RawBatch,
     load_profiles,
 )
-from store import IngestCounts, IngestRun, latest_registry
+from store import KEY, IngestCounts, IngestRun, latest_registry
 from store.error_state import prior_error_state, record_error_state
 
 Clock = Callable[[], float]  # seconds since the epoch
@@ -124,8 +124,10 @@ class BatchWriter:
         self.pending = rows.filter(pl.col("ts") == newest)
         send = rows.filter(pl.col("ts") < newest)
         if edge is not None:  # the held rows and this batch may both hold a row for the same key there
-            self.run.add_samples(send.filter(pl.col("ts") == edge))
-            send = send.filter(pl.col("ts") != edge)
+            at_edge = send.filter(pl.col("ts") == edge)
+            if at_edge.select(KEY).is_duplicated().any():
+                self.run.add_samples(at_edge)
+                send = send.filter(pl.col("ts") != edge)
         self.run.add_samples(send, assume_unique=True)
 
     def prior(self, keys: pl.DataFrame) -> pl.DataFrame:
