@@ -1,0 +1,116 @@
+"""The ingest path's shortcuts give what the general path gives: overlap search, uniqueness, deferred state."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import duckdb
+import polars as pl
+
+from collectors.pipeline import BatchWriter, IngestReport
+from normalizers.normalize import _pairs_distinct
+from store import IngestRun, connect
+from tests.test_ingest import frame, samples
+from tests.test_normalize import normalize, reasons
+from tests.test_pipeline import AT, ingest, one
+
+PAD = "# " + "x" * 5000 + "\n"  # a comment longer than the smallest chunk: what follows lands in a new batch
+XID = 'DCGM_FI_DEV_XID_ERRORS{{gpu="0",Hostname="h100-a-001"}} {value} {ts}\n'
+TEMP = 'DCGM_FI_DEV_GPU_TEMP{{gpu="{gpu}",Hostname="h100-a-001",modelName="{model}"}} {value} {ts}\n'
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "in.prom"
+    path.write_text(text)
+    return path
+
+
+def test_a_run_searches_its_own_earlier_batches(con: duckdb.DuckDBPyConnection) -> None:
+    late = frame([(3000, "m", 3.0), (4000, "m", 4.0)])
+    early = frame([(1000, "m", 1.0), (3000, "m", 9.0), (4000, "m2", 5.0)])  # 3000/m is already in the run
+    with IngestRun(con, "file", "a") as run:
+        run.add_read(5)
+        assert run.add_samples(late, assume_unique=True) == (2, 0)
+        assert run.add_samples(early, assume_unique=True) == (2, 1)
+    assert samples(con) == [(1000, "m", 1.0), (3000, "m", 3.0), (4000, "m", 4.0), (4000, "m2", 5.0)]
+    assert one(con, "SELECT count(*) FROM rollup_1m", []) == 2  # m and m2 in the first minute
+
+
+def test_rows_stored_before_the_run_are_searched_only_inside_their_range(con: duckdb.DuckDBPyConnection) -> None:
+    with IngestRun(con, "file", "a") as run:
+        run.add_read(2)
+        run.add_samples(frame([(1000, "m", 1.0), (5000, "m", 5.0)]))
+    with IngestRun(con, "file", "b") as run:
+        run.add_read(4)
+        assert run.add_samples(frame([(9000, "m", 9.0)]), assume_unique=True) == (1, 0)  # after: no search
+        assert run.add_samples(frame([(3000, "m", 3.0), (5000, "m", 7.0), (6000, "m", 6.0)]),
+                               assume_unique=True) == (2, 1)
+    assert samples(con) == [(1000, "m", 1.0), (3000, "m", 3.0), (5000, "m", 5.0), (6000, "m", 6.0),
+                            (9000, "m", 9.0)]
+    assert run.counts.as_dict() == {"read": 4, "stored": 3, "rejected": 0, "duplicates": 1}
+
+
+def test_pairs_are_counted_without_hashing_only_when_time_is_ordered() -> None:
+    ordered = pl.DataFrame({"ts": [1, 1, 2, 2, 3], "sid": [0, 1, 0, 1, 0]})
+    assert _pairs_distinct(ordered, "sid")
+    assert not _pairs_distinct(ordered.with_columns(sid=pl.Series([0, 1, 0, 0, 0])), "sid")
+    assert not _pairs_distinct(ordered.reverse(), "sid")  # not ordered: left to the hashing path
+    assert _pairs_distinct(ordered.head(1), "sid")
+
+
+def test_duplicates_are_found_when_time_goes_backwards() -> None:
+    text = "".join(TEMP.format(gpu=0, model="a", value=v, ts=t) for v, t in ((40, 2000), (41, 1000), (42, 2000)))
+    out, reads = normalize(text)
+    assert reads == 3 and out.samples.height == 2
+    assert reasons(out) == ["duplicate series in one scrape: same series and timestamp as an earlier line"]
+
+
+def test_two_series_of_one_canonical_row_keep_the_first() -> None:
+    # modelName is not kept, so both lines are the same canonical row
+    text = "".join(TEMP.format(gpu=0, model=m, value=v, ts=AT) for m, v in (("a", 40), ("b", 41)))
+    out, reads = normalize(text)
+    assert reads == 2 and out.samples["value"].to_list() == [40.0] and out.folded == 1
+
+
+def test_state_of_earlier_batches_answers_a_later_lookup(con: duckdb.DuckDBPyConnection, tmp_path: Path) -> None:
+    # the third sample goes back in time, so its batch asks the store for the state before it: the change
+    # points of the first batch, still waiting to be written, must be written first
+    text = (XID.format(value=48, ts=AT) + XID.format(value=0, ts=AT + 30_000) + PAD
+            + XID.format(value=48, ts=AT + 15_000) + PAD)
+    report = ingest(con, write(tmp_path, text), chunk=4096)
+    events = con.execute("SELECT ts FROM samples WHERE metric = 'accelerator.errors'").fetchall()
+    assert events == [(AT,)]  # at AT + 15 s the code is 48 again, as it was: not a new event
+    assert report.counts.as_dict() == {"read": 3, "stored": 1, "rejected": 0, "duplicates": 2}
+    assert con.execute("SELECT ts, value FROM error_state ORDER BY ts").fetchall() == [(AT, 48.0), (AT + 30_000, 0.0)]
+
+
+def test_a_line_repeated_across_a_chunk_boundary_is_one_row(con: duckdb.DuckDBPyConnection, tmp_path: Path) -> None:
+    first, second = (TEMP.format(gpu=g, model="a", value=40 + g, ts=AT) for g in (0, 1))
+    later = TEMP.format(gpu=0, model="a", value=50, ts=AT + 15_000)
+    text = first + second + PAD + second.replace(" 41 ", " 99 ") + first.replace(" 40 ", " 77 ") + later
+    report = ingest(con, write(tmp_path, text), chunk=4096)
+    assert report.counts.as_dict() == {"read": 5, "stored": 3, "rejected": 0, "duplicates": 2}
+    assert con.execute("SELECT ts, device, value FROM samples ORDER BY ALL").fetchall() == [
+        (AT, "0", 40.0), (AT, "1", 41.0), (AT + 15_000, "0", 50.0)]
+
+
+def test_the_writer_writes_state_once(con: duckdb.DuckDBPyConnection) -> None:
+    keys = pl.DataFrame({"node": ["n"], "device": ["0"], "source": ["s"], "before": [10]})
+    change = pl.DataFrame({"node": ["n"], "device": ["0"], "source": ["s"], "ts": [5], "value": [48.0]})
+    with IngestRun(con, "file", "a") as run:
+        writer = BatchWriter(run, IngestReport("a", run.run_id, run.counts))
+        writer.state = [change, change.with_columns(value=pl.lit(7.0))]  # the same change point twice
+        assert writer.prior(keys)["value"].to_list() == [48.0]  # the first is kept, as before
+        assert writer.state == []
+    assert con.execute("SELECT ts, value FROM error_state").fetchall() == [(5, 48.0)]
+
+
+def test_fresh_database_rollups_match_raw(tmp_path: Path) -> None:
+    c = connect(tmp_path / "r.duckdb")
+    text = "".join(TEMP.format(gpu=g, model="a", value=30 + g + i, ts=AT + i * 15_000)
+                   for i in range(12) for g in range(4))
+    ingest(c, write(tmp_path, text), chunk=4096)
+    raw = c.execute("SELECT ts - ts % 60000, device, count(*), sum(value), min(value), max(value), "
+                    "arg_max(value, ts) FROM samples GROUP BY ALL ORDER BY ALL").fetchall()
+    assert c.execute("SELECT bucket, device, count, sum, min, max, last FROM rollup_1m ORDER BY ALL").fetchall() == raw
+    c.close()
