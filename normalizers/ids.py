@@ -125,6 +125,11 @@ class Ids:
 
     def derived_frame(self) -> pl.DataFrame:
         """Per derived group: how many distinct inputs it needs and the unit factor of their sum."""
+        if "derived" not in self._cache:
+            self._cache["derived"] = self._derived_frame()
+        return self._cache["derived"]
+
+    def _derived_frame(self) -> pl.DataFrame:
         dids = list(self.derived)
         return pl.DataFrame({"did": pl.Series(dids, dtype=pl.UInt32),
                              "need": pl.Series([len(self.derived[d].names) for d in dids], dtype=pl.UInt32),

@@ -190,15 +190,18 @@ class Normalizer:
             .with_columns(value=self._remap() if any(r.values for r in self.ids.rules) else pl.col("value"))
             .collect()
         )
-        good = frame.filter(pl.col("code") == OK)
-        rejects = [_reasons(frame.filter(pl.col("code") != OK), self.ids)]
-        rows = [good.filter(pl.col("role") == DIRECT).select(
-            "ts", "cid", (pl.col("value") * pl.col("scale")).alias("value"), pl.lit(1, pl.Int64).alias("n_src"))]
+        # filters run lazily, so that only the columns each part needs are copied
+        bad = frame.lazy().filter(pl.col("code") != OK).collect()
+        good = frame if bad.height == 0 else frame.filter(pl.col("code") == OK)
+        rejects = [_reasons(bad, self.ids)]
+        rows = [good.lazy().filter(pl.col("role") == DIRECT).select(
+            "ts", "cid", (pl.col("value") * pl.col("scale")).alias("value"), pl.lit(1, pl.Int64).alias("n_src"))
+            .collect()]
         derived, left, self._held = _derived(good, self._held, self.ids, last)
         rows.append(derived)
         rejects.append(left)
-        events, state, folded, self._last = error_rows(good.filter(pl.col("role") == ERROR), self.ids, prior,
-                                                       self._last)
+        errors = good.lazy().filter(pl.col("role") == ERROR).select("sid", "eid", "line", "ts", "value").collect()
+        events, state, folded, self._last = error_rows(errors, self.ids, prior, self._last)
         rows.append(events)
         out = pl.concat([r.cast({"cid": pl.UInt32, "value": pl.Float64, "n_src": pl.Int64}) for r in rows])
         # rows are unique by construction unless two producers share a canonical id, or events meet each other
@@ -298,7 +301,7 @@ def _derived(good: pl.DataFrame, held: pl.DataFrame | None, ids: Ids, last: bool
     in two by a chunk boundary; other incomplete groups reject their consumed-only inputs.
     """
     cols = ["line", "sid", "ts", "ts_ms", "value", "text", "did", "inp", "consumed"]
-    inputs = good.filter(pl.col("did").is_not_null()).select(cols)
+    inputs = good.lazy().filter(pl.col("did").is_not_null()).select(cols).collect()
     if held is not None:
         inputs = pl.concat([held, inputs])
     empty = pl.DataFrame(schema={"ts": pl.Int64, "cid": pl.UInt32, "value": pl.Float64, "n_src": pl.Int64})
