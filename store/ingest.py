@@ -146,7 +146,7 @@ class IngestRun:
         # Categorical text columns stay dictionary-encoded: DuckDB then holds an uncommitted run in half the memory
         batch = frame.select([pl.col(c) if t == pl.String() and frame.schema[c] == pl.Categorical() else
                               pl.col(c).cast(t) for c, t in SAMPLE_SCHEMA.items()]).with_columns(weights.alias("n_src"))
-        if batch.select(pl.any_horizontal(pl.col(list(SAMPLE_COLUMNS)).is_null()).any()).item():
+        if any(batch.select(SAMPLE_COLUMNS).null_count().row(0)):  # null counts are known per column: no pass
             raise StoreError(f"ingest of {self.source!r} produced a sample with a null field")
         if self._horizon is not None:
             batch = self._reject_pruned(batch, self._horizon)
