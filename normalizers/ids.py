@@ -144,7 +144,7 @@ class Ids:
                 f"{', '.join(lacking)} at the same time")
 
     def error_frame(self) -> pl.DataFrame:
-        """Per error series id: its state key and whether it is a sticky code."""
+        """Per error series id: its state key and whether it is a sticky code (row i is error series i)."""
         if "errors" not in self._cache:
             self._cache["errors"] = self._error_frame()
         return self._cache["errors"]

@@ -343,7 +343,14 @@ def _versions(good: pl.DataFrame, ids: Ids) -> pl.DataFrame:
     table = ids.versions_frame()
     if table.height == 0:
         return pl.DataFrame(schema=VERSION_SCHEMA)
-    seen = good.group_by("sid").agg(pl.col("ts").min().alias("first"), pl.col("ts").max().alias("last"))
-    joined = seen.join(table, on="sid", how="inner")
+    # first and last timestamp per series id, in arrays indexed by id (no hashing)
+    sid, ts = good.get_column("sid").to_numpy(), good.get_column("ts").to_numpy()
+    first = np.full(len(ids.series), np.iinfo(np.int64).max)
+    last = np.full(len(ids.series), np.iinfo(np.int64).min)
+    np.minimum.at(first, sid, ts)
+    np.maximum.at(last, sid, ts)
+    at = table.get_column("sid").to_numpy()
+    joined = table.with_columns(first=pl.Series(first[at]), last=pl.Series(last[at])).filter(
+        pl.Series(last[at] >= first[at]))  # series seen in this batch
     return pl.concat([joined.select(*list(VERSION_SCHEMA)[:-1], pl.col(c).alias("ts")) for c in ("first", "last")])
 

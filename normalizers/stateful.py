@@ -38,10 +38,12 @@ def error_rows(rows: pl.DataFrame, ids: Ids, prior: StateLookup | None, last: pl
     """
     if rows.height == 0:
         return pl.DataFrame(schema=_EVENT_SCHEMA), pl.DataFrame(schema=STATE_SCHEMA), 0, last
-    keys = ids.error_frame()
-    data = rows.select("sid", "eid", "line", "ts", "value").sort("eid", "ts", "line").join(
-        keys.select("eid", "sticky"), on="eid", how="left", maintain_order="left")
-    before = data.group_by("eid").agg(pl.col("ts").min().alias("before"))
+    keys = ids.error_frame()  # row i is error series i
+    # sorted by series, then time: a series' first row and previous value are found by shifting, not grouping
+    data = rows.select("sid", "eid", "line", "ts", "value").sort("eid", "ts", "line")
+    data = data.with_columns(sticky=keys.get_column("sticky").gather(data.get_column("eid")),
+                             head=pl.col("eid").ne_missing(pl.col("eid").shift(1)))
+    before = data.filter("head").select("eid", pl.col("ts").alias("before"))
     if last is not None:
         before = before.join(last, on="eid", how="left")
     else:
@@ -56,16 +58,18 @@ def error_rows(rows: pl.DataFrame, ids: Ids, prior: StateLookup | None, last: pl
             "eid", pl.col("value").cast(pl.Float64).alias("prior")))
     data = data.join(pl.concat(found), on="eid", how="left", maintain_order="left")
     v, prev = pl.col("value"), pl.col("prev")
-    data = data.with_columns(prev=pl.coalesce(v.shift(1).over("eid"), pl.col("prior"))).with_columns(
+    data = data.with_columns(prev=pl.when(pl.col("head")).then(pl.col("prior")).otherwise(v.shift(1))).with_columns(
         changed=prev.is_null() | (v != prev),
         delta=pl.when(prev.is_null() | (v < prev)).then(v).otherwise(v - prev),
     ).with_columns(
         event=pl.when(pl.col("sticky")).then(pl.col("changed") & (v != 0)).otherwise(pl.col("delta") > 0),
     )
-    changes = data.filter(pl.col("changed")).join(keys, on="eid", how="left").select(
-        "node", "device", "source", "ts", "value")
+    changed = data.filter(pl.col("changed"))
+    changes = pl.concat([keys.select("node", "device", "source")[changed.get_column("eid")],
+                         changed.select("ts", "value")], how="horizontal")
     hits = data.filter(pl.col("event"))
-    newest = data.group_by("eid").agg(pl.col("ts").last().alias("last_ts"), pl.col("value").last().alias("last"))
+    newest = data.filter(pl.col("eid").ne_missing(pl.col("eid").shift(-1))).select(
+        "eid", pl.col("ts").alias("last_ts"), pl.col("value").alias("last"))
     if last is not None:
         newest = pl.concat([last, newest.cast(LAST_SCHEMA)]).sort("last_ts").unique("eid", keep="last")  # type: ignore[arg-type]
     return _events(hits, ids), changes, data.height - hits.height, newest.cast(LAST_SCHEMA)  # type: ignore[arg-type]
