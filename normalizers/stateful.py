@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+import numpy as np
 import polars as pl
 
 from normalizers.series import canonical_json, error_class_of
@@ -39,40 +40,78 @@ def error_rows(rows: pl.DataFrame, ids: Ids, prior: StateLookup | None, last: pl
     if rows.height == 0:
         return pl.DataFrame(schema=_EVENT_SCHEMA), pl.DataFrame(schema=STATE_SCHEMA), 0, last
     keys = ids.error_frame()  # row i is error series i
-    # sorted by series, then time: a series' first row and previous value are found by shifting, not grouping
+    # Sorted by series, then time: each series is a run of rows, so its first row, previous values and newest
+    # value are positions in plain arrays (a handful of array operations, whatever the number of series).
     data = rows.select("sid", "eid", "line", "ts", "value").sort("eid", "ts", "line")
-    data = data.with_columns(sticky=keys.get_column("sticky").gather(data.get_column("eid")),
-                             head=pl.col("eid").ne_missing(pl.col("eid").shift(1)))
-    before = data.filter("head").select("eid", pl.col("ts").alias("before"))
-    if last is not None:
-        before = before.join(last, on="eid", how="left")
-    else:
-        before = before.with_columns(last_ts=pl.lit(None, pl.Int64), last=pl.lit(None, pl.Float64))
-    cached = before.filter(pl.col("last_ts") < pl.col("before")).select("eid", pl.col("last").alias("prior"))
-    ask = before.filter(pl.col("last_ts").is_null() | (pl.col("last_ts") >= pl.col("before")))
-    found = [cached]
-    if prior is not None and ask.height:
-        ask = ask.join(keys, on="eid")
-        known = prior(ask.select("node", "device", "source", "before"))
-        found.append(ask.join(known, on=["node", "device", "source"], how="inner").select(
-            "eid", pl.col("value").cast(pl.Float64).alias("prior")))
-    data = data.join(pl.concat(found), on="eid", how="left", maintain_order="left")
-    v, prev = pl.col("value"), pl.col("prev")
-    data = data.with_columns(prev=pl.when(pl.col("head")).then(pl.col("prior")).otherwise(v.shift(1))).with_columns(
-        changed=prev.is_null() | (v != prev),
-        delta=pl.when(prev.is_null() | (v < prev)).then(v).otherwise(v - prev),
-    ).with_columns(
-        event=pl.when(pl.col("sticky")).then(pl.col("changed") & (v != 0)).otherwise(pl.col("delta") > 0),
-    )
-    changed = data.filter(pl.col("changed"))
-    changes = pl.concat([keys.select("node", "device", "source")[changed.get_column("eid")],
-                         changed.select("ts", "value")], how="horizontal")
-    hits = data.filter(pl.col("event"))
-    newest = data.filter(pl.col("eid").ne_missing(pl.col("eid").shift(-1))).select(
-        "eid", pl.col("ts").alias("last_ts"), pl.col("value").alias("last"))
-    if last is not None:
-        newest = pl.concat([last, newest.cast(LAST_SCHEMA)]).sort("last_ts").unique("eid", keep="last")  # type: ignore[arg-type]
-    return _events(hits, ids), changes, data.height - hits.height, newest.cast(LAST_SCHEMA)  # type: ignore[arg-type]
+    eid, ts = data.get_column("eid").to_numpy(), data.get_column("ts").to_numpy()
+    v = data.get_column("value").to_numpy()
+    head = np.empty(len(eid), dtype=bool)
+    head[0] = True
+    np.not_equal(eid[1:], eid[:-1], out=head[1:])
+    heads = np.flatnonzero(head)
+    series, before = eid[heads], ts[heads]
+    newest = _Newest.of(last, len(keys))
+    cached = newest.known[series] & (newest.ts[series] < before)
+    prior_v = np.where(cached, newest.value[series], np.nan)
+    has_prior = cached.copy()
+    ask = ~cached
+    if prior is not None and ask.any():
+        asked = keys[series[ask]].with_columns(before=pl.Series(before[ask]),
+                                                at=pl.Series(np.flatnonzero(ask)))
+        known = prior(asked.select("node", "device", "source", "before"))
+        got = asked.join(known, on=["node", "device", "source"], how="inner")
+        at = got.get_column("at").to_numpy()
+        prior_v[at] = got.get_column("value").cast(pl.Float64).to_numpy()
+        has_prior[at] = True
+    prev = np.empty_like(v)
+    prev[1:] = v[:-1]
+    prev[heads] = prior_v
+    known_prev = ~head
+    known_prev[heads] = has_prior
+    changed = ~known_prev | (v != prev)
+    delta = np.where(~known_prev | (v < prev), v, v - prev)
+    sticky = keys.get_column("sticky").to_numpy()[eid]
+    event = np.where(sticky, changed & (v != 0), delta > 0)
+    changes = pl.concat([keys.select("node", "device", "source")[eid[changed]],
+                         pl.DataFrame({"ts": ts[changed], "value": v[changed]})], how="horizontal")
+    hits = data.filter(pl.Series(event)).with_columns(delta=pl.Series(delta[event]),
+                                                      sticky=pl.Series(sticky[event]))
+    tail = np.append(heads[1:] - 1, len(eid) - 1)
+    newest.update(eid[tail], ts[tail], v[tail])
+    return _events(hits, ids), changes, data.height - hits.height, newest.frame()
+
+
+class _Newest:
+    """The newest raw value of each error series, in arrays indexed by error series id."""
+
+    def __init__(self, width: int):
+        self.known = np.zeros(width, dtype=bool)
+        self.ts = np.zeros(width, dtype=np.int64)
+        self.value = np.zeros(width, dtype=np.float64)
+
+    @classmethod
+    def of(cls, frame: pl.DataFrame | None, width: int) -> _Newest:
+        """From a LAST_SCHEMA frame (None: nothing known yet)."""
+        out = cls(width)
+        if frame is not None and frame.height:
+            at = frame.get_column("eid").to_numpy()
+            out.known[at] = True
+            out.ts[at] = frame.get_column("last_ts").to_numpy()
+            out.value[at] = frame.get_column("last").to_numpy()
+        return out
+
+    def update(self, eid: np.ndarray, ts: np.ndarray, value: np.ndarray) -> None:
+        """Take these values where they are at least as new as what is known (this batch wins a tie)."""
+        take = ~self.known[eid] | (ts >= self.ts[eid])
+        self.known[eid[take]] = True
+        self.ts[eid[take]] = ts[take]
+        self.value[eid[take]] = value[take]
+
+    def frame(self) -> pl.DataFrame:
+        """As a LAST_SCHEMA frame."""
+        at = np.flatnonzero(self.known)
+        return pl.DataFrame({"eid": at, "last_ts": self.ts[at], "last": self.value[at]}).cast(
+            LAST_SCHEMA)  # type: ignore[arg-type]
 
 
 def _events(hits: pl.DataFrame, ids: Ids) -> pl.DataFrame:
