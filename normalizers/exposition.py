@@ -197,9 +197,10 @@ class ExpositionParser:
         # most blocks are all samples and comments: filter only for the kinds present
         counts = np.bincount(frame.get_column("kind").to_numpy(), minlength=4)
         if counts[1]:
-            self._comments(frame.filter(pl.col("kind") == 1).get_column("text"))
-        fast = frame if counts[2] == frame.height else frame.filter(pl.col("kind") == 2)
-        fast = fast.select("line", "key", "value", "ts_ms", "text")
+            comments = frame.lazy().filter(pl.col("kind") == 1).select("text").collect().get_column("text")
+            self._comments(comments.filter(comments.str.contains("TYPE", literal=True)))
+        fast = frame.lazy().filter(pl.col("kind") == 2) if counts[2] < frame.height else frame.lazy()
+        fast = fast.select("line", "key", "value", "ts_ms", "text").collect()
         if counts[3]:
             slow = self._slow(frame.filter(pl.col("kind") == 3).select("line", "text"), rejects)
             fast = pl.concat([p for p in (fast, slow) if p.height] or [_empty_samples()])
@@ -209,6 +210,7 @@ class ExpositionParser:
         return RawBatch(samples, self._valid, rej, dict(self.types))
 
     def _comments(self, texts: pl.Series) -> None:
+        """Keep the # TYPE of each family (lines without "TYPE" may be left out)."""
         for text in texts:
             parts = text.split()
             if len(parts) >= 4 and parts[1] == "TYPE":
