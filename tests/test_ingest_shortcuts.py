@@ -1,14 +1,19 @@
-"""The ingest path's shortcuts give what the general path gives: overlap search, uniqueness, deferred state."""
+"""The ingest path's shortcuts give what the general path gives: parsing, overlap search, uniqueness, state."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import duckdb
+import numpy as np
 import polars as pl
+import pytest
 
 from collectors.pipeline import BatchWriter, IngestReport
+from normalizers import exposition
+from normalizers.exposition import ExpositionParser
 from normalizers.normalize import _pairs_distinct
+from normalizers.stateful import LAST_SCHEMA, _Newest
 from store import IngestRun, connect
 from tests.test_ingest import frame, samples
 from tests.test_normalize import normalize, reasons
@@ -114,3 +119,30 @@ def test_fresh_database_rollups_match_raw(tmp_path: Path) -> None:
                     "arg_max(value, ts) FROM samples GROUP BY ALL ORDER BY ALL").fetchall()
     assert c.execute("SELECT bucket, device, count, sum, min, max, last FROM rollup_1m ORDER BY ALL").fetchall() == raw
     c.close()
+
+
+def test_newline_search_in_small_steps_finds_the_same_lines(monkeypatch: pytest.MonkeyPatch) -> None:
+    data = b"".join(f'm{{a="{i}",b="é x"}} {i} {AT + i}\n# TYPE m gauge\n\n'.encode() for i in range(50))
+    def rows() -> list[tuple[object, ...]]:
+        parser = ExpositionParser()
+        batches = [parser.feed(data[:333]), parser.feed(data[333:]), parser.finish()]
+        assert batches[-1].types == {"m": "gauge"}
+        return [r for b in batches for r in b.samples.select("line", "key", "value", "ts_ms").rows()]
+    whole = rows()
+    monkeypatch.setattr(exposition, "SEARCH_BYTES", 7)  # many steps, newlines on their edges
+    assert rows() == whole
+    assert [r[0] for r in whole] == list(range(1, 150, 3))
+    assert whole[0][1] == 'm{a="0",b="é x"}' and whole[-1][2:] == (49.0, AT + 49)
+
+
+@pytest.mark.parametrize("tail", [b"", b"x", b"1234567", b"\xc3\xa9", b"abcdefgh\xc3\xa9"])
+def test_non_ascii_anywhere_in_a_block_is_noticed(tail: bytes) -> None:
+    block = np.frombuffer(b"0123456789abcdef" + tail, dtype=np.uint8)
+    assert exposition._ascii(block) == (max(tail, default=0) < 0x80)
+
+
+def test_the_newest_value_of_an_error_series_prefers_the_later_batch_on_a_tie() -> None:
+    newest = _Newest.of(pl.DataFrame({"eid": [0, 1], "last_ts": [10, 10], "last": [1.0, 2.0]}).cast(
+        LAST_SCHEMA), 3)
+    newest.update(np.array([0, 1, 2]), np.array([10, 9, 5]), np.array([7.0, 8.0, 9.0]))
+    assert newest.frame().rows() == [(0, 10, 7.0), (1, 10, 2.0), (2, 5, 9.0)]
