@@ -323,14 +323,14 @@ def _split(frame: pl.DataFrame, first: int, block_flags: tuple[bool, bool]) -> p
 
     Each line still ends in its newline. The series text ends at the first `"} ` (a quote inside a label
     value is always escaped, and escapes take the careful path) or, without labels, at the first space.
-    The value and the optional timestamp follow it, one space apart. Anything else after the value (an
-    OpenMetrics exemplar ` # {...}`, a third field) fails the timestamp's integer cast, so such lines take
-    the careful path too. Fast lines get their series text as a dictionary-encoded `key`.
+    The value and the optional timestamp follow it, one space apart. Fast lines get their series text as a
+    dictionary-encoded `key`.
     """
     has_backslash, has_cr = block_flags
     text = pl.col("text")
     brace, close, space, gap = pl.col("brace"), pl.col("close"), pl.col("space"), pl.col("gap")
     simple = pl.when(brace.is_not_null()).then(close.is_not_null() & (brace < space)).otherwise(space > 0)
+    simple = simple & text.str.contains(" # ", literal=True).not_()  # an OpenMetrics exemplar follows
     if has_backslash:
         simple = simple & text.str.contains("\\", literal=True).not_()
     trail = pl.when(text.str.ends_with("\r\n")).then(2).otherwise(1) if has_cr else pl.lit(1)
@@ -343,12 +343,12 @@ def _split(frame: pl.DataFrame, first: int, block_flags: tuple[bool, bool]) -> p
         .with_columns(brace=text.str.find("{", literal=True), close=text.str.find('"} ', literal=True),
                       space=text.str.find(" ", literal=True), length=text.str.len_bytes().cast(pl.Int64))
         .with_columns(cut=pl.when(brace.is_not_null()).then(close + 2).otherwise(space).cast(pl.Int64))
-        .with_columns(tail=text.str.slice(pl.col("cut") + 1, pl.col("length") - pl.col("cut") - 1 - trail))
+        .with_columns(tail=text.str.slice(pl.col("cut") + 1),
+                      tail_len=pl.col("length") - pl.col("cut") - 1 - trail)
         .with_columns(gap=pl.col("tail").str.find(" ", literal=True).cast(pl.Int64))
         .with_columns(
-            value=pl.col("tail").str.head(gap.fill_null(pl.col("tail").str.len_bytes().cast(pl.Int64)))
-            .cast(pl.Float64, strict=False),
-            ts_raw=pl.col("tail").str.slice(gap + 1).cast(pl.Int64, strict=False),
+            value=pl.col("tail").str.head(gap.fill_null(pl.col("tail_len"))).cast(pl.Float64, strict=False),
+            ts_raw=pl.col("tail").str.slice(gap + 1, pl.col("tail_len") - gap - 1).cast(pl.Int64, strict=False),
         )
         .with_columns(kind=kind)
         .select(
