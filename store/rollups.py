@@ -9,6 +9,9 @@ from store.db import fetch_one
 MINUTE_MS = 60_000
 HOUR_MS = 3_600_000
 ROLLUP_TABLES = {"1m": ("rollup_1m", MINUTE_MS), "1h": ("rollup_1h", HOUR_MS)}
+# 1m buckets are recomputed a slice of this many hours at a time: the aggregation's table of groups then stays
+# small enough for the cache (a day of 2,750 series is 4M groups, an hour 165k)
+SLICE_MS = HOUR_MS
 _DIMS = "pool, node, device, metric, attributes"
 
 
@@ -36,10 +39,11 @@ def refresh_rollups(con: duckdb.DuckDBPyConnection, start_ms: int, end_ms: int) 
     if lo_m >= hi_m:
         return (0, 0)
     con.execute("DELETE FROM rollup_1m WHERE bucket >= ? AND bucket < ?", [lo_m, hi_m])
-    con.execute(
-        f"INSERT INTO rollup_1m SELECT ts - ts % {MINUTE_MS} AS bucket, {_DIMS}, count(*), sum(value), "
-        f"avg(value), min(value), max(value), arg_max(value, ts), max(ts) FROM samples "
-        f"WHERE ts >= ? AND ts < ? GROUP BY ALL", [lo_m, hi_m])
+    for lo in range(lo_m, hi_m, SLICE_MS):  # slices start on minute boundaries: each bucket is in one slice
+        con.execute(
+            f"INSERT INTO rollup_1m SELECT ts - ts % {MINUTE_MS} AS bucket, {_DIMS}, count(*), sum(value), "
+            f"avg(value), min(value), max(value), arg_max(value, ts), max(ts) FROM samples "
+            f"WHERE ts >= ? AND ts < ? GROUP BY ALL", [lo, min(lo + SLICE_MS, hi_m)])
     minute_rows = _changes(con, "rollup_1m", lo_m, hi_m)
     lo_h, hi_h = floor_to(lo_m, HOUR_MS), floor_to(hi_m - 1, HOUR_MS) + HOUR_MS
     con.execute("DELETE FROM rollup_1h WHERE bucket >= ? AND bucket < ?", [lo_h, hi_h])

@@ -146,3 +146,16 @@ def test_the_newest_value_of_an_error_series_prefers_the_later_batch_on_a_tie() 
         LAST_SCHEMA), 3)
     newest.update(np.array([0, 1, 2]), np.array([10, 9, 5]), np.array([7.0, 8.0, 9.0]))
     assert newest.frame().rows() == [(0, 10, 7.0), (1, 10, 2.0), (2, 5, 9.0)]
+
+
+def test_the_refresh_in_hour_slices_equals_one_aggregation(con: duckdb.DuckDBPyConnection) -> None:
+    start = 1_767_225_600_000 + 17 * 60_000 + 30_500  # 17.5 minutes past an hour: slices cross hours
+    rows = [(start + i * 7_000, "m" if i % 3 else "m2", float(i % 11)) for i in range(1_500)]  # about 2.9 hours
+    with IngestRun(con, "file", "a") as run:
+        run.add_read(len(rows))
+        run.add_samples(frame(rows))
+    one = ("SELECT ts - ts % 60000, metric, count(*), sum(value), min(value), max(value), arg_max(value, ts), "
+           "max(ts) FROM samples GROUP BY ALL ORDER BY ALL")
+    assert con.execute("SELECT bucket, metric, count, sum, min, max, last, last_ts FROM rollup_1m "
+                       "ORDER BY ALL").fetchall() == con.execute(one).fetchall()
+    assert con.execute("SELECT count(DISTINCT bucket) FROM rollup_1h").fetchone() == (4,)
