@@ -15,7 +15,9 @@ from pathlib import Path
 
 from collectors.errors import CollectorError
 
-CHUNK_BYTES = 32 << 20  # a multiple of mmap.ALLOCATIONGRANULARITY
+# Larger chunks mean fewer batches, each with a fixed cost in every stage, but more memory held per batch:
+# 48 MiB measured fastest within the 1 GiB peak RSS target. A multiple of mmap.ALLOCATIONGRANULARITY.
+CHUNK_BYTES = 48 << 20
 
 
 def _open(p: Path) -> int:
