@@ -31,6 +31,7 @@ from store import KEY, IngestCounts, IngestRun, latest_registry
 from store.error_state import prior_error_state, record_error_state
 
 Clock = Callable[[], float]  # seconds since the epoch
+STATE_ROWS = 100_000  # error-state change points held before they are written
 Hook = Callable[[int], None]  # called with the batch number after each batch is written
 
 
@@ -109,6 +110,8 @@ class BatchWriter:
         self.run.add_duplicates(out.folded)
         if out.state.height:
             self.state.append(out.state)
+            if sum(s.height for s in self.state) >= STATE_ROWS:  # bounded memory when error counters move a lot
+                self._write_state()
         if out.versions.height:
             seen = out.versions if self.versions is None else pl.concat([self.versions, out.versions])
             self.versions = seen.group_by("pool", "node", "device", "component", "version").agg(

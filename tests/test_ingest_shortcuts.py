@@ -9,10 +9,11 @@ import numpy as np
 import polars as pl
 import pytest
 
+from collectors import pipeline
 from collectors.pipeline import BatchWriter, IngestReport
 from normalizers import exposition
-from normalizers.exposition import ExpositionParser
-from normalizers.normalize import _pairs_distinct
+from normalizers.exposition import REJECT_SCHEMA, ExpositionParser
+from normalizers.normalize import ROW_SCHEMA, VERSION_SCHEMA, Normalized, _pairs_distinct
 from normalizers.stateful import LAST_SCHEMA, _Newest
 from store import IngestRun, connect
 from tests.test_ingest import frame, samples
@@ -159,3 +160,14 @@ def test_the_refresh_in_hour_slices_equals_one_aggregation(con: duckdb.DuckDBPyC
     assert con.execute("SELECT bucket, metric, count, sum, min, max, last, last_ts FROM rollup_1m "
                        "ORDER BY ALL").fetchall() == con.execute(one).fetchall()
     assert con.execute("SELECT count(DISTINCT bucket) FROM rollup_1h").fetchone() == (4,)
+
+
+def test_held_state_is_written_when_it_grows(con: duckdb.DuckDBPyConnection, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(pipeline, "STATE_ROWS", 2)
+    change = pl.DataFrame({"node": ["n"], "device": ["0"], "source": ["s"], "ts": [5], "value": [48.0]})
+    with IngestRun(con, "file", "a") as run:
+        writer = BatchWriter(run, IngestReport("a", run.run_id, run.counts))
+        for ts in (5, 6):
+            writer.normalized(Normalized(pl.DataFrame(schema=ROW_SCHEMA), pl.DataFrame(schema=REJECT_SCHEMA),
+                                         pl.DataFrame(schema=VERSION_SCHEMA), 0, change.with_columns(ts=pl.lit(ts))))
+        assert writer.state == [] and con.execute("SELECT count(*) FROM error_state").fetchone() == (2,)
