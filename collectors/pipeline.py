@@ -85,7 +85,7 @@ class BatchWriter:
     insert, consecutive inserts of a time-ordered file never overlap in time (no anti-join against stored
     rows), and only rows at the boundary timestamp need deduplicating again. Versions are kept until the end
     and upserted once; so are change points of error series, unless a lookup of stored state (`prior`) needs
-    them first.
+    them first or STATE_ROWS of them gather.
     """
 
     def __init__(self, run: IngestRun, report: IngestReport):
