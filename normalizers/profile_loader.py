@@ -24,7 +24,7 @@ from normalizers.profile import (
     VersionLabel,
 )
 from normalizers.units import factor, units_for
-from pool_registry import ConfigError, Reader
+from pool_registry import Reader
 from pool_registry.yamlread import read_text
 
 _NAME = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
@@ -38,10 +38,7 @@ _MAP_KEYS = ("unit", "when", "attributes", "labels", "derive", "min", "max", "re
 
 def load_profile(path: str | Path) -> Profile:
     """Read and validate one profile file; its name must match the file name."""
-    try:
-        text = read_text(path)
-    except ConfigError as exc:
-        raise ProfileError(exc.problems) from None
+    text = read_text(path, ProfileError)
     profile = load_profile_text(text, str(path))
     stem = Path(path).stem
     if profile.name != stem:
@@ -54,11 +51,7 @@ def load_profile(path: str | Path) -> Profile:
 def load_profile_text(text: str, source: str = "<profile>") -> Profile:
     """Validate profile YAML text; raise ProfileError listing every problem."""
     r = Reader(source)
-    root = r.compose(text)
-    if root is None and not r.problems:
-        r.fail(None, "", "empty file; expected a mapping with profile, detect and metrics")
-    if root is None:
-        raise ProfileError(r.problems)
+    root = r.root(text, "a mapping with profile, detect and metrics", ProfileError)
     top = r.mapping(root, "", required=("profile", "metrics"), optional=_TOP)
     name = r.optional(top, "profile", "", r.text, "")
     if name and not _NAME.match(name):

@@ -33,21 +33,14 @@ class RegistryError(ConfigError):
 
 def load_registry(path: str | Path) -> Registry:
     """Read and validate a registry file."""
-    try:
-        text = read_text(path)
-    except ConfigError as exc:
-        raise RegistryError(exc.problems) from None
+    text = read_text(path, RegistryError)
     return load_registry_text(text, str(path))
 
 
 def load_registry_text(text: str, source: str = "<registry>") -> Registry:
     """Validate registry YAML (or JSON) text; raise RegistryError listing every problem."""
     r = Reader(source)
-    root = r.compose(text)
-    if root is None and not r.problems:
-        r.fail(None, "", "empty file; expected a mapping with chips, models and pools")
-    if root is None:
-        raise RegistryError(r.problems)
+    root = r.root(text, "a mapping with chips, models and pools", RegistryError)
     top = r.mapping(root, "", required=("chips", "pools"), optional=("version", "name", "models"))
     if "version" in top:
         r.integer(top["version"], "version", ge=1, le=1)

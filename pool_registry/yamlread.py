@@ -91,6 +91,15 @@ class Reader:
             self.problems.append(Problem(self.file, None, "", f"YAML syntax error: {exc}"))
         return None
 
+    def root(self, text: str, expected: str, error: type[ConfigError]) -> Node:
+        """The document's top node; an empty or unparsable document raises `error` at once."""
+        node = self.compose(text)
+        if node is None and not self.problems:
+            self.fail(None, "", f"empty file; expected {expected}")
+        if node is None:
+            raise error(self.problems)
+        return node
+
     # -- structure --------------------------------------------------------------------------------
     def mapping(
         self, node: Node, path: str, required: tuple[str, ...], optional: tuple[str, ...] = ()
@@ -247,14 +256,14 @@ class Reader:
         return default if node is None else read(node, f"{path}.{key}" if path else key)
 
 
-def read_text(path: str | Path) -> str:
-    """Read a config file, turning I/O trouble into a ConfigError naming the file."""
+def read_text(path: str | Path, error: type[ConfigError] = ConfigError) -> str:
+    """Read a config file, turning I/O trouble into `error` naming the file."""
     p = Path(path)
     try:
         return p.read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise ConfigError([Problem(str(p), None, "", "file not found")]) from None
+        raise error([Problem(str(p), None, "", "file not found")]) from None
     except IsADirectoryError:
-        raise ConfigError([Problem(str(p), None, "", "is a directory, expected a YAML file")]) from None
+        raise error([Problem(str(p), None, "", "is a directory, expected a YAML file")]) from None
     except UnicodeDecodeError as exc:
-        raise ConfigError([Problem(str(p), None, "", f"not UTF-8 text ({exc.reason})")]) from None
+        raise error([Problem(str(p), None, "", f"not UTF-8 text ({exc.reason})")]) from None

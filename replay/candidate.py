@@ -24,7 +24,7 @@ from typing import Any
 
 from yaml.nodes import Node
 
-from pool_registry import ConfigError, Reader, Registry
+from pool_registry import Reader, Registry
 from pool_registry.yamlread import read_text
 from replay.errors import CandidateError, UnknownNameError
 from replay.policies import get_policy
@@ -77,10 +77,7 @@ class Candidate:
 
 def load_candidate(path: str | Path, registry: Registry) -> Candidate:
     """Read and validate a candidate file against the fleet."""
-    try:
-        text = read_text(path)
-    except ConfigError as exc:
-        raise CandidateError(exc.problems) from None
+    text = read_text(path, CandidateError)
     return load_candidate_text(text, registry, str(path), default_name=Path(path).stem)
 
 
@@ -88,11 +85,7 @@ def load_candidate_text(text: str, registry: Registry, source: str = "<candidate
                         default_name: str = "candidate") -> Candidate:
     """Validate candidate YAML text; raise CandidateError listing every problem."""
     r = Reader(source)
-    root = r.compose(text)
-    if root is None and not r.problems:
-        r.fail(None, "", "empty file; expected a mapping with at least 'policy'")
-    if root is None:
-        raise CandidateError(r.problems)
+    root = r.root(text, "a mapping with at least 'policy'", CandidateError)
     f = r.mapping(root, "", required=("policy",), optional=(
         "name", "overflow", "noise", "drain_s", "sla_tiers", "pools"))
     policy, options = _policy(r, f.get("policy"), registry)

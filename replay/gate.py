@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from pool_registry import ConfigError, Reader
+from pool_registry import Reader
 from pool_registry.yamlread import read_text
 from replay.errors import GateError
 from replay.summary import Summary
@@ -67,21 +67,14 @@ class Verdict:
 
 def load_gate(path: str | Path) -> Gate:
     """Read and validate a gate file."""
-    try:
-        text = read_text(path)
-    except ConfigError as exc:
-        raise GateError(exc.problems) from None
+    text = read_text(path, GateError)
     return load_gate_text(text, str(path))
 
 
 def load_gate_text(text: str, source: str = "<gate>") -> Gate:
     """Validate gate YAML text; raise GateError listing every problem."""
     r = Reader(source)
-    root = r.compose(text)
-    if root is None and not r.problems:
-        r.fail(None, "", f"empty file; expected a mapping with any of: {', '.join(FIELDS)}")
-    if root is None:
-        raise GateError(r.problems)
+    root = r.root(text, f"a mapping with any of: {', '.join(FIELDS)}", GateError)
     f = r.mapping(root, "", required=(), optional=FIELDS)
     if not f and not r.problems:
         r.fail(root, "", f"no tolerance given; expected any of: {', '.join(FIELDS)}")

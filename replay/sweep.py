@@ -23,7 +23,7 @@ from typing import Any
 import polars as pl
 from yaml.nodes import Node
 
-from pool_registry import ConfigError, Reader, Registry
+from pool_registry import Reader, Registry
 from pool_registry.yamlread import read_text
 from replay.candidate import (
     INT_OVERRIDES,
@@ -55,10 +55,7 @@ class Grid:
 
 def load_grid(path: str | Path, registry: Registry) -> Grid:
     """Read and validate a grid file against the fleet."""
-    try:
-        text = read_text(path)
-    except ConfigError as exc:
-        raise GridError(exc.problems) from None
+    text = read_text(path, GridError)
     return load_grid_text(text, registry, str(path))
 
 
@@ -87,11 +84,7 @@ def _value(r: Reader, name: str, node: Node, path: str, registry: Registry) -> A
 def load_grid_text(text: str, registry: Registry, source: str = "<grid>") -> Grid:
     """Validate grid YAML text; raise GridError listing every problem."""
     r = Reader(source)
-    root = r.compose(text)
-    if root is None and not r.problems:
-        r.fail(None, "", "empty file; expected a mapping with 'parameters'")
-    if root is None:
-        raise GridError(r.problems)
+    root = r.root(text, "a mapping with 'parameters'", GridError)
     top = r.mapping(root, "", required=("parameters",))
     known = [p.id for p in registry.pools]
     params = []
