@@ -92,6 +92,15 @@ def export_query(con: duckdb.DuckDBPyConnection, flt: ExportFilter, *, json_attr
     return query, params, resolution
 
 
+def export_count(con: duckdb.DuckDBPyConnection, flt: ExportFilter) -> tuple[int, str]:
+    """How many rows an export of the filter holds, and the resolution it reads (no sort needed to count)."""
+    resolution = resolve(con, flt)
+    table, time_col, _, _ = _SOURCES[resolution]
+    where, params = flt.where(time_col)
+    row = fetch_one(con, f"SELECT count(*) FROM {table} WHERE {where}", params)
+    return (int(row[0]) if row else 0), resolution
+
+
 def export_frame(con: duckdb.DuckDBPyConnection, flt: ExportFilter, limit: int | None = None) -> pl.DataFrame:
     """The feed rows as a frame (the console's preview and download)."""
     query, params, _ = export_query(con, flt)

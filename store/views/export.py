@@ -8,7 +8,7 @@ import duckdb
 import polars as pl
 
 from store.errors import StoreError
-from store.exports import ExportFilter, export_frame, export_query
+from store.exports import ExportFilter, export_count, export_frame
 from store.views.window import Window, frame, pool_filter
 
 FORMATS = ("csv", "parquet")
@@ -29,9 +29,7 @@ def metrics_in(con: duckdb.DuckDBPyConnection, w: Window) -> list[str]:
 def count_rows(con: duckdb.DuckDBPyConnection, w: Window, metrics: list[str], resolution: str = "auto"
                ) -> tuple[int, str]:
     """How many rows an export of the selection holds, and the resolution it reads."""
-    query, params, used = export_query(con, _filter(w, metrics, resolution))
-    got = frame(con, f"SELECT count(*) AS n FROM ({query})", params)
-    return int(got["n"][0]), used
+    return export_count(con, _filter(w, metrics, resolution))
 
 
 def export_bytes(con: duckdb.DuckDBPyConnection, w: Window, metrics: list[str], fmt: str,
