@@ -1,16 +1,20 @@
-"""Opening the DuckDB file: path resolution, migrations, transactions."""
+"""Opening the DuckDB file: path resolution, migrations, transactions, and short gated access (`Store`)."""
 
 from __future__ import annotations
 
 import os
+import re
+import threading
 from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
+from typing import Protocol
 
 import duckdb
 
-from store.errors import StoreError
-from store.migrate import migrate
+from store.errors import MigrationError, StoreBusy, StoreError
+from store.gate import Gate, WaitHook, process_name
+from store.migrate import available, migrate
 
 DEFAULT_DB = "hetpool.duckdb"
 ENV_DB = "HETPOOL_DB"
@@ -64,3 +68,157 @@ def fetch_one(con: duckdb.DuckDBPyConnection, sql: str, params: list[object] | N
     """First row of a query, with the result fetched to the end so the connection is free again."""
     rows = con.execute(sql, params or []).fetchall()
     return rows[0] if rows else None
+
+
+class Access(Protocol):
+    """How the layers above reach the database: a read, or a write, each as short as it can be."""
+
+    def read(self) -> AbstractContextManager[duckdb.DuckDBPyConnection]:
+        """A connection to read from, for the duration of the block."""
+        ...
+
+    def write(self, what: str) -> AbstractContextManager[duckdb.DuckDBPyConnection]:
+        """A writable connection for the duration of the block; `what` names the writer to waiters."""
+        ...
+
+    def writing(self, what: str) -> AbstractContextManager[None]:
+        """Announce that this process writes, for as long as the block runs (staging included)."""
+        ...
+
+
+_LOCKED = re.compile(r"lock|different configuration", re.IGNORECASE)
+_PID = re.compile(r"PID (\d+)")
+
+
+class Store:
+    """A database file shared with other processes: every read or write opens it, works, and closes it again.
+
+    Opening costs a few tens of milliseconds; in exchange no process keeps others out for longer than one
+    read or one commit. A thread that is inside a read or write and asks again gets the same connection.
+    """
+
+    def __init__(self, path: str | Path, *, timeout_s: float | None = None, on_wait: WaitHook | None = None):
+        self.path = Path(path)
+        self.gate = Gate(self.path, timeout_s=timeout_s, on_wait=on_wait)
+        self._local = threading.local()
+
+    def exists(self) -> bool:
+        """Whether the database file is there."""
+        return self.path.exists()
+
+    def ensure(self, what: str) -> Store:
+        """Create the database (with its schema) if it is not there yet, as a writing command expects."""
+        if not self.path.exists():
+            with self.write(what):
+                pass
+        return self
+
+    @contextmanager
+    def read(self) -> Iterator[duckdb.DuckDBPyConnection]:
+        """A read-only connection under the shared lock."""
+        held = getattr(self._local, "con", None)
+        if held is not None:
+            yield held
+            return
+        if not self.path.exists():
+            raise StoreError(f"database {str(self.path)!r} does not exist; run 'hetpool init' or 'hetpool demo' first")
+        with self.gate.shared():
+            con = self._open(read_only=True)
+            yield from self._lend(con, writable=False)
+
+    @contextmanager
+    def write(self, what: str) -> Iterator[duckdb.DuckDBPyConnection]:
+        """A writable connection (schema brought up to date) under the exclusive lock."""
+        held = getattr(self._local, "con", None)
+        if held is not None:
+            if not self._local.writable:
+                raise StoreError(f"{what}: a write cannot start inside a read of the same database")
+            yield held
+            return
+        with self.gate.writer(what), self.gate.exclusive(what):
+            con = self._open(read_only=False)
+            yield from self._lend(con, writable=True)
+
+    def writing(self, what: str) -> AbstractContextManager[None]:
+        """Announce a writer for the block, so the file is not replaced under it."""
+        return self.gate.writer(what)
+
+    @contextmanager
+    def transaction(self, what: str) -> Iterator[duckdb.DuckDBPyConnection]:
+        """A write inside one transaction: committed at the end of the block, rolled back on any exception."""
+        with self.write(what) as con, transaction(con):
+            yield con
+
+    def _lend(self, con: duckdb.DuckDBPyConnection, *, writable: bool) -> Iterator[duckdb.DuckDBPyConnection]:
+        self._local.con, self._local.writable = con, writable
+        try:
+            yield con
+        finally:
+            self._local.con = None
+            con.close()
+
+    def _open(self, *, read_only: bool) -> duckdb.DuckDBPyConnection:
+        """Open the file; a lock held by a process outside the gate is waited out like any other."""
+        wait_started = self.gate.clock()
+        told = False
+        while True:
+            try:
+                con = connect(self.path, read_only=read_only)
+                break
+            except StoreError as exc:
+                cause = exc.__cause__
+                if not isinstance(cause, duckdb.Error) or not _LOCKED.search(str(cause)):
+                    raise
+                pid = _PID.search(str(cause))
+                who = process_name(int(pid.group(1))) if pid else "another process"
+                waited = self.gate.clock() - wait_started
+                if waited >= self.gate.timeout_s:
+                    raise StoreBusy(f"database {str(self.path)!r} stayed locked for {waited:.0f} s by {who}, "
+                                     "which does not use hetpool's lock; stop it, or try again") from None
+                if not told and waited >= 1.0 and self.gate.on_wait is not None:
+                    told = True
+                    self.gate.on_wait(f"waiting for the database {str(self.path)!r}: {who} holds it")
+                self.gate.sleep(0.05)
+        if read_only:
+            try:
+                _check_schema(con, self.path)
+            except BaseException:
+                con.close()
+                raise
+        return con
+
+
+class Held:
+    """An already open, private connection used as a store (a file being built, a test's database)."""
+
+    def __init__(self, con: duckdb.DuckDBPyConnection):
+        self.con = con
+
+    @contextmanager
+    def read(self) -> Iterator[duckdb.DuckDBPyConnection]:
+        """The connection itself."""
+        yield self.con
+
+    @contextmanager
+    def write(self, what: str) -> Iterator[duckdb.DuckDBPyConnection]:
+        """The connection itself."""
+        yield self.con
+
+    @contextmanager
+    def writing(self, what: str) -> Iterator[None]:
+        """Nothing to announce: nobody else uses this connection."""
+        yield
+
+
+def _check_schema(con: duckdb.DuckDBPyConnection, path: Path) -> None:
+    """A read-only open cannot migrate: say what to run instead of failing on a missing column later."""
+    try:
+        row = fetch_one(con, "SELECT coalesce(max(version), 0) FROM schema_migrations")
+    except duckdb.CatalogException:
+        raise StoreError(f"{str(path)!r} is not a hetpool database (no schema_migrations table)") from None
+    have, newest = int(row[0]) if row else 0, len(available())
+    if have < newest:
+        raise StoreError(f"database {str(path)!r} is at schema version {have}, this hetpool needs {newest}; "
+                         "run 'hetpool init' to upgrade it")
+    if have > newest:
+        raise MigrationError(f"database schema version {have} is newer than this hetpool ({newest}); upgrade hetpool")
