@@ -88,13 +88,13 @@ def child_e2e(file: Path, db: Path) -> dict[str, float]:
     from collectors.files import read_chunks
     from collectors.pipeline import IngestOptions, ingest_exposition
     from pool_registry import load_registry
-    from store import connect, save_registry
+    from store import Held, connect, save_registry
 
     con = connect(db)
     con.execute("SET threads = 1")
     save_registry(con, load_registry(REPO / "examples" / "fleet.yaml"), "fleet.yaml")
     t = time.perf_counter()
-    report = ingest_exposition(con, read_chunks(file), kind="file", source=str(file), options=IngestOptions())
+    report = ingest_exposition(Held(con), read_chunks(file), kind="file", source=str(file), options=IngestOptions())
     elapsed = time.perf_counter() - t
     rows = con.sql("SELECT count(*) FROM samples").fetchall()[0]
     con.close()

@@ -22,7 +22,7 @@ import requests  # noqa: E402
 from collectors.prometheus import PullOptions, chunks, pull  # noqa: E402
 from collectors.promhttp import PromClient  # noqa: E402
 from pool_registry import load_registry  # noqa: E402
-from store import connect, save_registry  # noqa: E402
+from store import Held, connect, save_registry  # noqa: E402
 from store.rollups import refresh_rollups  # noqa: E402
 from tests.promserver import STEP_S, T0_S, PrometheusServer  # noqa: E402
 
@@ -89,7 +89,7 @@ def main() -> None:
             con.execute("SET threads = 1")
             save_registry(con, load_registry(Path(__file__).resolve().parent.parent / "examples" / "fleet.yaml"), "x")
             t = time.perf_counter()
-            result = pull(con, PromClient(server.url), opts)
+            result = pull(Held(con), PromClient(server.url), opts)
             pull_s = time.perf_counter() - t
             stored = result.totals()["stored"]
             report("hetpool pull into DuckDB (1 core)", stored / pull_s, "samples/s", samples / prom_s,

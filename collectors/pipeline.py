@@ -1,7 +1,9 @@
 """Source -> normalizers -> store: one ingest run per file or scrape, everything read accounted for.
 
-The run is one transaction: a failure anywhere (a bad chunk, a full disk, an injected fault) leaves the
-store as it was. Stored state of sticky error codes is read and written inside the same transaction.
+A run is staged while its source is read (no database lock held), then committed in one short transaction: a
+failure anywhere (a bad chunk, a full disk, an injected fault) leaves the store as it was. The stored state of
+sticky error codes is read in short reads while staging; the commit checks that it did not change meanwhile,
+and stages the run again when it did.
 """
 
 from __future__ import annotations
@@ -27,12 +29,15 @@ from normalizers import (
     RawBatch,
     load_profiles,
 )
-from store import KEY, IngestCounts, IngestRun, latest_registry
-from store.error_state import prior_error_state, record_error_state
+from store import KEY, Access, IngestCounts, IngestRun, commit_run, latest_registry
+from store.error_state import prior_error_state
+from store.ingest import StaleStage
 
 Clock = Callable[[], float]  # seconds since the epoch
-STATE_ROWS = 100_000  # error-state change points held before they are written
-Hook = Callable[[int], None]  # called with the batch number after each batch is written
+Hook = Callable[[int], None]  # called with the batch number after each batch is staged
+Chunks = Iterable[bytes | memoryview] | Callable[[], Iterable[bytes | memoryview]]
+RESTAGES = 3  # commits refused because stored error state changed under the staging, before giving up
+_STATE_KEYS = ["node", "device", "source"]
 
 
 @dataclass(frozen=True)
@@ -55,18 +60,24 @@ class IngestReport:
     counts: IngestCounts
     reasons: Counter[str] = field(default_factory=Counter)
     warnings: list[str] = field(default_factory=list)
+    rows: int = 0  # canonical rows stored, which a derived row can make fewer than stored records
 
     def as_dict(self) -> dict[str, int]:
         """read, stored, rejected, duplicates."""
         return self.counts.as_dict()
 
+    def written(self, run: IngestRun) -> IngestReport:
+        """Take the run's id, final counts and warnings once it is committed."""
+        self.run_id, self.counts, self.warnings, self.rows = run.run_id, run.counts, list(run.warnings), run.rows_stored
+        return self
 
-def make_context(con: duckdb.DuckDBPyConnection, options: IngestOptions,
-                 profiles: ProfileSet | None = None) -> Context:
+
+def make_context(store: Access, options: IngestOptions, profiles: ProfileSet | None = None) -> Context:
     """Profiles, forced profile and pool checked against what exists, before any run starts."""
     profiles = profiles or load_profiles(options.profiles_dirs)
     forced = profiles.get(options.profile) if options.profile else None
-    snap = latest_registry(con)
+    with store.read() as con:
+        snap = latest_registry(con)
     pools = snap.registry.pools if snap else ()
     if options.pool is not None and snap is not None and options.pool not in {p.id for p in pools}:
         known = ", ".join(p.id for p in pools)
@@ -77,15 +88,50 @@ def make_context(con: duckdb.DuckDBPyConnection, options: IngestOptions,
     return Context(profiles, forced, pools, options.pool, options.node)
 
 
+class StatePrior:
+    """The normalizer's lookup of earlier error state: the store (a short read) and this run's staged points.
+
+    What the store answered is asked again inside the commit (`check`); a different answer means another
+    writer stored state of the same series meanwhile, and the run is staged again.
+    """
+
+    def __init__(self, store: Access, run: IngestRun):
+        self.store = store
+        self.run = run
+        self.asked: list[tuple[pl.DataFrame, pl.DataFrame]] = []
+
+    def __call__(self, keys: pl.DataFrame) -> pl.DataFrame:
+        """(node, device, source, before) -> (node, device, source, value), the newest value before `before`."""
+        keys = keys.select(*_STATE_KEYS, pl.col("before").cast(pl.Int64))
+        with self.store.read() as con:
+            stored = prior_error_state(con, keys)
+        self.asked.append((keys, stored))
+        staged = self.run.staged_state()
+        both = stored.with_columns(pl.lit(0, pl.Int8).alias("mine"))
+        if staged is not None:
+            mine = keys.join(staged.unique([*_STATE_KEYS, "ts"], keep="first", maintain_order=True),
+                             on=_STATE_KEYS, how="inner").filter(pl.col("ts") < pl.col("before"))
+            both = pl.concat([both, mine.select(*both.columns[:-1], pl.lit(1, pl.Int8).alias("mine"))])
+        # the newest point wins; on a tie the stored one, as the commit keeps a point already stored
+        newest = both.sort(["ts", "mine"], descending=[False, True]).group_by(
+            [*_STATE_KEYS, "before"], maintain_order=True).last()
+        return newest.select(*_STATE_KEYS, "value")
+
+    def check(self, con: duckdb.DuckDBPyConnection, run: IngestRun) -> None:
+        """Inside the commit: refuse it when a stored answer changed since staging."""
+        for keys, answer in self.asked:
+            if not prior_error_state(con, keys).equals(answer):
+                raise StaleStage(f"error state of {run.source!r} changed while it was staged")
+
+
 class BatchWriter:
-    """Writes normalized batches into a run.
+    """Stages normalized batches into a run.
 
     Each batch's rows are unique on the natural key, so the store can skip its own deduplication. The rows
     of a batch's newest timestamp wait for the next batch: a scrape cut by a chunk boundary then lands in one
     insert, consecutive inserts of a time-ordered file never overlap in time (no anti-join against stored
-    rows), and only rows at the boundary timestamp need deduplicating again. Versions are kept until the end
-    and upserted once; so are change points of error series, unless a lookup of stored state (`prior`) needs
-    them first or STATE_ROWS of them gather.
+    rows), and only rows at the boundary timestamp need deduplicating again. Versions are kept as first and
+    last seen per version until the end.
     """
 
     def __init__(self, run: IngestRun, report: IngestReport):
@@ -93,7 +139,6 @@ class BatchWriter:
         self.report = report
         self.pending: pl.DataFrame | None = None
         self.versions: pl.DataFrame | None = None  # first and last seen per version so far
-        self.state: list[pl.DataFrame] = []  # error-state change points not written yet
 
     def raw(self, batch: RawBatch) -> None:
         self.run.add_read(batch.reads)
@@ -108,10 +153,7 @@ class BatchWriter:
     def normalized(self, out: Normalized) -> None:
         self._rejects(out.rejects)
         self.run.add_duplicates(out.folded)
-        if out.state.height:
-            self.state.append(out.state)
-            if sum(s.height for s in self.state) >= STATE_ROWS:  # bounded memory when error counters move a lot
-                self._write_state()
+        self.run.add_error_state(out.state)
         if out.versions.height:
             seen = out.versions if self.versions is None else pl.concat([self.versions, out.versions])
             self.versions = seen.group_by("pool", "node", "device", "component", "version").agg(
@@ -133,21 +175,7 @@ class BatchWriter:
                 send = send.filter(pl.col("ts") != edge)
         self.run.add_samples(send, assume_unique=True)
 
-    def prior(self, keys: pl.DataFrame) -> pl.DataFrame:
-        """Stored error state for the normalizer, including the change points of earlier batches."""
-        self._write_state()
-        return prior_error_state(self.run.con, keys)
-
-    def _write_state(self) -> None:
-        if self.state:
-            # a change point already written is kept, as one insert per batch would have kept the first
-            changes = pl.concat(self.state).unique(["node", "device", "source", "ts"], keep="first",
-                                                   maintain_order=True)
-            self.state = []
-            record_error_state(self.run.con, changes)
-
     def flush(self) -> None:
-        self._write_state()
         if self.pending is not None and self.pending.height:
             self.run.add_samples(self.pending)
         self.pending = None
@@ -156,35 +184,52 @@ class BatchWriter:
             self.versions = None
 
 
-def stored_state(con: duckdb.DuckDBPyConnection) -> Callable[[pl.DataFrame], pl.DataFrame]:
-    """The lookup of stored sticky-error state that the normalizer needs, bound to a connection."""
-    return lambda keys: prior_error_state(con, keys)
-
-
-def ingest_exposition(con: duckdb.DuckDBPyConnection, chunks: Iterable[bytes | memoryview], *, kind: str, source: str,
-                      options: IngestOptions, clock: Clock = time.time, context: Context | None = None,
+def ingest_exposition(store: Access, chunks: Chunks, *, kind: str, source: str, options: IngestOptions,
+                      clock: Clock = time.time, context: Context | None = None,
                       after_batch: Hook | None = None) -> IngestReport:
-    """Parse, normalize and store exposition text arriving as byte chunks, as one ingest run."""
-    ctx = context or make_context(con, options)
+    """Parse, normalize and stage exposition text arriving as byte chunks, then commit it as one ingest run.
+
+    `chunks` is the text in pieces, or a function returning them: only then can a run whose commit found the
+    stored error state changed be staged again from its source.
+    """
+    ctx = context or make_context(store, options)
+    with store.writing(f"hetpool {kind} ingest of {source}"):
+        for attempt in range(1, RESTAGES + 1):
+            pieces = chunks() if callable(chunks) else chunks
+            run, report = _stage_exposition(store, pieces, kind, source, options, clock, ctx, after_batch)
+            try:
+                commit_run(store, run)
+            except StaleStage:
+                if attempt == RESTAGES or iter(pieces) is pieces:  # a one-shot iterator cannot be read again
+                    raise
+                continue
+            return report.written(run)
+    raise AssertionError("unreachable")
+
+
+def _stage_exposition(store: Access, chunks: Iterable[bytes | memoryview], kind: str, source: str,
+                      options: IngestOptions, clock: Clock, ctx: Context, after_batch: Hook | None,
+                      ) -> tuple[IngestRun, IngestReport]:
     now_ms = int(clock() * 1000)
     normalizer = Normalizer(ctx, Options(default_ts_ms=options.at_ms if options.at_ms is not None else now_ms,
                                          now_ms=now_ms))
     parser = ExpositionParser()
-    with IngestRun(con, kind, source) as run:
-        report = IngestReport(source, run.run_id, run.counts)
-        writer = BatchWriter(run, report)
-        for n, batch in enumerate(_batches(parser, chunks), start=1):
-            writer.raw(batch)
-            if batch.samples.height:
-                writer.normalized(normalizer.normalize(batch, writer.prior, last=False))
-            if after_batch is not None:
-                after_batch(n)
-        writer.normalized(normalizer.finish())
-        writer.flush()
-        if run.counts.read == 0:
-            run.warn(f"{source}: no samples (empty input, or only comments)")
-        report.warnings = list(run.warnings)
-    return report
+    run = IngestRun(kind, source)
+    report = IngestReport(source, 0, run.counts)
+    writer = BatchWriter(run, report)
+    prior = StatePrior(store, run)
+    for n, batch in enumerate(_batches(parser, chunks), start=1):
+        writer.raw(batch)
+        if batch.samples.height:
+            writer.normalized(normalizer.normalize(batch, prior, last=False))
+        if after_batch is not None:
+            after_batch(n)
+    writer.normalized(normalizer.finish())
+    writer.flush()
+    if run.staged.read == 0:
+        run.warn(f"{source}: no samples (empty input, or only comments)")
+    run.check(prior.check)
+    return run, report
 
 
 def _batches(parser: ExpositionParser, chunks: Iterable[bytes | memoryview]) -> Iterable[RawBatch]:
@@ -193,50 +238,34 @@ def _batches(parser: ExpositionParser, chunks: Iterable[bytes | memoryview]) -> 
     yield parser.finish()
 
 
-def ingest_frame(con: duckdb.DuckDBPyConnection, frame: pl.DataFrame, *, kind: str, source: str,
-                 options: IngestOptions, clock: Clock = time.time, context: Context | None = None,
-                 ) -> IngestReport:
-    """Normalize and store already-parsed raw samples (name, labels, value, ts_ms) as one ingest run."""
-    ctx = context or make_context(con, options)
-    now_ms = int(clock() * 1000)
-    normalizer = Normalizer(ctx, Options(default_ts_ms=options.at_ms if options.at_ms is not None else now_ms,
-                                         now_ms=now_ms))
-    with IngestRun(con, kind, source) as run:
-        report = IngestReport(source, run.run_id, run.counts)
-        writer = BatchWriter(run, report)
-        run.add_read(frame.height)
-        if frame.height:
-            writer.normalized(normalizer.normalize_frame(frame, writer.prior))
-        writer.flush()
-        report.warnings = list(run.warnings)
-    return report
-
-
 def with_node(options: IngestOptions, node: str | None) -> IngestOptions:
     """The options with a default node when none was chosen."""
     return options if options.node is not None or node is None else replace(options, node=node)
 
 
-def ingest_scrapes(con: duckdb.DuckDBPyConnection, url: str, options: IngestOptions, *, count: int = 1,
+def ingest_scrapes(store: Access, url: str, options: IngestOptions, *, count: int = 1,
                    every_s: float = 15.0, clock: Clock = time.time, sleep: Callable[[float], None] = time.sleep,
                    fetch: Callable[[str], Iterable[bytes]] | None = None,
                    on_report: Callable[[IngestReport], None] | None = None) -> list[IngestReport]:
     """Scrape `url` `count` times, `every_s` apart; each scrape is its own run, stamped with its time.
 
-    Samples without a node label are placed on the URL's host unless --node says otherwise.
+    Samples without a node label are placed on the URL's host unless --node says otherwise. The body is
+    fetched before the run is staged and kept until it commits, so no lock is held while the target answers.
     """
     fetch = fetch or scrape
     options = with_node(options, url_host(check_url(url)))
-    ctx = make_context(con, options)
+    ctx = make_context(store, options)
     reports = []
     start = clock()
-    for i in range(count):
-        wait = start + i * every_s - clock()
-        if i and wait > 0:
-            sleep(wait)
-        report = ingest_exposition(con, fetch(url), kind="scrape", source=url, options=options, clock=clock,
-                                   context=ctx)
-        reports.append(report)
-        if on_report is not None:
-            on_report(report)
+    with store.writing(f"hetpool scrape of {url}"):
+        for i in range(count):
+            wait = start + i * every_s - clock()
+            if i and wait > 0:
+                sleep(wait)
+            body = list(fetch(url))
+            report = ingest_exposition(store, body, kind="scrape", source=url, options=options, clock=clock,
+                                       context=ctx)
+            reports.append(report)
+            if on_report is not None:
+                on_report(report)
     return reports

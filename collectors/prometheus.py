@@ -18,12 +18,12 @@ import duckdb
 import polars as pl
 
 from collectors.errors import CollectorError
-from collectors.pipeline import BatchWriter, IngestOptions, IngestReport, make_context, stored_state
+from collectors.pipeline import RESTAGES, BatchWriter, IngestOptions, IngestReport, StatePrior, make_context
 from collectors.promhttp import ChunkFailed, PromClient, PromUnavailable
 from collectors.promjson import RangeVector
-from normalizers import Normalizer, Options, Profile, RawBatch
+from normalizers import Context, Normalizer, Options, Profile, RawBatch
 from normalizers.exposition import REJECT_SCHEMA
-from store import IngestRun
+from store import Access, IngestRun, StaleStage, commit_run
 from store.watermarks import Coverage, extend_coverage, get_coverage
 
 MAX_POINTS_PER_SERIES = 11_000  # Prometheus refuses range queries with more points per series
@@ -116,13 +116,16 @@ def to_batch(vectors: list[RangeVector]) -> RawBatch:
     return RawBatch(samples, series, pl.DataFrame(schema=REJECT_SCHEMA))
 
 
-def pull(con: duckdb.DuckDBPyConnection, client: PromClient, options: PullOptions, *,
+def pull(store: Access, client: PromClient, options: PullOptions, *,
          clock: Callable[[], float] = time.time, on_chunk: Callable[[str, int, int], None] | None = None,
          ) -> PullReport:
-    """Pull every enabled profile's series chunk by chunk; a failed chunk is reported, never skipped silently."""
+    """Pull every enabled profile's series chunk by chunk; a failed chunk is reported, never skipped silently.
+
+    Each chunk is fetched and staged with no lock held, then committed with its watermark in one transaction.
+    """
     url = source_key(options.url)
     client.check()
-    ctx = make_context(con, IngestOptions(pool=options.pool, profiles_dirs=options.profiles_dirs))
+    ctx = make_context(store, IngestOptions(pool=options.pool, profiles_dirs=options.profiles_dirs))
     server_names = client.metric_names()
     wanted = [ctx.profiles.get(n) for n in options.profiles] if options.profiles else [
         p for p in ctx.profiles.profiles.values() if known_names(p, server_names)]
@@ -132,26 +135,39 @@ def pull(con: duckdb.DuckDBPyConnection, client: PromClient, options: PullOption
     now_ms = int(clock() * 1000)
     end = options.end_ms if options.end_ms is not None else now_ms - now_ms % options.step_ms - options.step_ms
     report = PullReport()
-    for profile in wanted:
-        names = known_names(profile, server_names)
-        start = _start(get_coverage(con, url, profile.name), options, end)
-        # read each pulled series with the profile it was asked for; one normalizer keeps series resolved
-        normalizer = Normalizer(replace(ctx, profile=profile), Options(default_ts_ms=now_ms, now_ms=now_ms))
-        for (lo, hi), fetched in _prefetched(client, names, chunks(start, end, options.step_ms, options.chunk_ms)):
-            try:
-                vectors = fetched.result()
-            except ChunkFailed as exc:
-                report.missing.append((profile.name, lo, hi))
-                _record_failure(con, url, profile.name, lo, hi, str(exc))
-                continue
-            # coverage only grows over contiguous stored data: never past a missing chunk
-            advance = not any(m[0] == profile.name for m in report.missing)
-            report.reports.append(_store_chunk(con, url, profile.name, vectors, normalizer, lo, hi, advance=advance))
-            if on_chunk is not None:
-                on_chunk(profile.name, lo, hi)
-        cov = get_coverage(con, url, profile.name)
-        report.watermarks[profile.name] = cov.watermark if cov else start
+    with store.writing(f"hetpool pull from {url}"):
+        for profile in wanted:
+            _pull_profile(store, client, options, ctx, profile, server_names, url, end, now_ms, report, on_chunk)
     return report
+
+
+def _pull_profile(store: Access, client: PromClient, options: PullOptions, ctx: Context, profile: Profile,
+                  server_names: list[str], url: str, end: int, now_ms: int, report: PullReport,
+                  on_chunk: Callable[[str, int, int], None] | None) -> None:
+    names = known_names(profile, server_names)
+    start = _start(_coverage(store, url, profile.name), options, end)
+    # read each pulled series with the profile it was asked for; one normalizer keeps series resolved
+    normalizer = Normalizer(replace(ctx, profile=profile), Options(default_ts_ms=now_ms, now_ms=now_ms))
+    for (lo, hi), fetched in _prefetched(client, names, chunks(start, end, options.step_ms, options.chunk_ms)):
+        try:
+            vectors = fetched.result()
+        except ChunkFailed as exc:
+            report.missing.append((profile.name, lo, hi))
+            _record_failure(store, url, profile.name, lo, hi, str(exc))
+            continue
+        # coverage only grows over contiguous stored data: never past a missing chunk
+        advance = not any(m[0] == profile.name for m in report.missing)
+        report.reports.append(_store_chunk(store, url, profile.name, vectors, normalizer, lo, hi,
+                                           advance=advance))
+        if on_chunk is not None:
+            on_chunk(profile.name, lo, hi)
+    cov = _coverage(store, url, profile.name)
+    report.watermarks[profile.name] = cov.watermark if cov else start
+
+
+def _coverage(store: Access, url: str, profile: str) -> Coverage | None:
+    with store.read() as con:
+        return get_coverage(con, url, profile)
 
 
 def _start(cov: Coverage | None, options: PullOptions, end: int) -> int:
@@ -182,43 +198,63 @@ def _prefetched(client: PromClient, names: list[str], windows: Iterator[tuple[in
             yield ahead.popleft()
 
 
-def _store_chunk(con: duckdb.DuckDBPyConnection, url: str, profile: str, vectors: list[RangeVector],
-                 normalizer: Normalizer, lo: int, hi: int, *, advance: bool) -> IngestReport:
+def _store_chunk(store: Access, url: str, profile: str, vectors: list[RangeVector], normalizer: Normalizer,
+                 lo: int, hi: int, *, advance: bool) -> IngestReport:
     batch = to_batch(vectors)
-    with IngestRun(con, "prometheus", f"{url} {profile}") as run:
-        report = IngestReport(run.source, run.run_id, run.counts)
+    mark = normalizer.mark()
+    for attempt in range(1, RESTAGES + 1):
+        run = IngestRun("prometheus", f"{url} {profile}")
+        report = IngestReport(run.source, 0, run.counts)
         writer = BatchWriter(run, report)
         writer.raw(batch)
         for vector in vectors:
             for warning in vector.warnings:
                 run.warn(f"prometheus warning: {warning}")
+        prior = StatePrior(store, run)
         if batch.samples.height:
-            writer.normalized(normalizer.normalize(batch, stored_state(con)))
+            writer.normalized(normalizer.normalize(batch, prior))
         writer.flush()
+        run.check(prior.check)
         if advance:
-            extend_coverage(con, url, profile, lo, hi)
-        report.warnings = list(run.warnings)
-    return report
+            run.also(lambda con, _run: _extend(con, url, profile, lo, hi))
+        try:
+            commit_run(store, run)
+        except StaleStage:
+            if attempt == RESTAGES:
+                raise
+            normalizer.reset(mark)
+            continue
+        return report.written(run)
+    raise AssertionError("unreachable")
 
 
-def _record_failure(con: duckdb.DuckDBPyConnection, url: str, profile: str, lo: int, hi: int, why: str) -> None:
+def _extend(con: duckdb.DuckDBPyConnection, url: str, profile: str, lo: int, hi: int) -> None:
+    extend_coverage(con, url, profile, lo, hi)
+
+
+def _record_failure(store: Access, url: str, profile: str, lo: int, hi: int, why: str) -> None:
     """A failed chunk leaves a run row saying which window is missing and why; no data, no watermark."""
-    with IngestRun(con, "prometheus", f"{url} {profile}") as run:
-        run.window = (lo + 1, hi)
-        run.fail(f"chunk ({lo}, {hi}] missing: {why}")
+    run = IngestRun("prometheus", f"{url} {profile}")
+    run.window = (lo + 1, hi)
+    run.fail(f"chunk ({lo}, {hi}] missing: {why}")
+    commit_run(store, run)
 
 
-def follow(con: duckdb.DuckDBPyConnection, client: PromClient, options: PullOptions, *,
+def follow(store: Access, client: PromClient, options: PullOptions, *,
            clock: Callable[[], float] = time.time, sleep: Callable[[float], None] = time.sleep,
            polls: int | None = None, on_pull: Callable[[PullReport], None] | None = None) -> int:
-    """Pull, then keep pulling from the watermark every step; returns the number of pulls made."""
+    """Pull, then keep pulling from the watermark every step; returns the number of pulls made.
+
+    Between pulls nothing of the database is held but the writer announcement (see store.gate).
+    """
     done = 0
-    while polls is None or done < polls:
-        report = pull(con, client, options, clock=clock)
-        done += 1
-        if on_pull is not None:
-            on_pull(report)
-        options = replace(options, start_ms=None, end_ms=None)  # later polls continue from the watermark
-        if polls is None or done < polls:
-            sleep(options.step_ms / 1000)
+    with store.writing(f"hetpool pull --follow from {source_key(options.url)}"):
+        while polls is None or done < polls:
+            report = pull(store, client, options, clock=clock)
+            done += 1
+            if on_pull is not None:
+                on_pull(report)
+            options = replace(options, start_ms=None, end_ms=None)  # later polls continue from the watermark
+            if polls is None or done < polls:
+                sleep(options.step_ms / 1000)
     return done

@@ -73,6 +73,14 @@ class Normalizer:
         self._held: pl.DataFrame | None = None  # derived inputs waiting for their partners (next batch)
         self._last: pl.DataFrame | None = None  # newest raw value of each error series in this ingest
 
+    def mark(self) -> tuple[pl.DataFrame | None, pl.DataFrame | None]:
+        """What carries over between batches, so that a batch can be normalized again from the same point."""
+        return self._held, self._last
+
+    def reset(self, mark: tuple[pl.DataFrame | None, pl.DataFrame | None]) -> None:
+        """Go back to a `mark` (series resolutions are kept: they do not depend on the data)."""
+        self._held, self._last = mark
+
     def sid(self, key: str, name: str, labels: dict[str, str]) -> int:
         """The series id of a key, resolving the series the first time it is seen."""
         got = self._sid.get(key)

@@ -6,19 +6,21 @@ import duckdb
 import polars as pl
 
 STATE_COLUMNS = ("node", "device", "source", "ts", "value")
+PRIOR_SCHEMA = {"node": pl.String, "device": pl.String, "source": pl.String, "before": pl.Int64, "ts": pl.Int64,
+                "value": pl.Float64}
 
 
 def prior_error_state(con: duckdb.DuckDBPyConnection, keys: pl.DataFrame) -> pl.DataFrame:
-    """For each (node, device, source, before): the newest stored raw value strictly before `before`."""
+    """For each (node, device, source, before): the newest stored raw value strictly before `before`, and its ts."""
     if keys.height == 0:
-        return pl.DataFrame(schema={"node": pl.String, "device": pl.String, "source": pl.String,
-                                    "value": pl.Float64})
+        return pl.DataFrame(schema=PRIOR_SCHEMA)
     con.register("_hp_state_keys", keys.select("node", "device", "source", "before").to_arrow())
     try:
         return con.sql(
-            "SELECT k.node, k.device, k.source, arg_max(s.value, s.ts) AS value FROM _hp_state_keys k "
-            "JOIN error_state s ON s.node = k.node AND s.device = k.device AND s.source = k.source "
-            "AND s.ts < k.before GROUP BY k.node, k.device, k.source").pl()
+            "SELECT k.node, k.device, k.source, k.before, max(s.ts) AS ts, arg_max(s.value, s.ts) AS value "
+            "FROM _hp_state_keys k JOIN error_state s ON s.node = k.node AND s.device = k.device "
+            "AND s.source = k.source AND s.ts < k.before GROUP BY k.node, k.device, k.source, k.before "
+            "ORDER BY k.node, k.device, k.source, k.before").pl().cast(PRIOR_SCHEMA)
     finally:
         con.unregister("_hp_state_keys")
 

@@ -1,16 +1,23 @@
-"""The idempotent write path: one ingest run is one transaction, and every source record is accounted for."""
+"""The idempotent write path: a run is staged while its source is read, then written in one short transaction.
+
+Staging needs no database: rows, rejects, versions and error-state change points gather in memory. `write`
+then runs inside the caller's transaction (see `commit_run`), where stored rows are told from duplicates,
+rollups are brought up to date and the run is recorded, so the write lock is held for the commit only.
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import json
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from types import TracebackType
 
 import duckdb
 import polars as pl
 
-from store.db import fetch_one
+from store.db import Access, fetch_one, transaction
+from store.error_state import record_error_state
 from store.errors import StoreError
 from store.rollups import raw_horizon, refresh_rollups
 
@@ -28,6 +35,8 @@ VERSION_SCHEMA: dict[str, pl.DataType] = {
 RECORD_MAX_CHARS = 500
 _KEY_SQL = ", ".join(KEY)
 
+Hook = Callable[[duckdb.DuckDBPyConnection, "IngestRun"], None]  # more work inside the run's transaction
+
 
 @dataclass
 class IngestCounts:
@@ -43,85 +52,51 @@ class IngestCounts:
         return asdict(self)
 
 
-class IngestRun:
-    """A transaction that writes samples, rejects and versions of one source and records the run.
+class StaleStage(StoreError):
+    """Something the staging read from the store changed before the commit: stage the run again."""
 
-    Sample frames may carry an `n_src` column: how many source records a canonical row stands for
-    (a derived row can fold several). Stored and duplicate counts are sums of it, so the accounting
-    stays in source records whatever the mapping did.
+
+class IngestRun:
+    """The samples, rejects, versions and error state of one source, staged until `write` stores them.
+
+    Sample frames may carry an `n_src` column: how many source records a canonical row stands for (a derived
+    row can fold several). Stored and duplicate counts are sums of it, so the accounting stays in source
+    records whatever the mapping did.
     """
 
-    def __init__(self, con: duckdb.DuckDBPyConnection, kind: str, source: str):
-        self.con = con
+    def __init__(self, kind: str, source: str):
         self.kind = kind
         self.source = source
-        self.counts = IngestCounts()
-        self.rows_stored = 0
+        self.started_at = dt.datetime.now(dt.UTC)
+        self.staged = IngestCounts()  # read, rejected and folded duplicates, known while staging
+        self.counts = IngestCounts()  # the final counts, once written
         self.warnings: list[str] = []
         self.window: tuple[int, int] | None = None
-        self.stored_span: tuple[int, int] | None = None
-        self.run_id = 0
         self.failed = False
-        self._open = False
-        self._horizon: int | None = None
+        self.run_id = 0
+        self._samples: list[tuple[pl.DataFrame, bool]] = []
+        self._rejects: list[pl.DataFrame] = []
+        self._versions: list[pl.DataFrame] = []
+        self._state: list[pl.DataFrame] = []
+        self._hooks: list[Hook] = []
+        self._checks: list[Hook] = []
+        self._reset_write()
+
+    def _reset_write(self) -> None:
+        self.rows_stored = 0
+        self.stored_span: tuple[int, int] | None = None
         self._before: tuple[int, int] | None = None  # ts range stored before this run, once read
         self._before_read = False
         self._inserted: tuple[int, int] | None = None  # ts range of rows this run inserted
 
-    def __enter__(self) -> IngestRun:
-        self.con.execute("BEGIN TRANSACTION")
-        self._open = True
-        row = fetch_one(
-            self.con,
-            "INSERT INTO ingest_runs (kind, source, started_at, status) VALUES (?, ?, ?, 'running') RETURNING run_id",
-            [self.kind, self.source, dt.datetime.now(dt.UTC)],
-        )
-        assert row is not None
-        self.run_id = int(row[0])
-        self._horizon = raw_horizon(self.con)
-        return self
-
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
-        if not self._open:
-            return
-        self._open = False
-        if exc_type is not None:
-            self.con.execute("ROLLBACK")
-            return
-        try:
-            self._check_accounting()
-            if self.stored_span is not None:
-                refresh_rollups(self.con, *self.stored_span)
-            self.con.execute(
-                "UPDATE ingest_runs SET finished_at = ?, window_start = ?, window_end = ?, read = ?, "
-                "stored = ?, rejected = ?, duplicates = ?, status = ?, warnings = ? WHERE run_id = ?",
-                [dt.datetime.now(dt.UTC), *(self.window or (None, None)), self.counts.read,
-                 self.counts.stored, self.counts.rejected, self.counts.duplicates,
-                 "failed" if self.failed else "warnings" if self.warnings else "ok", json.dumps(self.warnings),
-                 self.run_id],
-            )
-        except BaseException:
-            self.con.execute("ROLLBACK")
-            raise
-        self.con.execute("COMMIT")
-
-    def _check_accounting(self) -> None:
-        c = self.counts
-        if c.read != c.stored + c.rejected + c.duplicates:
-            raise StoreError(
-                f"ingest of {self.source!r} lost records: read {c.read} != stored {c.stored} + "
-                f"rejected {c.rejected} + duplicates {c.duplicates}"
-            )
-
-    # -- accounting ---------------------------------------------------------------------------
+    # -- staging ------------------------------------------------------------------------------
     def add_read(self, n: int) -> None:
         """Count source records read (samples, lines or rows, whatever the source's unit is)."""
-        self.counts.read += n
+        self.staged.read += n
 
     def add_duplicates(self, n: int) -> None:
         """Count records the normalizer folded as repeats before they became rows (a sticky code)."""
-        self.counts.duplicates += n
+        self.staged.duplicates += n
 
     def fail(self, message: str) -> None:
         """Mark the run failed (it still commits, so the failure and its reason are on record)."""
@@ -132,124 +107,199 @@ class IngestRun:
         """Attach a warning (such as a Prometheus partial response) to the run."""
         self.warnings.append(message)
 
-    # -- writes --------------------------------------------------------------------------------
-    def add_samples(self, frame: pl.DataFrame, *, assume_unique: bool = False) -> tuple[int, int]:
-        """Insert rows not already stored; return (stored, duplicates) in source records.
+    def widen(self, lo: int, hi: int) -> None:
+        """Widen the run's recorded time window."""
+        self.window = (min(lo, self.window[0]), max(hi, self.window[1])) if self.window else (lo, hi)
 
-        assume_unique=True: the caller guarantees that no two rows of the frame share the natural key (it
-        skips the in-batch deduplication, which is a large share of the cost of a big batch).
+    def also(self, hook: Hook) -> None:
+        """Run `hook(con, run)` inside the write transaction (a watermark, requests, a freshness check)."""
+        self._hooks.append(hook)
+
+    def check(self, hook: Hook) -> None:
+        """Run `hook(con, run)` first thing in the write transaction, before anything of the run is written."""
+        self._checks.append(hook)
+
+    def add_samples(self, frame: pl.DataFrame, *, assume_unique: bool = False) -> None:
+        """Stage canonical rows; stored and duplicates are decided at the write.
+
+        assume_unique=True: the caller guarantees that no two rows of the frame share the natural key (the
+        write then skips the in-batch deduplication, a large share of the cost of a big batch).
         """
         if frame.height == 0:
-            return (0, 0)
+            return
         weights = frame["n_src"].cast(pl.Int64) if "n_src" in frame.columns else pl.repeat(
             1, frame.height, dtype=pl.Int64, eager=True)
-        # Categorical text columns stay dictionary-encoded: DuckDB then holds an uncommitted run in half the memory
+        # Categorical text columns stay dictionary-encoded: half the memory while staged and inside DuckDB
         batch = frame.select([pl.col(c) if t == pl.String() and frame.schema[c] == pl.Categorical() else
                               pl.col(c).cast(t) for c, t in SAMPLE_SCHEMA.items()]).with_columns(weights.alias("n_src"))
         if any(batch.select(SAMPLE_COLUMNS).null_count().row(0)):  # null counts are known per column: no pass
             raise StoreError(f"ingest of {self.source!r} produced a sample with a null field")
-        if self._horizon is not None:
-            batch = self._reject_pruned(batch, self._horizon)
+        self.widen(int(batch["ts"].min()), int(batch["ts"].max()))  # type: ignore[arg-type]
+        self._samples.append((batch, assume_unique))
+
+    def add_rejects(self, frame: pl.DataFrame) -> int:
+        """Keep rejected records with their reason; returns how many."""
+        if frame.height == 0:
+            return 0
+        self._rejects.append(frame.select(
+            pl.col("line").cast(pl.Int64), pl.col("record").cast(pl.String).str.slice(0, RECORD_MAX_CHARS),
+            pl.col("reason").cast(pl.String)))
+        self.staged.rejected += frame.height
+        return frame.height
+
+    def add_versions(self, frame: pl.DataFrame) -> None:
+        """Stage observed versions (one row per observation, or first and last seen)."""
+        if frame.height:
+            self._versions.append(frame.select([pl.col(c).cast(t) for c, t in VERSION_SCHEMA.items()]))
+
+    def add_error_state(self, changes: pl.DataFrame) -> None:
+        """Stage change points of stateful error series (node, device, source, ts, value)."""
+        if changes.height:
+            self._state.append(changes)
+
+    def staged_state(self) -> pl.DataFrame | None:
+        """Change points staged so far, or None."""
+        if not self._state:
+            return None
+        if len(self._state) > 1:
+            self._state = [pl.concat(self._state)]
+        return self._state[0]
+
+    # -- the write ----------------------------------------------------------------------------
+    def write(self, con: duckdb.DuckDBPyConnection) -> IngestCounts:
+        """Store everything staged, inside the caller's transaction; safe to call again after a rollback."""
+        self.counts = dataclasses.replace(self.staged)
+        self._reset_write()
+        for check in self._checks:
+            check(con, self)
+        row = fetch_one(
+            con, "INSERT INTO ingest_runs (kind, source, started_at, status) VALUES (?, ?, ?, 'running') "
+                 "RETURNING run_id", [self.kind, self.source, self.started_at])
+        assert row is not None
+        self.run_id = int(row[0])
+        for rejects in self._rejects:
+            self._insert_rejects(con, rejects)
+        horizon = raw_horizon(con)
+        for batch, unique in self._samples:
+            self._insert_samples(con, batch, unique, horizon)
+        state = self.staged_state()
+        if state is not None:
+            # a change point already written is kept, as one insert per batch would have kept the first
+            record_error_state(con, state.unique(["node", "device", "source", "ts"], keep="first", maintain_order=True))
+        if self._versions:
+            self._upsert_versions(con, pl.concat(self._versions))
+        for hook in self._hooks:
+            hook(con, self)
+        c = self.counts
+        if c.read != c.stored + c.rejected + c.duplicates:
+            raise StoreError(f"ingest of {self.source!r} lost records: read {c.read} != stored {c.stored} + "
+                             f"rejected {c.rejected} + duplicates {c.duplicates}")
+        if self.stored_span is not None:
+            refresh_rollups(con, *self.stored_span)
+        con.execute(
+            "UPDATE ingest_runs SET finished_at = ?, window_start = ?, window_end = ?, read = ?, stored = ?, "
+            "rejected = ?, duplicates = ?, status = ?, warnings = ? WHERE run_id = ?",
+            [dt.datetime.now(dt.UTC), *(self.window or (None, None)), c.read, c.stored, c.rejected, c.duplicates,
+             "failed" if self.failed else "warnings" if self.warnings else "ok", json.dumps(self.warnings),
+             self.run_id])
+        return self.counts
+
+    def note_stored(self, stored: int, duplicates: int, rows: int, span: tuple[int, int] | None) -> None:
+        """Count rows a hook inserted (in source records) and the time span they cover."""
+        self.counts.stored += stored
+        self.counts.duplicates += duplicates
+        self.rows_stored += rows
+        if span is not None:
+            self.stored_span = span if self.stored_span is None else (
+                min(span[0], self.stored_span[0]), max(span[1], self.stored_span[1]))
+
+    def _insert_samples(self, con: duckdb.DuckDBPyConnection, batch: pl.DataFrame, assume_unique: bool,
+                        horizon: int | None) -> None:
+        if horizon is not None:
+            batch = self._reject_pruned(con, batch, horizon)
             if batch.height == 0:
-                return (0, 0)
+                return
         unique = batch if assume_unique else batch.unique(subset=list(KEY), keep="first", maintain_order=True)
         offered = int(unique["n_src"].sum())
         in_batch_dupes = int(batch["n_src"].sum()) - offered
         lo, hi = int(unique["ts"].min()), int(unique["ts"].max())  # type: ignore[arg-type]
-        self.window = (min(lo, self.window[0]), max(hi, self.window[1])) if self.window else (lo, hi)
-        arrow = unique.to_arrow()
-        self.con.register("_hp_batch", arrow)
+        con.register("_hp_batch", unique.to_arrow())
         try:
-            overlap = self._may_overlap(lo, hi) and fetch_one(
-                self.con, "SELECT count(*) FROM samples WHERE ts BETWEEN ? AND ?", [lo, hi]) != (0,)
+            overlap = self._may_overlap(con, lo, hi) and fetch_one(
+                con, "SELECT count(*) FROM samples WHERE ts BETWEEN ? AND ?", [lo, hi]) != (0,)
             if overlap:
-                self.con.execute(
+                con.execute(
                     f"CREATE OR REPLACE TEMP TABLE _hp_new AS SELECT b.* FROM _hp_batch b ANTI JOIN "
-                    f"(SELECT {_KEY_SQL} FROM samples WHERE ts BETWEEN ? AND ?) s USING ({_KEY_SQL})",
-                    [lo, hi])
+                    f"(SELECT {_KEY_SQL} FROM samples WHERE ts BETWEEN ? AND ?) s USING ({_KEY_SQL})", [lo, hi])
                 source = "_hp_new"
-                got = fetch_one(self.con, "SELECT count(*), coalesce(sum(n_src), 0), min(ts), max(ts) FROM _hp_new")
+                got = fetch_one(con, "SELECT count(*), coalesce(sum(n_src), 0), min(ts), max(ts) FROM _hp_new")
                 assert got is not None
                 rows, stored = int(got[0]), int(got[1])
                 span = (int(got[2]), int(got[3])) if rows else None
             else:
                 source, rows, stored, span = "_hp_batch", unique.height, offered, (lo, hi)
-            if span is not None:
-                self.stored_span = span if self.stored_span is None else (
-                    min(span[0], self.stored_span[0]), max(span[1], self.stored_span[1]))
-                self._inserted = span if self._inserted is None else (
-                    min(span[0], self._inserted[0]), max(span[1], self._inserted[1]))
             cols = ", ".join(SAMPLE_COLUMNS)
-            self.con.execute(f"INSERT INTO samples ({cols}) SELECT {cols} FROM {source}")
+            con.execute(f"INSERT INTO samples ({cols}) SELECT {cols} FROM {source}")
             if source == "_hp_new":
-                self.con.execute("DROP TABLE _hp_new")
+                con.execute("DROP TABLE _hp_new")
         finally:
-            self.con.unregister("_hp_batch")
-        duplicates = offered - stored + in_batch_dupes
-        self.rows_stored += rows
-        self.counts.stored += stored
-        self.counts.duplicates += duplicates
-        return stored, duplicates
+            con.unregister("_hp_batch")
+        if span is not None:
+            self._inserted = span if self._inserted is None else (
+                min(span[0], self._inserted[0]), max(span[1], self._inserted[1]))
+        self.note_stored(stored, offered - stored + in_batch_dupes, rows, span)
 
-    def _may_overlap(self, lo: int, hi: int) -> bool:
+    def _may_overlap(self, con: duckdb.DuckDBPyConnection, lo: int, hi: int) -> bool:
         """Whether stored rows may fall in [lo, hi]: only then is the store searched for rows already there.
 
         Rows stored before this run are known by their time range, read once; rows of this run by the range
         it inserted so far. A time-ordered file never overlaps either, so its batches need no search.
         """
         if not self._before_read:
-            row = fetch_one(self.con, "SELECT min(ts), max(ts) FROM samples")
+            row = fetch_one(con, "SELECT min(ts), max(ts) FROM samples")
             self._before = (int(row[0]), int(row[1])) if row and row[0] is not None else None
             self._before_read = True
         return any(span is not None and lo <= span[1] and span[0] <= hi for span in (self._before, self._inserted))
 
-    def _reject_pruned(self, batch: pl.DataFrame, horizon: int) -> pl.DataFrame:
+    def _reject_pruned(self, con: duckdb.DuckDBPyConnection, batch: pl.DataFrame, horizon: int) -> pl.DataFrame:
         """Samples older than the retention horizon would never reach the rollups: reject them."""
         old = batch.filter(pl.col("ts") < horizon)
         if old.height:
-            self.add_rejects(old.select(
+            self._insert_rejects(con, old.select(
                 pl.lit(None, dtype=pl.Int64).alias("line"),
                 pl.format("{} {} {}@{} {}", "metric", "node", "device", "ts", "value").alias("record"),
                 pl.lit(f"older than the raw retention horizon {horizon} ms (pruned by 'hetpool prune')")
                 .alias("reason"),
             ))
             # a folded row stands for n_src records; all of them are rejected with it
-            self.counts.rejected += int(old["n_src"].sum()) - old.height
+            self.counts.rejected += int(old["n_src"].sum())
         return batch.filter(pl.col("ts") >= horizon)
 
-    def add_rejects(self, frame: pl.DataFrame) -> int:
-        """Keep rejected records with their reason; returns how many."""
-        if frame.height == 0:
-            return 0
-        rejects = frame.select(
-            pl.lit(self.run_id, dtype=pl.Int64).alias("run_id"),
-            pl.lit(self.source).alias("source"),
-            pl.col("line").cast(pl.Int64),
-            pl.col("record").cast(pl.String).str.slice(0, RECORD_MAX_CHARS),
-            pl.col("reason").cast(pl.String),
-        )
-        self.con.register("_hp_rejects", rejects.to_arrow())
+    def _insert_rejects(self, con: duckdb.DuckDBPyConnection, frame: pl.DataFrame) -> None:
+        rejects = frame.select(pl.lit(self.run_id, dtype=pl.Int64).alias("run_id"),
+                               pl.lit(self.source).alias("source"), "line", "record", "reason")
+        con.register("_hp_rejects", rejects.to_arrow())
         try:
-            self.con.execute("INSERT INTO rejects SELECT run_id, source, line, record, reason FROM _hp_rejects")
+            con.execute("INSERT INTO rejects SELECT run_id, source, line, record, reason FROM _hp_rejects")
         finally:
-            self.con.unregister("_hp_rejects")
-        self.counts.rejected += rejects.height
-        return rejects.height
+            con.unregister("_hp_rejects")
 
-    def add_versions(self, frame: pl.DataFrame) -> int:
-        """Upsert observed versions, widening first/last seen; returns distinct versions in the frame."""
-        if frame.height == 0:
-            return 0
-        agg = frame.select([pl.col(c).cast(t) for c, t in VERSION_SCHEMA.items()]).group_by(
-            "pool", "node", "device", "component", "version").agg(
+    @staticmethod
+    def _upsert_versions(con: duckdb.DuckDBPyConnection, frame: pl.DataFrame) -> None:
+        agg = frame.group_by("pool", "node", "device", "component", "version").agg(
             pl.col("ts").min().alias("first_seen"), pl.col("ts").max().alias("last_seen"))
-        self.con.register("_hp_versions", agg.to_arrow())
+        con.register("_hp_versions", agg.to_arrow())
         try:
-            self.con.execute(
+            con.execute(
                 "INSERT INTO versions SELECT pool, node, device, component, version, first_seen, last_seen "
                 "FROM _hp_versions ON CONFLICT (pool, node, device, component, version) DO UPDATE SET "
                 "first_seen = least(versions.first_seen, excluded.first_seen), "
                 "last_seen = greatest(versions.last_seen, excluded.last_seen)")
         finally:
-            self.con.unregister("_hp_versions")
-        return agg.height
+            con.unregister("_hp_versions")
+
+
+def commit_run(store: Access, run: IngestRun) -> IngestCounts:
+    """Write a staged run in one transaction of its own: all of it, or (on any error) nothing."""
+    with store.write(f"hetpool {run.kind} ingest of {run.source}") as con, transaction(con):
+        return run.write(con)

@@ -16,17 +16,21 @@ REQUEST_COLUMNS: dict[str, pl.DataType] = {
 _COLS = ", ".join(REQUEST_COLUMNS)
 
 
-def add_requests(run: IngestRun, trace: str, frame: pl.DataFrame) -> tuple[int, int]:
-    """Insert requests whose (trace, seq) is new; count stored and duplicates on the run."""
+def add_requests(run: IngestRun, trace: str, frame: pl.DataFrame) -> None:
+    """Stage requests; the commit inserts those whose (trace, seq) is new and counts the rest as duplicates."""
     if frame.height == 0:
-        return (0, 0)
+        return
     try:
         batch = frame.with_columns(pl.lit(trace).alias("trace")).select(
             [pl.col(c).cast(t) for c, t in REQUEST_COLUMNS.items()])
     except pl.exceptions.PolarsError as exc:
         raise StoreError(f"requests of trace {trace!r} do not fit the requests table: {exc}") from exc
+    run.widen(int(batch["arrival_ms"].min()), int(batch["arrival_ms"].max()))  # type: ignore[arg-type]
+    run.also(lambda con, r: _insert_requests(con, r, batch))
+
+
+def _insert_requests(con: duckdb.DuckDBPyConnection, run: IngestRun, batch: pl.DataFrame) -> None:
     unique = batch.unique(subset=["seq"], keep="first", maintain_order=True)
-    con = run.con
     con.register("_hp_requests", unique.to_arrow())
     try:
         got = con.execute(
@@ -38,13 +42,7 @@ def add_requests(run: IngestRun, trace: str, frame: pl.DataFrame) -> tuple[int, 
             "ANTI JOIN requests r ON r.trace = b.trace AND r.seq = b.seq")
     finally:
         con.unregister("_hp_requests")
-    duplicates = batch.height - stored
-    lo, hi = int(batch["arrival_ms"].min()), int(batch["arrival_ms"].max())  # type: ignore[arg-type]
-    run.window = (min(lo, run.window[0]), max(hi, run.window[1])) if run.window else (lo, hi)
-    run.counts.stored += stored
-    run.counts.duplicates += duplicates
-    run.rows_stored += stored
-    return stored, duplicates
+    run.note_stored(stored, batch.height - stored, stored, None)
 
 
 def read_requests(con: duckdb.DuckDBPyConnection, *, trace: str | None = None, start_ms: int | None = None,

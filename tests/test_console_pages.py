@@ -16,7 +16,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from pool_registry import Registry
-from store import ENV_DB, IngestRun, connect
+from store import ENV_DB, Held, IngestRun, commit_run, connect
 from store.quantiles import histogram_quantiles
 from tests.conftest import REPO
 
@@ -187,9 +187,10 @@ def test_a_window_without_the_selected_pool_shows_an_empty_state(fleet_db: Path,
     con = connect(fleet_db)
     rows = pl.DataFrame({"ts": [END - 60_000], "pool": ["h100-a"], "node": ["h100-a-01"], "device": ["0"],
                          "metric": ["accelerator.utilization"], "value": [0.5], "attributes": [json.dumps({})]})
-    with IngestRun(con, "file", "one sample") as run:
-        run.add_read(1)
-        run.add_samples(rows)
+    run = IngestRun("file", "one sample")
+    run.add_read(1)
+    run.add_samples(rows)
+    commit_run(Held(con), run)
     con.close()
     for page in PAGES[:4]:
         at = open_page(fleet_db, monkeypatch, page)

@@ -10,7 +10,7 @@ import duckdb
 import polars as pl
 import pytest
 
-from store import IngestRun
+from store import Held, IngestRun, commit_run
 from store.errors import StoreError
 from store.exports import ExportFilter, export_samples
 
@@ -29,9 +29,10 @@ ROWS = pl.DataFrame({
 
 @pytest.fixture
 def filled(con: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection:
-    with IngestRun(con, "file", "test") as run:
-        run.add_read(ROWS.height)
-        run.add_samples(ROWS)
+    run = IngestRun("file", "test")
+    run.add_read(ROWS.height)
+    run.add_samples(ROWS)
+    commit_run(Held(con), run)
     return con
 
 
@@ -88,9 +89,10 @@ def power_series(con: duckdb.DuckDBPyConnection, days: int) -> None:
     n = days * 144
     rows = pl.DataFrame({"ts": [T + i * 600_000 for i in range(n)], "pool": "a", "node": "n1", "device": "0",
                          "metric": "accelerator.power", "value": [float(i) for i in range(n)], "attributes": "{}"})
-    with IngestRun(con, "file", "series") as run:
-        run.add_read(n)
-        run.add_samples(rows)
+    run = IngestRun("file", "series")
+    run.add_read(n)
+    run.add_samples(rows)
+    commit_run(Held(con), run)
 
 
 @pytest.mark.parametrize(("days", "window_days", "resolution", "rows"), [

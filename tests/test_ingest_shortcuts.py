@@ -9,14 +9,13 @@ import numpy as np
 import polars as pl
 import pytest
 
-from collectors import pipeline
-from collectors.pipeline import BatchWriter, IngestReport
+from collectors.pipeline import StatePrior
 from normalizers import exposition
-from normalizers.exposition import REJECT_SCHEMA, ExpositionParser
-from normalizers.normalize import ROW_SCHEMA, VERSION_SCHEMA, Normalized, _pairs_distinct
+from normalizers.exposition import ExpositionParser
+from normalizers.normalize import _pairs_distinct
 from normalizers.stateful import LAST_SCHEMA, _Newest
-from store import IngestRun, connect
-from tests.test_ingest import frame, samples
+from store import Held, IngestRun, StaleStage, commit_run, connect
+from tests.test_ingest import frame, samples, written
 from tests.test_normalize import normalize, reasons
 from tests.test_pipeline import AT, ingest, one
 
@@ -34,23 +33,23 @@ def write(tmp_path: Path, text: str) -> Path:
 def test_a_run_searches_its_own_earlier_batches(con: duckdb.DuckDBPyConnection) -> None:
     late = frame([(3000, "m", 3.0), (4000, "m", 4.0)])
     early = frame([(1000, "m", 1.0), (3000, "m", 9.0), (4000, "m2", 5.0)])  # 3000/m is already in the run
-    with IngestRun(con, "file", "a") as run:
-        run.add_read(5)
-        assert run.add_samples(late, assume_unique=True) == (2, 0)
-        assert run.add_samples(early, assume_unique=True) == (2, 1)
+    run = IngestRun("file", "a")
+    run.add_read(5)
+    run.add_samples(late, assume_unique=True)
+    run.add_samples(early, assume_unique=True)
+    commit_run(Held(con), run)
+    assert (run.counts.stored, run.counts.duplicates) == (4, 1)
     assert samples(con) == [(1000, "m", 1.0), (3000, "m", 3.0), (4000, "m", 4.0), (4000, "m2", 5.0)]
     assert one(con, "SELECT count(*) FROM rollup_1m", []) == 2  # m and m2 in the first minute
 
 
 def test_rows_stored_before_the_run_are_searched_only_inside_their_range(con: duckdb.DuckDBPyConnection) -> None:
-    with IngestRun(con, "file", "a") as run:
-        run.add_read(2)
-        run.add_samples(frame([(1000, "m", 1.0), (5000, "m", 5.0)]))
-    with IngestRun(con, "file", "b") as run:
-        run.add_read(4)
-        assert run.add_samples(frame([(9000, "m", 9.0)]), assume_unique=True) == (1, 0)  # after: no search
-        assert run.add_samples(frame([(3000, "m", 3.0), (5000, "m", 7.0), (6000, "m", 6.0)]),
-                               assume_unique=True) == (2, 1)
+    written(con, "a", 2, frame([(1000, "m", 1.0), (5000, "m", 5.0)]))
+    run = IngestRun("file", "b")
+    run.add_read(4)
+    run.add_samples(frame([(9000, "m", 9.0)]), assume_unique=True)  # after what is stored: no search
+    run.add_samples(frame([(3000, "m", 3.0), (5000, "m", 7.0), (6000, "m", 6.0)]), assume_unique=True)
+    commit_run(Held(con), run)
     assert samples(con) == [(1000, "m", 1.0), (3000, "m", 3.0), (5000, "m", 5.0), (6000, "m", 6.0),
                             (9000, "m", 9.0)]
     assert run.counts.as_dict() == {"read": 4, "stored": 3, "rejected": 0, "duplicates": 1}
@@ -79,8 +78,8 @@ def test_two_series_of_one_canonical_row_keep_the_first() -> None:
 
 
 def test_state_of_earlier_batches_answers_a_later_lookup(con: duckdb.DuckDBPyConnection, tmp_path: Path) -> None:
-    # the third sample goes back in time, so its batch asks the store for the state before it: the change
-    # points of the first batch, still waiting to be written, must be written first
+    # the third sample goes back in time, so its batch asks for the state before it: the change points of
+    # the first batch, staged but not yet written, must answer too
     text = (XID.format(value=48, ts=AT) + XID.format(value=0, ts=AT + 30_000) + PAD
             + XID.format(value=48, ts=AT + 15_000) + PAD)
     report = ingest(con, write(tmp_path, text), chunk=4096)
@@ -100,15 +99,35 @@ def test_a_line_repeated_across_a_chunk_boundary_is_one_row(con: duckdb.DuckDBPy
         (AT, "0", 40.0), (AT, "1", 41.0), (AT + 15_000, "0", 50.0)]
 
 
-def test_the_writer_writes_state_once(con: duckdb.DuckDBPyConnection) -> None:
+def test_the_lookup_combines_stored_and_staged_state(con: duckdb.DuckDBPyConnection) -> None:
+    def change(ts: int, value: float, device: str = "0") -> pl.DataFrame:
+        return pl.DataFrame({"node": ["n"], "device": [device], "source": ["s"], "ts": [ts], "value": [value]})
+
+    written(con, "a", 0, stage=lambda run: run.add_error_state(pl.concat([change(5, 48.0), change(20, 0.0)])))
+    run = IngestRun("file", "b")
+    run.add_error_state(pl.concat([change(8, 79.0), change(8, 13.0), change(5, 31.0), change(3, 43.0, "1")]))
+    prior = StatePrior(Held(con), run)
+
+    def before(device: str, ts: int) -> float | None:
+        got = prior(pl.DataFrame({"node": ["n"], "device": [device], "source": ["s"], "before": [ts]}))
+        return got["value"].item() if got.height else None
+
+    got = {(d, b): before(d, b) for d, b in (("0", 6), ("0", 10), ("0", 30), ("1", 4), ("1", 3))}
+    # before 6: stored 48 beats the staged 31 at the same time; before 10: the staged 79 (the first at ts 8)
+    assert got == {("0", 6): 48.0, ("0", 10): 79.0, ("0", 30): 0.0, ("1", 4): 43.0, ("1", 3): None}
+
+
+def test_state_stored_by_another_writer_meanwhile_refuses_the_commit(con: duckdb.DuckDBPyConnection) -> None:
     keys = pl.DataFrame({"node": ["n"], "device": ["0"], "source": ["s"], "before": [10]})
-    change = pl.DataFrame({"node": ["n"], "device": ["0"], "source": ["s"], "ts": [5], "value": [48.0]})
-    with IngestRun(con, "file", "a") as run:
-        writer = BatchWriter(run, IngestReport("a", run.run_id, run.counts))
-        writer.state = [change, change.with_columns(value=pl.lit(7.0))]  # the same change point twice
-        assert writer.prior(keys)["value"].to_list() == [48.0]  # the first is kept, as before
-        assert writer.state == []
-    assert con.execute("SELECT ts, value FROM error_state").fetchall() == [(5, 48.0)]
+    run = IngestRun("file", "late")
+    prior = StatePrior(Held(con), run)
+    assert prior(keys).height == 0  # nothing stored yet: the staging treats the series as new
+    written(con, "meanwhile", 0, stage=lambda r: r.add_error_state(pl.DataFrame(
+        {"node": ["n"], "device": ["0"], "source": ["s"], "ts": [5], "value": [48.0]})))
+    run.check(prior.check)
+    with pytest.raises(StaleStage, match="changed while it was staged"):
+        commit_run(Held(con), run)
+    assert con.execute("SELECT count(*) FROM ingest_runs").fetchone() == (1,)
 
 
 def test_fresh_database_rollups_match_raw(tmp_path: Path) -> None:
@@ -152,22 +171,9 @@ def test_the_newest_value_of_an_error_series_prefers_the_later_batch_on_a_tie() 
 def test_the_refresh_in_hour_slices_equals_one_aggregation(con: duckdb.DuckDBPyConnection) -> None:
     start = 1_767_225_600_000 + 17 * 60_000 + 30_500  # 17.5 minutes past an hour: slices cross hours
     rows = [(start + i * 7_000, "m" if i % 3 else "m2", float(i % 11)) for i in range(1_500)]  # about 2.9 hours
-    with IngestRun(con, "file", "a") as run:
-        run.add_read(len(rows))
-        run.add_samples(frame(rows))
+    written(con, "a", len(rows), frame(rows))
     one = ("SELECT ts - ts % 60000, metric, count(*), sum(value), min(value), max(value), arg_max(value, ts), "
            "max(ts) FROM samples GROUP BY ALL ORDER BY ALL")
     assert con.execute("SELECT bucket, metric, count, sum, min, max, last, last_ts FROM rollup_1m "
                        "ORDER BY ALL").fetchall() == con.execute(one).fetchall()
     assert con.execute("SELECT count(DISTINCT bucket) FROM rollup_1h").fetchone() == (4,)
-
-
-def test_held_state_is_written_when_it_grows(con: duckdb.DuckDBPyConnection, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(pipeline, "STATE_ROWS", 2)
-    change = pl.DataFrame({"node": ["n"], "device": ["0"], "source": ["s"], "ts": [5], "value": [48.0]})
-    with IngestRun(con, "file", "a") as run:
-        writer = BatchWriter(run, IngestReport("a", run.run_id, run.counts))
-        for ts in (5, 6):
-            writer.normalized(Normalized(pl.DataFrame(schema=ROW_SCHEMA), pl.DataFrame(schema=REJECT_SCHEMA),
-                                         pl.DataFrame(schema=VERSION_SCHEMA), 0, change.with_columns(ts=pl.lit(ts))))
-        assert writer.state == [] and con.execute("SELECT count(*) FROM error_state").fetchone() == (2,)

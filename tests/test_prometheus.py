@@ -21,7 +21,7 @@ import pytest
 from collectors.prometheus import PullOptions, follow, pull
 from collectors.promhttp import PromClient, RetryPolicy
 from pool_registry import load_registry
-from store import connect, save_registry
+from store import Held, connect, save_registry
 from tests.conftest import FLEET
 from tests.promserver import STEP_S, T0_S, FixtureFleet, PrometheusServer, Series
 from tests.proxies import AuthProxy, FaultProxy, TlsProxy, self_signed
@@ -60,7 +60,7 @@ def digest(con: duckdb.DuckDBPyConnection) -> tuple[int, str]:
 def clean(prom: PrometheusServer, tmp_path_factory: pytest.TempPathFactory) -> tuple[int, str]:
     """The digest of one uninterrupted pull of the whole history."""
     con = fresh_db(tmp_path_factory.mktemp("clean") / "clean.duckdb")
-    report = pull(con, PromClient(prom.url), PullOptions(url=prom.url, start_ms=START, end_ms=END))
+    report = pull(Held(con), PromClient(prom.url), PullOptions(url=prom.url, start_ms=START, end_ms=END))
     assert report.missing == []
     result = digest(con)
     con.close()
@@ -87,7 +87,7 @@ def value_at(con: duckdb.DuckDBPyConnection, metric: str, node: str, device: str
 
 def test_pull_stores_what_was_loaded(prom: PrometheusServer, tmp_path: Path) -> None:
     con = fresh_db(tmp_path / "a.duckdb")
-    report = pull(con, PromClient(prom.url), full(prom.url))
+    report = pull(Held(con), PromClient(prom.url), full(prom.url))
     loaded = len(FLEET_HISTORY.series) * FLEET_HISTORY.steps  # 38 series x 5760 steps
     assert report.totals() == {"read": loaded, "stored": loaded, "rejected": 0, "duplicates": 0}
     counts = dict(con.execute("SELECT metric, count(*) FROM samples GROUP BY 1").fetchall())
@@ -116,7 +116,7 @@ def test_pull_stores_what_was_loaded(prom: PrometheusServer, tmp_path: Path) -> 
 
 def test_rollups_equal_raw_after_a_pull(prom: PrometheusServer, tmp_path: Path) -> None:
     con = fresh_db(tmp_path / "r.duckdb")
-    pull(con, PromClient(prom.url), full(prom.url, profiles=("dcgm",), end_ms=START + 3 * HOUR_MS + 1))
+    pull(Held(con), PromClient(prom.url), full(prom.url, profiles=("dcgm",), end_ms=START + 3 * HOUR_MS + 1))
     raw = con.sql("SELECT * FROM samples").pl()
     want = (raw.with_columns((pl.col("ts") // 60_000 * 60_000).alias("bucket")).sort("ts")
             .group_by("bucket", "node", "device", "metric").agg(
@@ -137,9 +137,9 @@ def test_half_then_rest_equals_one_pull(prom: PrometheusServer, tmp_path: Path, 
     con = fresh_db(tmp_path / "h.duckdb")
     client = PromClient(prom.url)
     mid = START + 11 * HOUR_MS + 7 * 60_000 + 1  # not on a chunk edge
-    first = pull(con, client, full(prom.url, end_ms=mid))
+    first = pull(Held(con), client, full(prom.url, end_ms=mid))
     assert set(first.watermarks.values()) == {mid}
-    rest = pull(con, client, PullOptions(url=prom.url, end_ms=END))  # continues from each watermark
+    rest = pull(Held(con), client, PullOptions(url=prom.url, end_ms=END))  # continues from each watermark
     assert rest.totals()["duplicates"] == 0
     assert digest(con) == clean
 
@@ -148,7 +148,7 @@ def test_follow_polls_from_the_watermark(prom: PrometheusServer, tmp_path: Path,
     con = fresh_db(tmp_path / "f.duckdb")
     clock_s = iter([START / 1000 + 6 * 3600 + STEP_S, (END + STEP_S * 1000) / 1000 + STEP_S])
     sleeps: list[float] = []
-    polls = follow(con, PromClient(prom.url), full(prom.url, end_ms=None), clock=lambda: next(clock_s),
+    polls = follow(Held(con), PromClient(prom.url), full(prom.url, end_ms=None), clock=lambda: next(clock_s),
                    sleep=sleeps.append, polls=2)
     assert polls == 2 and sleeps == [STEP_S]
     assert digest(con) == clean
@@ -172,7 +172,7 @@ def test_retries_heal_500s_timeouts_and_drops(prom: PrometheusServer, tmp_path: 
 
     con = fresh_db(tmp_path / "x.duckdb")
     with FaultProxy(prom.url, plan, slow_s=2.0) as proxy:
-        report = pull(con, PromClient(proxy.url, retry=FAST), full(proxy.url))
+        report = pull(Held(con), PromClient(proxy.url, retry=FAST), full(proxy.url))
     actions = [a for _, a in proxy.requests]
     assert {"500", "slow", "drop", "warn"} <= set(actions)
     assert report.missing == []
@@ -197,7 +197,7 @@ def test_a_chunk_that_keeps_failing_is_reported_and_healed_by_a_rerun(
 
     con = fresh_db(tmp_path / "m.duckdb")
     with FaultProxy(prom.url, plan) as proxy:
-        report = pull(con, PromClient(proxy.url, retry=FAST), full(proxy.url))
+        report = pull(Held(con), PromClient(proxy.url, retry=FAST), full(proxy.url))
         assert report.missing == [("dcgm", T0_S * 1000 + 4 * HOUR_MS, T0_S * 1000 + 5 * HOUR_MS)]
         assert report.watermarks["dcgm"] == T0_S * 1000 + 4 * HOUR_MS  # stays at the last good chunk
         assert report.watermarks["amd"] == END
@@ -207,7 +207,7 @@ def test_a_chunk_that_keeps_failing_is_reported_and_healed_by_a_rerun(
         assert "HTTP 500" in failed[0][3]
         assert digest(con) != clean
         broken = False
-        healed = pull(con, PromClient(proxy.url, retry=FAST), PullOptions(url=proxy.url, end_ms=END))
+        healed = pull(Held(con), PromClient(proxy.url, retry=FAST), PullOptions(url=proxy.url, end_ms=END))
     assert healed.missing == []
     assert digest(con) == clean
 

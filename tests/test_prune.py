@@ -10,7 +10,7 @@ import polars as pl
 import pytest
 
 from app.cli import main
-from store import IngestRun, connect
+from store import Held, IngestRun, commit_run, connect
 from store.rollups import HOUR_MS
 
 
@@ -18,10 +18,11 @@ def test_prune_command_drops_old_raw_and_keeps_rollups(db_path: Path, capsys: py
     now = int(time.time() * 1000)
     old, recent = now - 30 * 24 * HOUR_MS, now - HOUR_MS
     con = connect(db_path)
-    with IngestRun(con, "file", "x") as run:
-        run.add_read(2)
-        run.add_samples(pl.DataFrame({"ts": [old, recent], "pool": "p", "node": "n", "device": "0",
-                                      "metric": "accelerator.power", "value": [100.0, 200.0], "attributes": "{}"}))
+    run = IngestRun("file", "x")
+    run.add_read(2)
+    run.add_samples(pl.DataFrame({"ts": [old, recent], "pool": "p", "node": "n", "device": "0",
+                                  "metric": "accelerator.power", "value": [100.0, 200.0], "attributes": "{}"}))
+    commit_run(Held(con), run)
     con.close()
     assert main(["--db", str(db_path), "--json", "prune", "--keep-raw", "14d"]) == 0
     report = json.loads(capsys.readouterr().out)

@@ -12,6 +12,7 @@ import pytest
 
 from collectors.files import read_chunks
 from collectors.pipeline import IngestOptions, ingest_exposition
+from store import Held
 from store.errors import StoreError
 from store.quantiles import bucket_quantile, histogram_quantiles, increase
 
@@ -53,7 +54,7 @@ def cumulative(observations: list[float]) -> list[int]:
 def ingest_text(con: duckdb.DuckDBPyConnection, tmp_path: Path, text: str) -> None:
     path = tmp_path / "ttft.prom"
     path.write_text(text)
-    report = ingest_exposition(con, read_chunks(path), kind="file", source=str(path),
+    report = ingest_exposition(Held(con), read_chunks(path), kind="file", source=str(path),
                                options=IngestOptions(pool="p", node="vllm-1"), clock=lambda: T1 / 1000 + 3600)
     assert report.counts.rejected == 0
 

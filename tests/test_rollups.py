@@ -8,7 +8,7 @@ import duckdb
 import polars as pl
 import pytest
 
-from store import IngestRun
+from store import Held, IngestRun, commit_run
 from store.rollups import HOUR_MS, MINUTE_MS, prune_raw, raw_horizon, refresh_rollups
 
 T0 = 1_767_225_600_000  # 2026-01-01T00:00:00Z
@@ -25,9 +25,10 @@ def make(n: int, seed: int, start: int = T0, span_ms: int = 3 * HOUR_MS) -> pl.D
 
 
 def ingest(con: duckdb.DuckDBPyConnection, batch: pl.DataFrame, source: str = "t") -> IngestRun:
-    with IngestRun(con, "file", source) as run:
-        run.add_read(batch.height)
-        run.add_samples(batch)
+    run = IngestRun("file", source)
+    run.add_read(batch.height)
+    run.add_samples(batch)
+    commit_run(Held(con), run)
     return run
 
 

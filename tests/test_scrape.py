@@ -15,6 +15,7 @@ import pytest
 from collectors.errors import CollectorError
 from collectors.pipeline import IngestOptions, ingest_scrapes
 from collectors.scrape import scrape
+from store import Held
 from tests.test_normalize import FIXTURES
 
 
@@ -89,8 +90,8 @@ def test_scrape_errors_name_the_url(exporter: Exporter) -> None:
 def test_scrape_ingests_corpus_exporters(exporter: Exporter, corpus: Path, con: duckdb.DuckDBPyConnection) -> None:
     exporter.bodies["/dcgm"] = (corpus / "dcgm" / "real_world_exposition_samples.prom").read_bytes()
     exporter.bodies["/vllm"] = (corpus / "serving" / "vllm" / "real_world_exposition_samples.prom").read_bytes()
-    dcgm = ingest_scrapes(con, exporter.url("/dcgm"), IngestOptions(pool="p"), clock=lambda: 1_795_000_000.0)
-    vllm = ingest_scrapes(con, exporter.url("/vllm"), IngestOptions(pool="p"), clock=lambda: 1_795_000_001.0)
+    dcgm = ingest_scrapes(Held(con), exporter.url("/dcgm"), IngestOptions(pool="p"), clock=lambda: 1_795_000_000.0)
+    vllm = ingest_scrapes(Held(con), exporter.url("/vllm"), IngestOptions(pool="p"), clock=lambda: 1_795_000_001.0)
     assert dcgm[0].as_dict() == {"read": 25, "stored": 15, "rejected": 6, "duplicates": 4}
     assert vllm[0].as_dict() == {"read": 30, "stored": 21, "rejected": 9, "duplicates": 0}
     # vLLM has no node label: the scrape target's host is the node; samples are stamped with the scrape time
@@ -108,7 +109,7 @@ def test_five_scrapes_of_a_sticky_xid_are_five_runs_and_one_event(exporter: Expo
         slept.append(round(seconds, 3))
         now[0] += seconds
 
-    reports = ingest_scrapes(con, exporter.url("/metrics"), IngestOptions(pool="p"), count=5, every_s=15,
+    reports = ingest_scrapes(Held(con), exporter.url("/metrics"), IngestOptions(pool="p"), count=5, every_s=15,
                              clock=lambda: now[0], sleep=sleep)
     assert len({r.run_id for r in reports}) == 5 and slept == [15.0] * 4
     assert [r.counts.stored for r in reports] == [7, 6, 6, 6, 6]  # the XID repeats fold

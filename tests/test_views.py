@@ -19,7 +19,7 @@ import polars as pl
 import pytest
 
 from pool_registry import Registry
-from store import IngestRun, connect, save_registry
+from store import Held, IngestRun, commit_run, connect, save_registry
 from store.rollups import HOUR_MS, MINUTE_MS
 from store.views import cost, drift, export, health, reliability
 from store.views.window import Window, counter_increments, histogram_quantile, le_value, table_for
@@ -79,17 +79,18 @@ def views_db(tmp_path_factory: pytest.TempPathFactory, fleet: Registry) -> Path:
     con = connect(path)
     save_registry(con, fleet, "examples/fleet.yaml")
     raw = fleet_rows()
-    with IngestRun(con, "file", "hand-built") as run:
-        run.add_read(raw.height)
-        run.add_samples(raw)
-        run.add_versions(pl.DataFrame({
-            "pool": ["h100-a", "h100-a", "h100-a"], "node": ["n1", "n2", "n2"], "device": ["", "", ""],
-            "component": ["driver", "driver", "driver"], "version": ["550.144.03", "550.144.03", "550.163.01"],
-            "ts": [T0, T0, T0 + HOUR_MS]}))
-        con.execute("INSERT INTO requests (trace, seq, arrival_ms, in_tokens, out_tokens, obs_pool) VALUES "
-                    "('t', 1, ?, 10, 5, 'h100-a'), ('t', 2, ?, 10, 5, 'h100-a'), ('t', 3, ?, 10, 5, 'ascend-a'), "
-                    "('t', 4, ?, 10, 5, 'h100-a')",
-                    [T0 + 1000, T0 + 2000, T0 + 3000, T0 + HOUR_MS + 5])
+    run = IngestRun("file", "hand-built")
+    run.add_read(raw.height)
+    run.add_samples(raw)
+    run.add_versions(pl.DataFrame({
+        "pool": ["h100-a", "h100-a", "h100-a"], "node": ["n1", "n2", "n2"], "device": ["", "", ""],
+        "component": ["driver", "driver", "driver"], "version": ["550.144.03", "550.144.03", "550.163.01"],
+        "ts": [T0, T0, T0 + HOUR_MS]}))
+    con.execute("INSERT INTO requests (trace, seq, arrival_ms, in_tokens, out_tokens, obs_pool) VALUES "
+                "('t', 1, ?, 10, 5, 'h100-a'), ('t', 2, ?, 10, 5, 'h100-a'), ('t', 3, ?, 10, 5, 'ascend-a'), "
+                "('t', 4, ?, 10, 5, 'h100-a')",
+                [T0 + 1000, T0 + 2000, T0 + 3000, T0 + HOUR_MS + 5])
+    commit_run(Held(con), run)
     con.close()
     return path
 
