@@ -7,6 +7,7 @@ import sys
 
 from app.commands import MODULES
 from app.commands._base import Context, OneLineParser, common_options
+from app.commands._child import terminate_on_sigterm
 from app.errors import USER_ERRORS
 
 
@@ -30,7 +31,8 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     ctx = Context(args)
     try:
-        return int(args.handler(ctx))
+        with terminate_on_sigterm():  # SIGTERM unwinds like Ctrl-C: staged runs are dropped, temp files removed
+            return int(args.handler(ctx))
     except USER_ERRORS as exc:
         print(f"hetpool: error: {exc}", file=sys.stderr)
         return 2

@@ -61,10 +61,11 @@ def test_rejects_are_kept_with_reasons(capsys: pytest.CaptureFixture[str], db_pa
 
 def test_a_failure_half_way_leaves_the_store_as_it_was(capsys: pytest.CaptureFixture[str], db_path: Path,
                                                       tmp_path: Path) -> None:
-    # 3e9 tokens parse as a whole number but do not fit the table's INTEGER column: the write fails after
-    # the rejects were inserted, and the whole run must roll back.
+    # 3e9 tokens parse as a whole number but do not fit the table's INTEGER column: the run fails while it is
+    # staged, with its rejects already counted, and nothing of it may reach the store.
     trace = tmp_path / "huge.csv"
     trace.write_text("arrival_ms,in_tokens,out_tokens\n0,10,5\n1,-2,5\n2,3000000000,5\n")
+    assert run(capsys, "--db", str(db_path), "init")[0] == 0
     code, _, err = run(capsys, "--db", str(db_path), "ingest", "traffic", str(trace))
     assert code == 2 and "do not fit the requests table" in err
     con = duckdb.connect(str(db_path), read_only=True)

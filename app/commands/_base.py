@@ -12,9 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-import duckdb
-
-from store import connect, resolve_db_path
+from store import Store, resolve_db_path
 
 
 @dataclass
@@ -35,9 +33,9 @@ class Context:
         """--db, $HETPOOL_DB or ./hetpool.duckdb."""
         return resolve_db_path(getattr(self.args, "db", None))
 
-    def connect(self, *, read_only: bool = False) -> duckdb.DuckDBPyConnection:
-        """Open the database this invocation points at."""
-        return connect(self.db_path, read_only=read_only)
+    def store(self) -> Store:
+        """The database this invocation points at, opened only for each read or commit; waits are told on stderr."""
+        return Store(self.db_path, on_wait=lambda message: self.note(f"hetpool: {message}"))
 
     def emit(self, data: Any, text: str) -> None:
         """Print JSON with --json, else the human text."""

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import argparse
 import os
-import subprocess
 import sys
 from pathlib import Path
 
+from app.commands import _child
 from app.commands._base import Context, add_command
 from store import ENV_DB
 
@@ -36,7 +36,4 @@ def run(ctx: Context) -> int:
         ctx.note(f"note: {db} does not exist yet; the console will show how to create it")
     env = {**os.environ, ENV_DB: str(db)}
     ctx.note(f"console on http://{ctx.args.address}:{ctx.args.port} for {db}")
-    try:
-        return subprocess.call(streamlit_command(ctx.args.port, ctx.args.address), env=env)
-    except KeyboardInterrupt:
-        return 0
+    return _child.run(streamlit_command(ctx.args.port, ctx.args.address), env)

@@ -11,7 +11,8 @@ from app.commands._base import Context, add_command, duration_ms, timestamp_ms
 from app.demo.build import DemoSpec, build_demo
 from app.demo.errors import DemoError
 from pool_registry import load_registry
-from store import connect, schema_version
+from store import Held, connect, schema_version
+from store.replace import building_path, discard, refuse_held_data, remove_stale, replace_database
 
 HOUR_MS = 3_600_000
 FLEET = Path(__file__).resolve().parents[2] / "examples" / "fleet.yaml"
@@ -31,7 +32,8 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
                    help="end of the window (default: now, rounded down to the hour); pass it for a repeatable build")
     p.add_argument("--registry", default=str(FLEET), metavar="FILE",
                    help="fleet registry to scale down (default: examples/fleet.yaml)")
-    p.add_argument("--replace", action="store_true", help="delete the database file first if it exists")
+    p.add_argument("--replace", action="store_true",
+                   help="replace a database that already holds data (refused while another process writes to it)")
 
 
 class ProgressBar:
@@ -57,31 +59,38 @@ class ProgressBar:
 
 
 def run(ctx: Context) -> int:
-    """Build the demo into --db (refusing a database that already holds samples unless --replace)."""
+    """Build the demo into a file beside --db, then swap it into place (refusing to replace held samples
+    unless --replace, and refusing --replace while another process writes to the database)."""
     args = ctx.args
     end = args.end if args.end is not None else int(time.time() * 1000) // HOUR_MS * HOUR_MS
     spec = DemoSpec(end_ms=end, days=args.days, devices_per_pool=args.devices_per_pool, interval_ms=args.interval,
                     seed=args.seed)
     registry = load_registry(args.registry)
     path = ctx.db_path
+    if path.parent and not path.parent.exists():
+        raise DemoError(f"cannot create {str(path)!r}: folder {str(path.parent)!r} does not exist")
+    store = ctx.store()
     if args.replace:
-        for leftover in (path, path.with_name(path.name + ".wal")):
-            leftover.unlink(missing_ok=True)
-    con = connect(path)
+        with store.gate.sole_writer("replace"):
+            pass  # refuse now rather than after the build; the swap checks again
+    else:
+        refuse_held_data(store)
+    building = building_path(path)
+    remove_stale(path)
+    ctx.note(f"building the demo in {path}: {spec.days:g} days, {spec.devices_per_pool} devices per pool, "
+             f"one scrape every {spec.interval_ms / 1000:g}s, seed {spec.seed}")
     try:
-        held = con.execute("SELECT count(*) FROM samples").fetchall()[0][0]
-        if held:
-            raise DemoError(f"database {str(path)!r} already holds {held:,} samples; build the demo into a new "
-                            "file, or pass --replace to start this one over")
-        ctx.note(f"building the demo in {path}: {spec.days:g} days, {spec.devices_per_pool} devices per pool, "
-                 f"one scrape every {spec.interval_ms / 1000:g}s, seed {spec.seed}")
-        report = build_demo(con, registry, spec, args.registry, ProgressBar(ctx.err))
-        version = schema_version(con)
+        con = connect(building)
+        try:
+            report = build_demo(Held(con), registry, spec, args.registry, ProgressBar(ctx.err))
+            version = schema_version(con)
+        finally:
+            con.close()
+        replace_database(store, building, keep_data=not args.replace, what="hetpool demo (swapping in the new file)")
     finally:
-        con.close()
+        discard(building)
     ctx.emit({**report.__dict__, "db": str(path), "schema_version": version},
-             f"demo: {report.pools} pools, {report.devices} devices; {report.stored:,} samples from {report.read:,} "
-             f"exposition lines ({report.rejected} rejected) and {report.requests:,} requests stored in {path} "
-             f"in {report.seconds:.1f}s. Next: hetpool --db {path} console")
+             f"demo: {report.pools} pools, {report.devices} devices; {report.rows:,} samples stored from "
+             f"{report.read:,} exposition lines ({report.rejected} rejected) and {report.requests:,} requests, in "
+             f"{path} in {report.seconds:.1f}s. Next: hetpool --db {path} console")
     return 0
-

@@ -29,12 +29,9 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
 def run(ctx: Context) -> int:
     """Export through DuckDB's COPY, streaming."""
     a = ctx.args
-    con = ctx.connect(read_only=True)
-    try:
-        flt = ExportFilter(a.start, a.end, tuple(a.pool), tuple(a.metric), a.resolution)
+    flt = ExportFilter(a.start, a.end, tuple(a.pool), tuple(a.metric), a.resolution)
+    with ctx.store().read() as con:
         result = export_samples(con, a.format, a.out, flt)
-    finally:
-        con.close()
     layout = " (partitioned date=/pool=)" if result.partitioned else ""
     ctx.emit({"rows": result.rows, "path": result.path, "format": a.format, "partitioned": result.partitioned,
               "resolution": result.resolution},

@@ -72,15 +72,13 @@ def _emit(ctx: Context, reports: list[IngestReport]) -> None:
 def run_file(ctx: Context) -> int:
     """One file, one run."""
     options = _options(ctx.args)
-    con = ctx.connect()
-    try:
-        context = make_context(con, options)
-        for name in context.profiles.replaced:
-            ctx.note(f"profile '{name}' from --profiles-dir replaces the shipped one")
-        report = ingest_exposition(con, read_chunks(ctx.args.path), kind="file", source=str(ctx.args.path),
-                                   options=options, context=context)
-    finally:
-        con.close()
+    store = ctx.store().ensure("hetpool ingest file")
+    context = make_context(store, options)
+    for name in context.profiles.replaced:
+        ctx.note(f"profile '{name}' from --profiles-dir replaces the shipped one")
+    path = ctx.args.path
+    report = ingest_exposition(store, lambda: read_chunks(path), kind="file", source=str(path), options=options,
+                               context=context)
     _emit(ctx, [report])
     return 0
 
@@ -90,13 +88,9 @@ def run_scrape(ctx: Context) -> int:
     args = ctx.args
     if args.count < 1:
         raise UsageError(f"--count must be at least 1, got {args.count}")
-    con = ctx.connect()
-    try:
-        reports = ingest_scrapes(
-            con, args.url, _options(args), count=args.count, every_s=args.every / 1000,
-            on_report=lambda r: ctx.note(f"scrape {r.run_id}: read {r.counts.read}, stored {r.counts.stored}")
-            if args.count > 1 else None)
-    finally:
-        con.close()
+    reports = ingest_scrapes(
+        ctx.store().ensure("hetpool ingest scrape"), args.url, _options(args), count=args.count, every_s=args.every / 1000,
+        on_report=lambda r: ctx.note(f"scrape {r.run_id}: read {r.counts.read}, stored {r.counts.stored}")
+        if args.count > 1 else None)
     _emit(ctx, reports)
     return 0

@@ -77,26 +77,23 @@ def run(ctx: Context) -> int:
                           profiles_dirs=tuple(Path(d) for d in args.profiles_dir), pool=args.pool)
     client = PromClient(args.url, PromAuth.from_env(), verify=not args.insecure,
                         retry=RetryPolicy(attempts=args.retries, timeout_s=args.timeout / 1000))
-    con = ctx.connect()
+    store = ctx.store().ensure("hetpool ingest prometheus")
     missing = False
-    try:
-        if args.follow:
-            def show(report: PullReport) -> None:
-                nonlocal missing
-                missing = missing or bool(report.missing)
-                _print(ctx, report)
-
-            try:
-                follow(con, client, options, on_pull=show)
-            except KeyboardInterrupt:
-                ctx.note("stopped following")
-        else:
-            def progress(profile: str, lo: int, hi: int) -> None:
-                ctx.note(f"{profile}: stored up to {_when(hi)}")
-
-            report = pull(con, client, options, on_chunk=progress)
-            missing = bool(report.missing)
+    if args.follow:
+        def show(report: PullReport) -> None:
+            nonlocal missing
+            missing = missing or bool(report.missing)
             _print(ctx, report)
-    finally:
-        con.close()
+
+        try:
+            follow(store, client, options, on_pull=show)
+        except KeyboardInterrupt:
+            ctx.note("stopped following")
+    else:
+        def progress(profile: str, lo: int, hi: int) -> None:
+            ctx.note(f"{profile}: stored up to {_when(hi)}")
+
+        report = pull(store, client, options, on_chunk=progress)
+        missing = bool(report.missing)
+        _print(ctx, report)
     return INCOMPLETE if missing else 0

@@ -9,7 +9,7 @@ from pathlib import Path
 from app.commands._base import Context, add_command
 from app.errors import UsageError
 from replay.traffic import DEFAULT_START, FORMATS, ParseOptions, epoch_ms, read_traffic
-from store import IngestRun
+from store import IngestRun, commit_run
 from store.requests import add_requests
 
 SHOW_REJECTS = 5
@@ -69,15 +69,11 @@ def run(ctx: Context) -> int:
     args = ctx.args
     fmt, parsed = read_traffic(args.path, args.format, parse_options(args))
     trace = args.trace or Path(args.path).name
-    con = ctx.connect()
-    try:
-        with IngestRun(con, "traffic", str(args.path)) as ingest:
-            ingest.add_read(parsed.read)
-            ingest.add_rejects(parsed.rejects)
-            add_requests(ingest, trace, parsed.frame)
-        counts = ingest.counts
-    finally:
-        con.close()
+    ingest = IngestRun("traffic", str(args.path))
+    ingest.add_read(parsed.read)
+    ingest.add_rejects(parsed.rejects)
+    add_requests(ingest, trace, parsed.frame)
+    counts = commit_run(ctx.store(), ingest)
     lines = [f"{args.path} ({fmt}) as trace {trace!r}: read {counts.read}, stored {counts.stored}, "
              f"rejected {counts.rejected}, duplicates {counts.duplicates}"]
     for row in parsed.rejects.head(SHOW_REJECTS).iter_rows(named=True):

@@ -16,11 +16,8 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
 
 def run(ctx: Context) -> int:
     """Open the database writable, which applies pending migrations."""
-    con = ctx.connect()
-    try:
+    with ctx.store().write("hetpool init") as con:
         version = schema_version(con)
-    finally:
-        con.close()
     ctx.emit({"db": str(ctx.db_path), "schema_version": version},
              f"database {ctx.db_path} is at schema version {version}")
     return 0

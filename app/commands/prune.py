@@ -20,11 +20,8 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
 
 def run(ctx: Context) -> int:
     """Prune in one transaction and report what went."""
-    con = ctx.connect()
-    try:
+    with ctx.store().write(f"hetpool prune --keep-raw {ctx.args.keep_raw // 1000}s") as con:
         deleted, horizon = prune_raw(con, ctx.args.keep_raw, int(time.time() * 1000))
-    finally:
-        con.close()
     when = dt.datetime.fromtimestamp(horizon / 1000, dt.UTC).isoformat(timespec="seconds")
     ctx.emit({"deleted": deleted, "raw_horizon_ms": horizon, "raw_horizon": when},
              f"deleted {deleted} raw samples older than {when}; rollups before it are kept")

@@ -45,11 +45,8 @@ def validate(ctx: Context) -> int:
 def load(ctx: Context) -> int:
     """Validate, then store a snapshot (a no-op when nothing changed)."""
     reg = load_registry(ctx.args.file)
-    con = ctx.connect()
-    try:
+    with ctx.store().transaction(f"hetpool registry load {ctx.args.file}") as con:
         snapshot_id, created = save_registry(con, reg, str(ctx.args.file))
-    finally:
-        con.close()
     verb = "stored as snapshot" if created else "unchanged since snapshot"
     ctx.emit({"snapshot_id": snapshot_id, "created": created, "pools": len(reg.pools)},
              f"{ctx.args.file}: {_summary(reg)}; {verb} #{snapshot_id} in {ctx.db_path}")
@@ -58,11 +55,8 @@ def load(ctx: Context) -> int:
 
 def show(ctx: Context) -> int:
     """Print the newest stored registry."""
-    con = ctx.connect(read_only=True)
-    try:
+    with ctx.store().read() as con:
         reg = require_registry(con)
-    finally:
-        con.close()
     lines = [f"fleet {reg.name}: {_summary(reg)}",
              f"{'pool':<12} {'chip':<14} {'devices':>7} {'$/hour':>9}  {'model':<18} stage"]
     for p in reg.pools:

@@ -128,24 +128,23 @@ def run(ctx: Context) -> int:
     args = ctx.args
     if args.gate and not args.baseline:
         raise UsageError("--gate compares against a baseline; pass --baseline FILE too")
-    con = ctx.connect()
-    try:
+    store = ctx.store()
+    with store.read() as con:
         registry = _registry(con)
         candidate = load_candidate(args.candidate, registry)
         baseline = load_candidate(args.baseline, registry) if args.baseline else None
         gate = load_gate(args.gate) if args.gate else None
         traffic, described = _traffic(ctx, con)
-        ctx.note(f"replaying {described} under {candidate.name!r}")
-        result = run_replay(candidate, traffic, registry, args.seed)
-        base = run_replay(baseline, traffic, registry, args.seed) if baseline else None
-        verdict = evaluate(gate, base.summary, result.summary) if gate and base else None
+    ctx.note(f"replaying {described} under {candidate.name!r}")
+    result = run_replay(candidate, traffic, registry, args.seed)
+    base = run_replay(baseline, traffic, registry, args.seed) if baseline else None
+    verdict = evaluate(gate, base.summary, result.summary) if gate and base else None
+    with store.transaction("hetpool replay run") as con:
         run_id = save_replay_run(
             con, candidate=candidate_to_dict(candidate),
             baseline=candidate_to_dict(baseline) if baseline else None, traffic=described, seed=args.seed,
             summary=result.summary.to_dict(), baseline_summary=base.summary.to_dict() if base else None,
             verdict=verdict.verdict if verdict else None, reasons=verdict.reasons if verdict else [])
-    finally:
-        con.close()
     data: dict[str, Any] = {"run_id": run_id, "traffic": described, "candidate": result.summary.to_dict(),
                             "baseline": base.summary.to_dict() if base else None}
     if verdict:
@@ -171,12 +170,9 @@ def run(ctx: Context) -> int:
 def calibrate_cmd(ctx: Context) -> int:
     """Fit coefficients from stored observations and write them as a candidate file."""
     args = ctx.args
-    con = ctx.connect(read_only=True)
-    try:
+    with ctx.store().read() as con:
         registry = _registry(con)
         traffic, described = _traffic(ctx, con)
-    finally:
-        con.close()
     fits, unknown = calibrate(traffic, registry)
     body = calibrated_candidate(fits, name=Path(args.out).stem)
     header = [f"# Calibrated from {described}."]
@@ -203,14 +199,11 @@ def sweep_cmd(ctx: Context) -> int:
     args = ctx.args
     if args.workers < 1:
         raise UsageError(f"--workers must be >= 1, got {args.workers}")
-    con = ctx.connect(read_only=True)
-    try:
+    with ctx.store().read() as con:
         registry = _registry(con)
         base = load_candidate(args.candidate, registry)
         grid = load_grid(args.grid, registry)
         traffic, described = _traffic(ctx, con)
-    finally:
-        con.close()
     points = expand(grid, base)
     ctx.note(f"sweeping {len(points)} candidates over {described} on {args.workers} worker(s)")
     table = run_sweep(points, traffic, registry, args.seed, args.workers).sort("cost_usd")

@@ -1,26 +1,38 @@
-"""All console data access: one cached read-only connection, a cursor per query, cached results.
+"""All console data access: short reads of the store, cached per database generation, waits shown on the page.
 
-Every function takes the database path first (so a cache entry never outlives a change of database) and
-the window as plain numbers, and returns what the store's view returns.
+Every query is a plain function of a read-only connection and plain arguments (the database path first, the
+window as numbers). It runs inside one cached function keyed by the query's name, the path, the database's
+generation (its file identity and modification times, so a commit or a replaced file is seen at the next
+rerun) and the arguments. A read waits at most READ_WAIT_S inside the cache; a longer wait comes back out
+here, where the page says what it waits for until the database is free again.
 """
 
 from __future__ import annotations
 
+import functools
 import os
+import threading
+import time
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import duckdb
 import polars as pl
 import streamlit as st
 
 from pool_registry import Registry
-from store import ENV_DB, connect, latest_registry, queries, resolve_db_path
+from store import ENV_DB, Store, StoreBusy, latest_registry, queries, resolve_db_path
+from store.gate import timeout_from_env
 from store.views import cost, drift, export, health, reliability
 from store.views.window import Window, data_span
 
 CACHE_TTL_S = 60
+CACHE_ENTRIES = 1024
+READ_WAIT_S = 0.8  # inside the cache, where nothing can be shown; longer waits are shown by _read
 T = TypeVar("T")
+Generation = tuple[int, int, int, int, int] | None
+_QUERIES: dict[str, Callable[..., Any]] = {}
+_local = threading.local()
 
 
 def db_path() -> str:
@@ -35,125 +47,191 @@ def db_path() -> str:
     return str(resolve_db_path(secret))
 
 
-@st.cache_resource(show_spinner=False)
-def _connection(path: str) -> duckdb.DuckDBPyConnection:
-    return connect(path, read_only=True)
-
-
-def _run(path: str, query: Callable[[duckdb.DuckDBPyConnection], T]) -> T:
-    cur = _connection(path).cursor()
+def generation(path: str) -> Generation:
+    """The file's identity and last change (inode, size, mtime of the file and of its write-ahead log)."""
     try:
-        return query(cur)
-    finally:
-        cur.close()
+        st_db = os.stat(path)
+    except OSError:
+        return None
+    try:
+        st_wal = os.stat(path + ".wal")
+        wal = (st_wal.st_size, st_wal.st_mtime_ns)
+    except OSError:
+        wal = (0, 0)
+    return (st_db.st_ino, st_db.st_size, st_db.st_mtime_ns, *wal)
 
 
-@st.cache_data(ttl=CACHE_TTL_S, show_spinner=False)
-def fleet_overview(path: str) -> pl.DataFrame:
+def show_waits_in(slot: Any) -> None:
+    """Where this script run tells the user that the database is busy (an st.empty() of the page)."""
+    _local.slot = slot
+
+
+@st.cache_resource(show_spinner=False)
+def _store(path: str) -> Store:
+    return Store(path, timeout_s=READ_WAIT_S)
+
+
+@st.cache_data(ttl=CACHE_TTL_S, max_entries=CACHE_ENTRIES, show_spinner=False)
+def _cached(name: str, path: str, gen: Generation, args: tuple[Any, ...]) -> Any:
+    with _store(path).read() as con:
+        return _QUERIES[name](con, *args)
+
+
+def _uncached(fn: Callable[..., Any], path: str, args: tuple[Any, ...]) -> Any:
+    with _store(path).read() as con:
+        return fn(con, *args)
+
+
+def _read(name: str | Callable[..., Any], path: str, args: tuple[Any, ...]) -> Any:
+    """A query (cached when named); while the database is busy, say so on the page and try again."""
+    started = time.monotonic()
+    limit = timeout_from_env()
+    slot = getattr(_local, "slot", None)
+    while True:
+        try:
+            if isinstance(name, str):
+                result = _cached(name, path, generation(path), args)
+            else:
+                result = _uncached(name, path, args)
+        except StoreBusy:
+            waited = time.monotonic() - started
+            if waited >= limit:
+                raise StoreBusy(f"the database stayed busy for {waited:.0f} s: {_store(path).gate.busy_with()}; "
+                                "the page will try again when you reload it") from None
+            if slot is not None:
+                slot.info(f"Waiting for the database: {_store(path).gate.busy_with()}. This page goes on as soon "
+                          f"as it is free ({waited:.0f} s so far).")
+            time.sleep(0.2)
+            continue
+        if slot is not None and time.monotonic() - started > READ_WAIT_S:
+            slot.empty()
+        return result
+
+
+def query(fn: Callable[..., T]) -> Callable[..., T]:
+    """Make `fn(con, *args)` a cached console query called as `name(path, *args)`."""
+    _QUERIES[fn.__name__] = fn
+
+    @functools.wraps(fn)
+    def call(path: str, *args: Any) -> T:
+        return _read(fn.__name__, path, args)
+
+    return call
+
+
+@query
+def fleet_overview(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
     """Pools of the newest registry."""
-    return _run(path, queries.fleet_overview)
+    return queries.fleet_overview(con)
 
 
-@st.cache_data(ttl=CACHE_TTL_S, show_spinner=False)
-def registry(path: str) -> Registry | None:
+@query
+def registry(con: duckdb.DuckDBPyConnection) -> Registry | None:
     """The newest registry, or None when none was loaded."""
-    snap = _run(path, latest_registry)
+    snap = latest_registry(con)
     return snap.registry if snap else None
 
 
-@st.cache_data(ttl=CACHE_TTL_S, show_spinner=False)
-def span(path: str) -> tuple[int, int] | None:
+@query
+def span(con: duckdb.DuckDBPyConnection) -> tuple[int, int] | None:
     """First and last sample time in the store."""
-    return _run(path, data_span)
+    return data_span(con)
 
 
-@st.cache_data(ttl=CACHE_TTL_S, show_spinner=False)
-def tiles(path: str, start: int, end: int, pools: tuple[str, ...]) -> pl.DataFrame:
+@query
+def tiles(con: duckdb.DuckDBPyConnection, start: int, end: int, pools: tuple[str, ...]) -> pl.DataFrame:
     """Fleet-health tile numbers per pool."""
-    return _run(path, lambda c: health.pool_tiles(c, Window(start, end, pools), list(pools)))
+    return health.pool_tiles(con, Window(start, end, pools), list(pools))
 
 
-@st.cache_data(ttl=CACHE_TTL_S, show_spinner=False)
-def series(path: str, start: int, end: int, pools: tuple[str, ...], step: int) -> pl.DataFrame:
+@query
+def series(con: duckdb.DuckDBPyConnection, start: int, end: int, pools: tuple[str, ...], step: int) -> pl.DataFrame:
     """Pool-level time series of the health metrics."""
-    return _run(path, lambda c: health.metric_series(c, Window(start, end, pools), step))
+    return health.metric_series(con, Window(start, end, pools), step)
 
 
-@st.cache_data(ttl=CACHE_TTL_S, show_spinner=False)
-def worst_devices(path: str, start: int, end: int, pools: tuple[str, ...]) -> pl.DataFrame:
+@query
+def worst_devices(con: duckdb.DuckDBPyConnection, start: int, end: int, pools: tuple[str, ...]) -> pl.DataFrame:
     """Stragglers, hot and silent devices."""
-    return _run(path, lambda c: health.worst_devices(c, Window(start, end, pools)))
+    return health.worst_devices(con, Window(start, end, pools))
 
 
-@st.cache_data(ttl=CACHE_TTL_S, show_spinner=False)
-def version_drift(path: str, pools: tuple[str, ...]) -> pl.DataFrame:
+@query
+def version_drift(con: duckdb.DuckDBPyConnection, pools: tuple[str, ...]) -> pl.DataFrame:
     """Nodes whose observed versions differ from the declared stack."""
-    reg = registry(path)
-    if reg is None:
+    snap = latest_registry(con)
+    if snap is None:
         return pl.DataFrame(schema=drift.DRIFT_SCHEMA)
-    return _run(path, lambda c: drift.version_drift(c, reg, list(pools)))
+    return drift.version_drift(con, snap.registry, list(pools))
 
 
-@st.cache_data(ttl=CACHE_TTL_S, show_spinner=False)
-def error_timeline(path: str, start: int, end: int, pools: tuple[str, ...], step: int) -> pl.DataFrame:
+@query
+def error_timeline(con: duckdb.DuckDBPyConnection, start: int, end: int, pools: tuple[str, ...],
+                   step: int) -> pl.DataFrame:
     """Error events per bucket, pool and class."""
-    return _run(path, lambda c: reliability.error_timeline(c, Window(start, end, pools), step))
+    return reliability.error_timeline(con, Window(start, end, pools), step)
 
 
-@st.cache_data(ttl=CACHE_TTL_S, show_spinner=False)
-def error_events(path: str, start: int, end: int, pools: tuple[str, ...]) -> pl.DataFrame:
+@query
+def error_events(con: duckdb.DuckDBPyConnection, start: int, end: int, pools: tuple[str, ...]) -> pl.DataFrame:
     """The newest error events of the window."""
-    return _run(path, lambda c: reliability.error_events(c, Window(start, end, pools)))
+    return reliability.error_events(con, Window(start, end, pools))
 
 
-@st.cache_data(ttl=CACHE_TTL_S, show_spinner=False)
-def reliability_index(path: str, start: int, end: int, pools: tuple[str, ...]) -> pl.DataFrame:
+@query
+def reliability_index(con: duckdb.DuckDBPyConnection, start: int, end: int, pools: tuple[str, ...]) -> pl.DataFrame:
     """Healthy over observed device-hours per pool."""
-    return _run(path, lambda c: reliability.reliability(c, Window(start, end, pools)))
+    return reliability.reliability(con, Window(start, end, pools))
 
 
-@st.cache_data(ttl=CACHE_TTL_S, show_spinner=False)
-def nodes_to_drain(path: str, start: int, end: int, pools: tuple[str, ...]) -> pl.DataFrame:
+@query
+def nodes_to_drain(con: duckdb.DuckDBPyConnection, start: int, end: int, pools: tuple[str, ...]) -> pl.DataFrame:
     """Nodes with fatal errors, unhealthy or silent devices."""
-    return _run(path, lambda c: reliability.nodes_to_drain(c, Window(start, end, pools)))
+    return reliability.nodes_to_drain(con, Window(start, end, pools))
 
 
-@st.cache_data(ttl=CACHE_TTL_S, show_spinner=False)
-def cost_by_pool(path: str, start: int, end: int, pools: tuple[str, ...]) -> pl.DataFrame:
+@query
+def cost_by_pool(con: duckdb.DuckDBPyConnection, start: int, end: int, pools: tuple[str, ...]) -> pl.DataFrame:
     """Money per pool, busy and idle, and per million tokens."""
-    reg = registry(path)
-    if reg is None:
+    snap = latest_registry(con)
+    if snap is None:
         return pl.DataFrame()
-    return _run(path, lambda c: cost.cost_by_pool(c, reg, Window(start, end, pools), list(pools)))
+    return cost.cost_by_pool(con, snap.registry, Window(start, end, pools), list(pools))
 
 
-@st.cache_data(ttl=CACHE_TTL_S, show_spinner=False)
-def routing_mix(path: str, start: int, end: int, pools: tuple[str, ...], step: int) -> pl.DataFrame:
+@query
+def routing_mix(con: duckdb.DuckDBPyConnection, start: int, end: int, pools: tuple[str, ...],
+                step: int) -> pl.DataFrame:
     """Requests per bucket and serving pool."""
-    return _run(path, lambda c: cost.routing_mix(c, Window(start, end, pools), step))
+    return cost.routing_mix(con, Window(start, end, pools), step)
 
 
-@st.cache_data(ttl=CACHE_TTL_S, show_spinner=False)
-def metric_names(path: str, start: int, end: int, pools: tuple[str, ...]) -> list[str]:
+@query
+def metric_names(con: duckdb.DuckDBPyConnection, start: int, end: int, pools: tuple[str, ...]) -> list[str]:
     """Canonical metrics present in the window."""
-    return _run(path, lambda c: export.metrics_in(c, Window(start, end, pools)))
+    return export.metrics_in(con, Window(start, end, pools))
 
 
-@st.cache_data(ttl=CACHE_TTL_S, show_spinner=False)
-def export_count(path: str, start: int, end: int, pools: tuple[str, ...], metrics: tuple[str, ...],
-                 resolution: str) -> tuple[int, str]:
+@query
+def export_count(con: duckdb.DuckDBPyConnection, start: int, end: int, pools: tuple[str, ...],
+                 metrics: tuple[str, ...], resolution: str) -> tuple[int, str]:
     """How many rows an export of this selection holds, and the resolution 'auto' picked."""
-    return _run(path, lambda c: export.count_rows(c, Window(start, end, pools), list(metrics), resolution))
+    return export.count_rows(con, Window(start, end, pools), list(metrics), resolution)
 
 
-@st.cache_data(ttl=CACHE_TTL_S, show_spinner=False)
-def export_preview(path: str, start: int, end: int, pools: tuple[str, ...], metrics: tuple[str, ...],
-                   resolution: str) -> pl.DataFrame:
+@query
+def export_preview(con: duckdb.DuckDBPyConnection, start: int, end: int, pools: tuple[str, ...],
+                   metrics: tuple[str, ...], resolution: str) -> pl.DataFrame:
     """The first rows of an export of this selection."""
-    return _run(path, lambda c: export.preview(c, Window(start, end, pools), list(metrics), resolution))
+    return export.preview(con, Window(start, end, pools), list(metrics), resolution)
+
+
+def _export_bytes(con: duckdb.DuckDBPyConnection, start: int, end: int, pools: tuple[str, ...],
+                  metrics: tuple[str, ...], fmt: str, resolution: str) -> bytes:
+    return export.export_bytes(con, Window(start, end, pools), list(metrics), fmt, resolution)
 
 
 def export_bytes(path: str, start: int, end: int, pools: tuple[str, ...], metrics: tuple[str, ...],
                  fmt: str, resolution: str) -> bytes:
     """The export file itself (not cached: it is built when the download is clicked)."""
-    return _run(path, lambda c: export.export_bytes(c, Window(start, end, pools), list(metrics), fmt, resolution))
+    return _read(_export_bytes, path, (start, end, pools, metrics, fmt, resolution))

@@ -12,7 +12,7 @@ if str(_ROOT) not in sys.path:
 
 import streamlit as st  # noqa: E402
 
-from app.console import filters  # noqa: E402
+from app.console import data, filters  # noqa: E402
 from app.errors import USER_ERRORS  # noqa: E402
 
 # Not "pages/": Streamlit would serve a folder of that name by itself, around the navigation.
@@ -30,11 +30,27 @@ def main() -> None:
         st.Page(PAGES / "fleet.py", title="Fleet registry", url_path="fleet"),
     ]
     page = st.navigation(pages)
+    data.show_waits_in(st.empty())
     try:
+        say_if_replaced(data.db_path())
         st.session_state[filters.VIEW_KEY] = filters.sidebar()
         page.run()
     except USER_ERRORS as exc:
         st.error(str(exc))
+
+
+def say_if_replaced(path: str) -> None:
+    """Tell the user when the database file was swapped for another since their last view (a new demo)."""
+    gen = data.generation(path)
+    inode = gen[0] if gen else None
+    before = st.session_state.get(_INODE_KEY)
+    st.session_state[_INODE_KEY] = inode
+    if before is not None and inode is not None and inode != before:
+        st.info(f"The database `{path}` was replaced by a new file since your last view (for example by "
+                "`hetpool demo`); everything below is read from the new one.")
+
+
+_INODE_KEY = "_hetpool_db_inode"
 
 
 main()

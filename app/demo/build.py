@@ -15,7 +15,6 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import duckdb
 import numpy as np
 import polars as pl
 
@@ -36,7 +35,7 @@ from app.demo.traffic import TRACE, EngineSeries, Served, engine_series, serve
 from collectors.pipeline import IngestOptions, ingest_exposition, make_context
 from pool_registry import Registry
 from replay.traffic import FORMATS, ParseOptions
-from store import IngestRun, save_registry
+from store import Access, IngestRun, commit_run, save_registry
 from store.requests import add_requests
 
 Progress = Callable[[float, str], None]
@@ -82,6 +81,7 @@ class DemoReport:
     rejected: int
     requests: int
     seconds: float
+    rows: int = 0  # canonical rows stored (a derived row, such as a memory total, stands for several records)
 
 
 @dataclass(frozen=True)
@@ -153,13 +153,14 @@ def _engine_slice(lay: PoolLayout, eng: EngineSeries, node: str, ts: np.ndarray,
         e2e=(eng.e2e[0][cut], eng.e2e[1][cut], eng.e2e[2][cut]))
 
 
-def build_demo(con: duckdb.DuckDBPyConnection, registry: Registry, spec: DemoSpec, source: str,
+def build_demo(store: Access, registry: Registry, spec: DemoSpec, source: str,
                progress: Progress | None = None) -> DemoReport:
     """Store the scaled registry, then ingest every node's exporter text, slice by slice, and the traffic."""
     began = time.perf_counter()
     say = progress or (lambda _f, _m: None)
     fleet = scale_registry(registry, spec.devices_per_pool)
-    save_registry(con, fleet, f"{source} (demo: {spec.devices_per_pool} devices per pool)")
+    with store.write("hetpool demo") as con:
+        save_registry(con, fleet, f"{source} (demo: {spec.devices_per_pool} devices per pool)")
     layouts = layout(fleet)
     rng = np.random.default_rng(spec.seed)
     grid = np.arange(spec.start_ms, spec.end_ms, spec.interval_ms, dtype=np.int64)
@@ -167,7 +168,7 @@ def build_demo(con: duckdb.DuckDBPyConnection, registry: Registry, spec: DemoSpe
     signals = {lay.pool.id: device_signals(lay, grid, spec.interval_ms, rng) for lay in layouts}
     served = serve(layouts, signals, grid, spec.interval_ms, spec.start_ms, spec.end_ms, rng)
     nodes = plan_nodes(layouts, served, grid, spec.interval_ms)
-    ctx = make_context(con, IngestOptions())
+    ctx = make_context(store, IngestOptions())
 
     def clock() -> float:  # no wall clock in the data: "now" is the window's end
         return spec.end_ms / 1000
@@ -177,32 +178,33 @@ def build_demo(con: duckdb.DuckDBPyConnection, registry: Registry, spec: DemoSpe
     cuts = sorted({*range(0, len(grid), per_slice), drift_step(len(grid)), len(grid)} - {len(grid)})
     bounds = list(zip(cuts, [*cuts[1:], len(grid)], strict=True))
     total, done = len(bounds) * len(nodes) + 1, 0
-    runs = read = stored = rejected = 0
+    runs = read = stored = rejected = rows = 0
     for k0, k1 in bounds:
         for plan in nodes:
             text = node_text(plan, signals[plan.lay.pool.id], grid, k0, k1, spec)
             done += 1
             if text:
-                report = ingest_exposition(con, [text.encode()], kind="demo", source=f"demo {plan.name}",
+                report = ingest_exposition(store, [text.encode()], kind="demo", source=f"demo {plan.name}",
                                            options=IngestOptions(node=plan.name), clock=clock,
                                            context=dataclasses.replace(ctx, node=plan.name))
                 runs += 1
                 read, stored = read + report.counts.read, stored + report.counts.stored
                 rejected += report.counts.rejected
+                rows += report.rows
             say(done / total, plan.name)
-    requests = ingest_requests(con, served.frame, source=f"{source} (demo traffic)")
+    requests = ingest_requests(store, served.frame, source=f"{source} (demo traffic)")
     say(1.0, "requests")
     return DemoReport(spec.start_ms, spec.end_ms, len(layouts), sum(lay.pool.devices for lay in layouts), runs + 1,
-                      read, stored, rejected, requests, time.perf_counter() - began)
+                      read, stored, rejected, requests, time.perf_counter() - began, rows)
 
 
-def ingest_requests(con: duckdb.DuckDBPyConnection, frame: pl.DataFrame, source: str) -> int:
+def ingest_requests(store: Access, frame: pl.DataFrame, source: str) -> int:
     """Write the requests as the project's traffic CSV and ingest it the way `hetpool ingest traffic` does."""
     buf = io.BytesIO()
     frame.write_csv(buf)
     parsed = FORMATS["csv"].parse(buf.getvalue(), ParseOptions())
-    with IngestRun(con, "traffic", source) as run:
-        run.add_read(parsed.read)
-        run.add_rejects(parsed.rejects)
-        stored, _ = add_requests(run, TRACE, parsed.frame)
-    return stored
+    run = IngestRun("traffic", source)
+    run.add_read(parsed.read)
+    run.add_rejects(parsed.rejects)
+    add_requests(run, TRACE, parsed.frame)
+    return commit_run(store, run).stored
