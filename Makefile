@@ -23,7 +23,7 @@ system-deps:
 	@sh scripts/system-deps.sh
 
 demo: install
-	@mkdir -p $(dir $(DEMO_DB))
+	@mkdir -p $(dir $(DEMO_DB)) $(dir $(DEMO_DB))drop
 	$(VENV)/bin/hetpool --db $(DEMO_DB) demo --replace $(DEMO_ARGS)
 	$(VENV)/bin/hetpool --db $(DEMO_DB) console --port $(PORT) --address $(ADDRESS)
 

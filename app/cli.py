@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import atexit
+import os
 import sys
 
 from app.commands import MODULES
 from app.commands._base import Context, OneLineParser, common_options
 from app.commands._child import terminate_on_sigterm
 from app.errors import USER_ERRORS
+from store.gate import ENV_STATS, STATS
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -30,6 +33,8 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point of the hetpool console script."""
     args = build_parser().parse_args(argv)
     ctx = Context(args)
+    if os.environ.get(ENV_STATS):
+        atexit.register(lambda: print(f"hetpool: {STATS.line()}", file=sys.stderr))
     try:
         with terminate_on_sigterm():  # SIGTERM unwinds like Ctrl-C: staged runs are dropped, temp files removed
             return int(args.handler(ctx))

@@ -83,21 +83,24 @@ def _one_thread() -> None:
 
 
 def child_e2e(file: Path, db: Path) -> dict[str, float]:
-    """End-to-end ingest of the file into a fresh database."""
+    """End-to-end ingest of the file into a fresh database, the way `hetpool ingest file` does it: staged with no
+    lock held, then committed in one transaction of a connection opened for it (and closed, with its checkpoint)."""
     _one_thread()
+    os.environ["HETPOOL_DUCKDB_THREADS"] = "1"
     from collectors.files import read_chunks
     from collectors.pipeline import IngestOptions, ingest_exposition
     from pool_registry import load_registry
-    from store import Held, connect, save_registry
+    from store import Store, save_registry
 
-    con = connect(db)
-    con.execute("SET threads = 1")
-    save_registry(con, load_registry(REPO / "examples" / "fleet.yaml"), "fleet.yaml")
+    store = Store(db)
+    with store.transaction("bench") as con:
+        save_registry(con, load_registry(REPO / "examples" / "fleet.yaml"), "fleet.yaml")
     t = time.perf_counter()
-    report = ingest_exposition(Held(con), read_chunks(file), kind="file", source=str(file), options=IngestOptions())
+    report = ingest_exposition(store, lambda: read_chunks(file), kind="file", source=str(file),
+                               options=IngestOptions())
     elapsed = time.perf_counter() - t
-    rows = con.sql("SELECT count(*) FROM samples").fetchall()[0]
-    con.close()
+    with store.read() as con:
+        rows = con.sql("SELECT count(*) FROM samples").fetchall()[0]
     return {"seconds": elapsed, **report.as_dict(), "rows": rows[0] if rows else 0}
 
 

@@ -118,10 +118,11 @@ def to_batch(vectors: list[RangeVector]) -> RawBatch:
 
 def pull(store: Access, client: PromClient, options: PullOptions, *,
          clock: Callable[[], float] = time.time, on_chunk: Callable[[str, int, int], None] | None = None,
-         ) -> PullReport:
+         stop: Callable[[], bool] | None = None) -> PullReport:
     """Pull every enabled profile's series chunk by chunk; a failed chunk is reported, never skipped silently.
 
     Each chunk is fetched and staged with no lock held, then committed with its watermark in one transaction.
+    `stop` is asked between chunks: a stopping service leaves the rest for the next pull from the watermark.
     """
     url = source_key(options.url)
     client.check()
@@ -137,18 +138,21 @@ def pull(store: Access, client: PromClient, options: PullOptions, *,
     report = PullReport()
     with store.writing(f"hetpool pull from {url}"):
         for profile in wanted:
-            _pull_profile(store, client, options, ctx, profile, server_names, url, end, now_ms, report, on_chunk)
+            _pull_profile(store, client, options, ctx, profile, server_names, url, end, now_ms, report, on_chunk,
+                          stop or (lambda: False))
     return report
 
 
 def _pull_profile(store: Access, client: PromClient, options: PullOptions, ctx: Context, profile: Profile,
                   server_names: list[str], url: str, end: int, now_ms: int, report: PullReport,
-                  on_chunk: Callable[[str, int, int], None] | None) -> None:
+                  on_chunk: Callable[[str, int, int], None] | None, stop: Callable[[], bool]) -> None:
     names = known_names(profile, server_names)
     start = _start(_coverage(store, url, profile.name), options, end)
     # read each pulled series with the profile it was asked for; one normalizer keeps series resolved
     normalizer = Normalizer(replace(ctx, profile=profile), Options(default_ts_ms=now_ms, now_ms=now_ms))
     for (lo, hi), fetched in _prefetched(client, names, chunks(start, end, options.step_ms, options.chunk_ms)):
+        if stop():
+            break
         try:
             vectors = fetched.result()
         except ChunkFailed as exc:

@@ -18,6 +18,14 @@ from store.migrate import available, migrate
 
 DEFAULT_DB = "hetpool.duckdb"
 ENV_DB = "HETPOOL_DB"
+# DuckDB settings from the environment, applied at every open: name of the variable -> DuckDB option
+ENV_SETTINGS = {"HETPOOL_DUCKDB_MEMORY_LIMIT": "memory_limit", "HETPOOL_DUCKDB_THREADS": "threads"}
+
+
+def engine_config(env: Mapping[str, str] | None = None) -> dict[str, str | bool | int | float | list[str]]:
+    """DuckDB options set in the environment ($HETPOOL_DUCKDB_MEMORY_LIMIT=4GB, $HETPOOL_DUCKDB_THREADS=1)."""
+    env = os.environ if env is None else env
+    return {option: env[var].strip() for var, option in ENV_SETTINGS.items() if env.get(var, "").strip()}
 
 
 def resolve_db_path(arg: str | None = None, env: Mapping[str, str] | None = None) -> Path:
@@ -33,8 +41,12 @@ def connect(path: str | Path, *, read_only: bool = False) -> duckdb.DuckDBPyConn
         raise StoreError(f"database {str(p)!r} does not exist; run 'hetpool init' or 'hetpool demo' first")
     if not read_only and p.parent and not p.parent.exists():
         raise StoreError(f"cannot create database {str(p)!r}: folder {str(p.parent)!r} does not exist")
+    config = engine_config()
     try:
-        con = duckdb.connect(str(p), read_only=read_only)
+        con = duckdb.connect(str(p), read_only=read_only, config=config)
+    except duckdb.InvalidInputException as exc:
+        named = ", ".join(f"{v}={os.environ[v]!r}" for v, o in ENV_SETTINGS.items() if o in config)
+        raise StoreError(f"cannot open database {str(p)!r}: a DuckDB setting is not valid ({named}): {exc}") from exc
     except duckdb.Error as exc:
         raise StoreError(f"cannot open database {str(p)!r}: {exc}") from exc
     if not read_only:

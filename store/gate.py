@@ -33,6 +33,33 @@ NOTICE_AFTER_S = 1.0
 _FIRST_NAP_S, _LONGEST_NAP_S = 0.002, 0.05
 
 WaitHook = Callable[[str], None]  # told once, with one line, when a wait passes NOTICE_AFTER_S
+ENV_STATS = "HETPOOL_LOCK_STATS"  # set: commands print their lock waits on exit (for measuring contention)
+
+
+@dataclass
+class WaitStats:
+    """How long this process waited for the gate: accesses, waits over 10 ms, the longest and the total."""
+
+    accesses: int = 0
+    waits: int = 0
+    worst_s: float = 0.0
+    total_s: float = 0.0
+
+    def add(self, seconds: float) -> None:
+        """Count one access that waited `seconds`."""
+        self.accesses += 1
+        if seconds > 0.01:
+            self.waits += 1
+        self.worst_s = max(self.worst_s, seconds)
+        self.total_s += seconds
+
+    def line(self) -> str:
+        """One line for a log."""
+        return (f"{self.accesses} database accesses, {self.waits} waited; longest wait {self.worst_s:.2f} s, "
+                f"{self.total_s:.2f} s in all")
+
+
+STATS = WaitStats()  # of this process; threads add to it under the GIL
 
 
 def timeout_from_env(env: dict[str, str] | None = None) -> float:
@@ -116,7 +143,7 @@ def process_name(pid: int) -> str:
         argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
     except OSError:
         return f"pid {pid}"
-    args = [a.decode(errors="replace") for a in argv if a]
+    args = [" ".join(a.decode(errors="replace").split()) for a in argv if a]
     if "streamlit" in args and "run" in args:
         return f"the console (pid {pid})"
     for i, arg in enumerate(args):  # '.../python .../bin/hetpool ingest ...' or '.../hetpool ...'
@@ -148,6 +175,7 @@ class Gate:
                     self._acquire(lock, fcntl.LOCK_SH, what, wait)
                 finally:
                     fcntl.flock(queue, fcntl.LOCK_UN)
+            STATS.add(self.clock() - wait.started)
             try:
                 yield
             finally:
@@ -161,6 +189,7 @@ class Gate:
             self._acquire(queue, fcntl.LOCK_EX, what, wait)
             try:
                 self._acquire(lock, fcntl.LOCK_EX, what, wait)
+                STATS.add(self.clock() - wait.started)
                 _write_holder(lock, what)
                 try:
                     yield

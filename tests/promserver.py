@@ -61,6 +61,7 @@ class FixtureFleet:
 
     hours: int = 24
     series: list[Series] = field(default_factory=list)
+    t0_s: int = T0_S  # time of the first sample
 
     def __post_init__(self) -> None:
         i = 0
@@ -104,7 +105,7 @@ class FixtureFleet:
     @property
     def end_s(self) -> int:
         """Timestamp of the last sample."""
-        return T0_S + (self.steps - 1) * STEP_S
+        return self.t0_s + (self.steps - 1) * STEP_S
 
     def openmetrics(self) -> Iterator[str]:
         """The whole history as OpenMetrics text, series by series."""
@@ -115,7 +116,7 @@ class FixtureFleet:
             yield f"# TYPE {family} {members[0].kind}\n"
             for s in members:
                 lbl = ",".join(f'{k}="{v}"' for k, v in s.labels.items())
-                yield "".join(f"{s.name}{{{lbl}}} {s.value(k):g} {T0_S + k * STEP_S}\n" for k in range(self.steps))
+                yield "".join(f"{s.name}{{{lbl}}} {s.value(k):g} {self.t0_s + k * STEP_S}\n" for k in range(self.steps))
         yield "# EOF\n"
 
 
@@ -128,11 +129,16 @@ class History(Protocol):
 
 
 class PrometheusServer:
-    """Backfill with promtool, then serve on a free loopback port until stopped."""
+    """Backfill with promtool (when given a history), then serve on a free loopback port until stopped.
 
-    def __init__(self, workdir: Path, fleet: History):
+    `targets` are host:port addresses it scrapes itself every `interval`, honoring their timestamps.
+    """
+
+    def __init__(self, workdir: Path, fleet: History | None, targets: tuple[str, ...] = (), interval: str = "15s"):
         self.workdir = workdir
         self.fleet = fleet
+        self.targets = targets
+        self.interval = interval
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.proc: subprocess.Popen[bytes] | None = None
@@ -142,15 +148,19 @@ class PrometheusServer:
         for tool in ("prometheus", "promtool"):
             if shutil.which(tool) is None:
                 raise RuntimeError(f"{tool} not found; `make test` installs the Debian prometheus package")
-        om = self.workdir / "history.om"
-        with om.open("w") as f:
-            f.writelines(self.fleet.openmetrics())
         data = self.workdir / "tsdb"
-        subprocess.run(["promtool", "tsdb", "create-blocks-from", "openmetrics", str(om), str(data)],
-                       check=True, capture_output=True, timeout=600)
-        om.unlink()
+        if self.fleet is not None:
+            om = self.workdir / "history.om"
+            with om.open("w") as f:
+                f.writelines(self.fleet.openmetrics())
+            subprocess.run(["promtool", "tsdb", "create-blocks-from", "openmetrics", str(om), str(data)],
+                           check=True, capture_output=True, timeout=600)
+            om.unlink()
         config = self.workdir / "prometheus.yml"
-        config.write_text("global:\n  scrape_interval: 15s\n")
+        scrape = "" if not self.targets else (
+            f"scrape_configs:\n  - job_name: exporter\n    scrape_interval: {self.interval}\n"
+            f"    static_configs:\n      - targets: [{', '.join(repr(t) for t in self.targets)}]\n")
+        config.write_text(f"global:\n  scrape_interval: {self.interval}\n{scrape}")
         log = (self.workdir / "prometheus.log").open("wb")
         self.proc = subprocess.Popen(
             ["prometheus", f"--config.file={config}", f"--storage.tsdb.path={data}",

@@ -1,8 +1,10 @@
-"""Argument types shared by the CLI commands."""
+"""Argument types shared by the CLI commands, and how a command tells that it waits for the database."""
 
 from __future__ import annotations
 
 import argparse
+import threading
+from pathlib import Path
 
 import pytest
 from hypothesis import given
@@ -43,3 +45,30 @@ def test_timestamps(text: str, ms: int) -> None:
 def test_bad_timestamp() -> None:
     with pytest.raises(argparse.ArgumentTypeError, match="bad time 'yesterday'; expected ISO-8601"):
         timestamp_ms("yesterday")
+
+
+def test_a_command_behind_a_writer_says_so_in_one_line_then_goes_on(fleet_db: Path,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    from app.cli import main
+    from tests.holders import holding
+
+    with holding(fleet_db, "exclusive", "hetpool ingest file big.prom") as proc:
+        threading.Timer(1.8, lambda: proc.stdin.close() if proc.stdin else None).start()
+        assert main(["--db", str(fleet_db), "registry", "show"]) == 0
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"hetpool: waiting for the database '{fleet_db}': hetpool ingest "
+                                               f"file big.prom (pid {proc.pid}) has been writing for")
+
+
+def test_a_wait_that_runs_out_is_one_line_and_exit_2(fleet_db: Path, capsys: pytest.CaptureFixture[str],
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    from app.cli import main
+    from tests.holders import holding
+
+    monkeypatch.setenv("HETPOOL_LOCK_TIMEOUT", "1.5")
+    with holding(fleet_db, "exclusive", "hetpool prune"):
+        assert main(["--db", str(fleet_db), "registry", "load", "examples/fleet.yaml"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith(f"hetpool: error: database '{fleet_db}' stayed busy for 2 s while hetpool registry "
+                              "load examples/fleet.yaml waited: hetpool prune (pid")
+    assert err[-1].endswith("try again, or set HETPOOL_LOCK_TIMEOUT to wait longer") and len(err) == 2

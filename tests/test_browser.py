@@ -31,6 +31,7 @@ PAGES = [  # (url path, title, text that must be on the page once it has run)
     ("reliability", "Errors and reliability", "Nodes to drain"),
     ("cost", "Cost", "Cost per million tokens"),
     ("export", "Export", "Rows (raw samples)"),
+    ("collectors", "Collectors", "Sources, by their last ingest run"),
     ("fleet", "Fleet registry", "Vendors"),
 ]
 

@@ -9,13 +9,14 @@ import pytest
 
 from tests.conftest import REPO
 
-LAYERS = ("app", "collectors", "normalizers", "replay", "pool_registry", "store")
+LAYERS = ("app", "collectors", "normalizers", "replay", "pool_registry", "store", "canonical")
 ALLOWED = {
+    "canonical": set(),
     "pool_registry": set(),
-    "store": {"pool_registry"},
-    "normalizers": {"pool_registry"},
-    "collectors": {"normalizers", "store", "pool_registry"},
-    "replay": {"store", "pool_registry"},
+    "store": {"pool_registry", "canonical"},
+    "normalizers": {"pool_registry", "canonical"},
+    "collectors": {"normalizers", "store", "pool_registry", "canonical"},
+    "replay": {"store", "pool_registry", "canonical"},
     "app": set(LAYERS),
 }
 

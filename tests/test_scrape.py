@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import gzip
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import duckdb
@@ -16,47 +13,8 @@ from collectors.errors import CollectorError
 from collectors.pipeline import IngestOptions, ingest_scrapes
 from collectors.scrape import scrape
 from store import Held
+from tests.exporters import Exporter
 from tests.test_normalize import FIXTURES
-
-
-class Exporter:
-    """A /metrics endpoint whose body the test sets; every request is recorded."""
-
-    def __init__(self) -> None:
-        self.bodies: dict[str, bytes] = {}
-        self.gzip = False
-        self.requests: list[dict[str, str]] = []
-        exporter = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                exporter.requests.append(dict(self.headers))
-                body = exporter.bodies.get(self.path)
-                if body is None:
-                    self.send_error(404, "no such endpoint")
-                    return
-                self.send_response(200)
-                self.send_header("Content-Type", "text/plain; version=0.0.4")
-                if exporter.gzip:
-                    body = gzip.compress(body)
-                    self.send_header("Content-Encoding", "gzip")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-
-    def url(self, path: str) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}{path}"
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
 
 
 @pytest.fixture

@@ -5,13 +5,13 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
-import re
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
+from canonical.timeunits import parse_duration_ms
 from store import Store, resolve_db_path
 
 
@@ -86,18 +86,12 @@ def add_group(sub: argparse._SubParsersAction, name: str, *, help: str) -> argpa
     return group.add_subparsers(dest=f"{name}_command", metavar="COMMAND", required=True)
 
 
-_UNITS_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000, "w": 604_800_000}
-
-
 def duration_ms(text: str) -> int:
     """argparse type for durations such as 15s, 6h, 14d or 1h30m; returns milliseconds."""
-    parts = re.findall(r"(\d+(?:\.\d+)?)(ms|s|m|h|d|w)", text.strip())
-    if not parts or "".join(n + u for n, u in parts) != text.strip():
-        raise argparse.ArgumentTypeError(f"bad duration {text!r}; expected a number with a unit, like 15s, 6h or 14d")
-    total = sum(float(n) * _UNITS_MS[u] for n, u in parts)
-    if total <= 0:
-        raise argparse.ArgumentTypeError(f"duration {text!r} must be positive")
-    return int(total)
+    try:
+        return parse_duration_ms(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def timestamp_ms(text: str) -> int:

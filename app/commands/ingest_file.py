@@ -88,8 +88,9 @@ def run_scrape(ctx: Context) -> int:
     args = ctx.args
     if args.count < 1:
         raise UsageError(f"--count must be at least 1, got {args.count}")
+    store = ctx.store().ensure("hetpool ingest scrape")
     reports = ingest_scrapes(
-        ctx.store().ensure("hetpool ingest scrape"), args.url, _options(args), count=args.count, every_s=args.every / 1000,
+        store, args.url, _options(args), count=args.count, every_s=args.every / 1000,
         on_report=lambda r: ctx.note(f"scrape {r.run_id}: read {r.counts.read}, stored {r.counts.stored}")
         if args.count > 1 else None)
     _emit(ctx, reports)

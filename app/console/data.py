@@ -10,9 +10,12 @@ here, where the page says what it waits for until the database is free again.
 from __future__ import annotations
 
 import functools
+import json
 import os
 import threading
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -21,9 +24,9 @@ import polars as pl
 import streamlit as st
 
 from pool_registry import Registry
-from store import ENV_DB, Store, StoreBusy, latest_registry, queries, resolve_db_path
+from store import ENV_DB, Store, StoreBusy, StoreError, latest_registry, queries, resolve_db_path
 from store.gate import timeout_from_env
-from store.views import cost, drift, export, health, reliability
+from store.views import cost, drift, export, health, reliability, runs
 from store.views.window import Window, data_span
 
 CACHE_TTL_S = 60
@@ -235,3 +238,23 @@ def export_bytes(path: str, start: int, end: int, pools: tuple[str, ...], metric
                  fmt: str, resolution: str) -> bytes:
     """The export file itself (not cached: it is built when the download is clicked)."""
     return _read(_export_bytes, path, (start, end, pools, metrics, fmt, resolution))
+
+
+@query
+def ingest_sources(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
+    """What each source stored last, from the ingest runs."""
+    return runs.sources(con)
+
+
+def service_health(url: str, timeout_s: float = 2.0) -> dict[str, Any]:
+    """The health report of the `hetpool serve` this console runs under (its endpoint answers 503 when
+    unhealthy, with the same body)."""
+    try:
+        with urllib.request.urlopen(url, timeout=timeout_s) as response:
+            return dict(json.load(response))
+    except urllib.error.HTTPError as exc:
+        if exc.code == 503:
+            return dict(json.load(exc))
+        raise StoreError(f"the health endpoint {url} answered HTTP {exc.code}") from None
+    except (OSError, ValueError) as exc:
+        raise StoreError(f"cannot read the health endpoint {url}: {exc}") from None

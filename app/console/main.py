@@ -27,6 +27,7 @@ def main() -> None:
         st.Page(PAGES / "reliability.py", title="Errors and reliability", url_path="reliability"),
         st.Page(PAGES / "cost.py", title="Cost", url_path="cost"),
         st.Page(PAGES / "export.py", title="Export", url_path="export"),
+        st.Page(PAGES / "collectors.py", title="Collectors", url_path="collectors"),
         st.Page(PAGES / "fleet.py", title="Fleet registry", url_path="fleet"),
     ]
     page = st.navigation(pages)

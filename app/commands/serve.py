@@ -1,0 +1,98 @@
+"""hetpool serve --config FILE: the collectors, the console and the health endpoint as one deployment."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import sys
+import time
+from pathlib import Path
+
+from app.commands import _child
+from app.commands._base import Context, add_command
+from app.commands.console import streamlit_command
+from app.errors import UsageError
+from app.serve.config import load_serve_config
+from app.serve.health import HealthServer, health_report
+from collectors.service import Runner
+from store import ENV_DB, Store
+
+ENV_HEALTH_URL = "HETPOOL_HEALTH_URL"
+RESTART_AFTER_S = 5.0
+
+
+def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+    """Add the serve command."""
+    p = add_command(sub, "serve", help="run the collectors a YAML file declares, each on its schedule, with the "
+                                       "console and a health endpoint; SIGTERM stops it cleanly",
+                    example="hetpool serve --config examples/serve.yaml", handler=run, common=common)
+    p.add_argument("--config", required=True, metavar="FILE", help="serve YAML (see examples/serve.yaml)")
+    p.add_argument("--no-console", action="store_true", help="do not start the console")
+
+
+def _database(ctx: Context, configured: Path | None) -> Path:
+    """--db, then $HETPOOL_DB, then the file's `database`, then ./hetpool.duckdb."""
+    if getattr(ctx.args, "db", None) or os.environ.get(ENV_DB) or configured is None:
+        return ctx.db_path
+    return configured
+
+
+def run(ctx: Context) -> int:
+    """Serve until SIGTERM or Ctrl-C; then let runs under way finish, stop the console, and exit 0."""
+    config = load_serve_config(ctx.args.config)
+    db = _database(ctx, config.database).resolve()
+    store = Store(db, on_wait=lambda m: ctx.note(f"hetpool serve: {m}")).ensure("hetpool serve")
+    runner = Runner(store, config.collectors, log=lambda line: ctx.note(f"hetpool serve: {line}"))
+    health = None
+    if config.health.enabled:
+        try:
+            health = HealthServer(config.health.address, config.health.port,
+                                  lambda: health_report(runner.statuses(), {"database": str(db)})).start()
+        except OSError as exc:
+            raise UsageError(f"cannot listen on {config.health.address}:{config.health.port} for the health "
+                             f"endpoint: {exc.strerror}") from None
+    console = None
+    if config.console.enabled and not ctx.args.no_console:
+        _port_free(config.console.address, config.console.port)
+    env = {**os.environ, ENV_DB: str(db), **({ENV_HEALTH_URL: f"{health.url}/health"} if health else {})}
+    command = streamlit_command(config.console.port, config.console.address)
+    with _child.terminate_on_sigterm(), store.writing("hetpool serve"):
+        try:
+            if config.console.enabled and not ctx.args.no_console:
+                console = _child.start(command, env)
+            ctx.note(f"hetpool serve: {len(config.collectors)} collectors on {db}"
+                     + (f"; console on http://{config.console.address}:{config.console.port}" if console else "")
+                     + (f"; health on {health.url}/health" if health else ""))
+            for c in config.collectors:
+                ctx.note(f"  {c.name}: {c.describe()} every {c.every_s:g}s")
+            runner.start()
+            while True:
+                time.sleep(0.5)
+                if console is not None and console.poll() is not None:
+                    ctx.note(f"hetpool serve: the console exited with {console.returncode}; restarting it in "
+                             f"{RESTART_AFTER_S:g} s")
+                    time.sleep(RESTART_AFTER_S)
+                    console = _child.start(command, env)
+        except KeyboardInterrupt:
+            ctx.note("hetpool serve: stopping; runs under way finish or roll back")
+        finally:
+            clean = runner.stop()
+            if console is not None:
+                _child.stop(console)
+            if health is not None:
+                health.stop()
+    if not clean:
+        print("hetpool serve: a collector did not stop in time; its run rolled back", file=sys.stderr)
+    return 0
+
+
+def _port_free(address: str, port: int) -> None:
+    """Refuse at once when the console's port is taken (another console, often `make demo`'s)."""
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((address, port))
+        except OSError as exc:
+            raise UsageError(f"cannot start the console on {address}:{port}: {exc.strerror} (another console?); "
+                             "set console.port in the serve file, or pass --no-console") from None

@@ -1,0 +1,71 @@
+"""Collectors: what `hetpool serve` reports of each collector, and what every source stored last."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+
+import polars as pl
+import streamlit as st
+
+from app.console import data
+
+ENV_HEALTH_URL = "HETPOOL_HEALTH_URL"
+HEALTH_TEXT = ("A collector is **unhealthy** when its last run failed, when it has brought no device data yet "
+               "(a target that serves no device metrics), or when its newest data lags behind now by more than its "
+               "limit.")
+
+
+def _when(epoch_s: float | None) -> str:
+    if epoch_s is None:
+        return "–"
+    return dt.datetime.fromtimestamp(epoch_s, dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def service_panel(url: str) -> None:
+    """The live status of the collectors of the `hetpool serve` this console belongs to."""
+    report = data.service_health(url)
+    collectors = report.get("collectors", [])
+    if report.get("status") == "healthy":
+        st.success(f"All {len(collectors)} collectors are healthy.")
+    else:
+        st.error("Unhealthy: " + "; ".join(report.get("problems", [])))
+    st.caption(HEALTH_TEXT)
+    rows = [{"collector": c["name"], "kind": c["kind"], "source": c["source"],
+             "status": "healthy" if c["healthy"] else "unhealthy", "problems": "; ".join(c["problems"]),
+             "last run": _when(c["last_run_at"]), "lag (s)": c["lag_s"], "every (s)": c["every_s"],
+             "last read": c["last"]["read"], "last stored": c["last"]["stored"],
+             "last rejected": c["last"]["rejected"], "stored in all": c["total_stored"],
+             "rejected in all": c["total_rejected"], "last error": c["last_error"] or ""} for c in collectors]
+    st.dataframe(pl.DataFrame(rows) if rows else pl.DataFrame(), hide_index=True, width="stretch")
+
+
+def render() -> None:
+    """Live service status when running under `hetpool serve`, then the stored record of every source."""
+    st.title("Collectors")
+    url = os.environ.get(ENV_HEALTH_URL)
+    if url:
+        service_panel(url)
+    else:
+        st.info("This console does not run under `hetpool serve`, so no live collector status is reported. "
+                "Below is what every source stored, from the database's ingest runs.")
+    st.subheader("Sources, by their last ingest run")
+    sources = data.ingest_sources(data.db_path())
+    if sources.is_empty():
+        st.info("No ingest run yet. Bring metrics in with `hetpool ingest` or `hetpool serve`.")
+        return
+    failed = sources.filter(pl.col("last_status") == "failed")
+    if failed.height:
+        st.warning(f"{failed.height} source(s) failed on their last run: {', '.join(failed['source'].to_list())}.")
+    labels = {"last_run": "last run (UTC)", "last_status": "last status", "last_read": "last read",
+              "last_stored": "last stored", "last_rejected": "last rejected", "stored": "stored in all",
+              "rejected": "rejected in all", "failed_runs": "failed runs"}
+    table = sources.with_columns(pl.from_epoch("newest_sample_ms", time_unit="ms").alias("newest sample (UTC)"),
+                                 pl.col("last_run").dt.replace_time_zone(None)).drop("newest_sample_ms")
+    st.dataframe(table, hide_index=True, width="stretch", column_config={
+        c: st.column_config.NumberColumn(label, format="localized") if c not in ("last_run", "last_status")
+        else st.column_config.Column(label) for c, label in labels.items()})
+
+
+if __name__ == "__main__":
+    render()

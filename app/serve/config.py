@@ -1,0 +1,172 @@
+"""The serve YAML: which collectors run on which schedule, and where the console and health endpoint listen.
+
+    database: ../demo/hetpool.duckdb        # optional; --db and $HETPOOL_DB win; relative to this file
+    console: {enabled: true, address: 127.0.0.1, port: 8501}
+    health: {address: 127.0.0.1, port: 8502}
+    collectors:
+      - {name: prom, kind: prometheus, url: http://prometheus:9090, every: 15s, since: 1h}
+      - {name: gpu-1, kind: scrape, url: http://gpu-node-1:9400/metrics, every: 15s}
+      - {name: drop, kind: folder, path: ../demo/drop, every: 10s}
+
+Relative paths are relative to the file, as Prometheus reads its own configuration. Credentials are never
+part of this file: a Prometheus pull takes them from HETPOOL_PROM_TOKEN or HETPOOL_PROM_USER/PASSWORD.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlparse
+
+from yaml.nodes import Node
+
+from canonical.timeunits import parse_duration_ms
+from collectors.service import KINDS, Collector, DropFolder, PrometheusPull, ScrapeTarget
+from pool_registry import ConfigError, Reader
+from pool_registry.yamlread import read_text
+
+
+class ServeConfigError(ConfigError):
+    """A serve YAML file that cannot be used."""
+
+
+@dataclass(frozen=True)
+class Listener:
+    """Where a server listens."""
+
+    enabled: bool
+    address: str
+    port: int
+
+
+@dataclass(frozen=True)
+class ServeConfig:
+    """One deployment."""
+
+    source: str
+    database: Path | None
+    console: Listener
+    health: Listener
+    collectors: tuple[Collector, ...]
+
+
+_COMMON = ("every", "max_lag", "pool", "profiles_dir")
+_FIELDS = {
+    "prometheus": ("url",), "scrape": ("url",), "folder": ("path",),
+}
+_OPTIONAL = {
+    "prometheus": (*_COMMON, "since", "chunk", "profiles", "insecure", "timeout"),
+    "scrape": (*_COMMON, "profile", "node"),
+    "folder": (*_COMMON, "profile", "node"),
+}
+
+
+def load_serve_config(path: str | Path) -> ServeConfig:
+    """Read and validate a serve file; ServeConfigError lists every problem with line and field."""
+    return load_serve_text(read_text(path, ServeConfigError), str(path), Path(path).resolve().parent)
+
+
+def load_serve_text(text: str, source: str = "<serve>", base: Path | None = None) -> ServeConfig:
+    """Validate serve YAML text; relative paths are taken from `base`."""
+    r = Reader(source)
+    here = base or Path.cwd()
+    root = r.root(text, "a mapping with 'collectors'", ServeConfigError)
+    f = r.mapping(root, "", required=("collectors",), optional=("database", "console", "health"))
+    database = r.optional(f, "database", "", lambda n, p: _path(here, r.string(n, p)), None)
+    console = _listener(r, f.get("console"), "console", 8501)
+    health = _listener(r, f.get("health"), "health", 8502)
+    collectors: list[Collector] = []
+    names: dict[str, int] = {}
+    for path, item in r.items(f.get("collectors"), "collectors"):
+        c = _collector(r, item, path, here)
+        if c is None:
+            continue
+        if c.name in names:
+            r.fail(item, f"{path}.name", f"duplicate collector name '{c.name}' (also collectors[{names[c.name]}])")
+        names[c.name] = len(collectors)
+        collectors.append(c)
+    if "collectors" in f and not collectors and not r.problems:
+        r.fail(f["collectors"], "collectors", "expected at least one collector")
+    if console.enabled and health.enabled and (console.address, console.port) == (health.address, health.port):
+        r.fail(f.get("health"), "health.port", f"port {health.port} is already the console's")
+    if r.problems:
+        raise ServeConfigError(r.problems)
+    return ServeConfig(source, database, console, health, tuple(collectors))
+
+
+def _listener(r: Reader, node: Node | None, path: str, port: int) -> Listener:
+    if node is None:
+        return Listener(True, "127.0.0.1", port)
+    g = r.mapping(node, path, required=(), optional=("enabled", "address", "port"))
+    return Listener(r.optional(g, "enabled", path, r.boolean, True),
+                    r.optional(g, "address", path, r.string, "127.0.0.1"),
+                    r.optional(g, "port", path, lambda n, p: r.integer(n, p, ge=1, le=65535), port))
+
+
+def _collector(r: Reader, node: Node, path: str, here: Path) -> Collector | None:
+    head = r.mapping(node, path, required=("name", "kind"), optional=tuple(
+        {k for fields in (*_FIELDS.values(), *_OPTIONAL.values()) for k in fields}))
+    if "kind" not in head or "name" not in head:
+        return None
+    kind = r.choice(head["kind"], f"{path}.kind", tuple(KINDS))
+    name = r.text(head["name"], f"{path}.name")
+    if kind not in KINDS:
+        return None
+    allowed = set(_FIELDS[kind]) | set(_OPTIONAL[kind]) | {"name", "kind"}
+    for key in head:
+        if key not in allowed:
+            r.fail(head[key], f"{path}.{key}", f"'{key}' is not a field of a {kind} collector; expected one of: "
+                                               f"{', '.join(sorted(allowed))}")
+    for key in _FIELDS[kind]:
+        if key not in head:
+            r.fail(node, f"{path}.{key}", f"missing required field of a {kind} collector")
+    if r.problems:
+        return None
+    every = r.optional(head, "every", path, lambda n, p: _duration(r, n, p), 15.0 if kind != "folder" else 10.0)
+    lag = r.optional(head, "max_lag", path, lambda n, p: _duration(r, n, p), None)
+    pool = r.optional(head, "pool", path, r.string, None)
+    no_dirs: tuple[str, ...] = ()
+    dirs = tuple(_path(here, d) for d in r.optional(head, "profiles_dir", path, r.string_list, no_dirs))
+    if kind == "prometheus":
+        return PrometheusPull(
+            name=name, url=_url(r, head["url"], f"{path}.url"), every_s=every, max_lag_s=lag or 4 * every + 30,
+            since_ms=int(1000 * r.optional(head, "since", path, lambda n, p: _duration(r, n, p), 3600.0)),
+            chunk_ms=int(1000 * r.optional(head, "chunk", path, lambda n, p: _duration(r, n, p), 3600.0)),
+            profiles=r.optional(head, "profiles", path, r.string_list, no_dirs), profiles_dirs=dirs, pool=pool,
+            insecure=r.optional(head, "insecure", path, r.boolean, False),
+            timeout_s=r.optional(head, "timeout", path, lambda n, p: _duration(r, n, p), 30.0))
+    profile = r.optional(head, "profile", path, r.string, None)
+    node_name = r.optional(head, "node", path, r.string, None)
+    if kind == "scrape":
+        return ScrapeTarget(name=name, url=_url(r, head["url"], f"{path}.url"), every_s=every,
+                            max_lag_s=lag or max(30.0, 4 * every), pool=pool, profile=profile, node=node_name,
+                            profiles_dirs=dirs)
+    folder = DropFolder(name=name, path=_path(here, r.string(head["path"], f"{path}.path")), every_s=every, pool=pool,
+                        profile=profile, node=node_name, profiles_dirs=dirs)
+    return folder if lag is None else dataclasses.replace(folder, max_lag_s=lag)
+
+
+def _path(here: Path, text: str) -> Path:
+    return Path(os.path.normpath(here / text))
+
+
+def _duration(r: Reader, node: Node, path: str) -> float:
+    text = r.text(node, path)
+    try:
+        return parse_duration_ms(text) / 1000
+    except ValueError as exc:
+        r.fail(node, path, str(exc))
+        return 1.0
+
+
+def _url(r: Reader, node: Node, path: str) -> str:
+    url = r.string(node, path)
+    parsed = urlparse(url)
+    if url and (parsed.scheme not in ("http", "https") or not parsed.hostname):
+        r.fail(node, path, f"bad URL {url!r}; expected http(s)://host:port/...")
+    if parsed.username or parsed.password:
+        r.fail(node, path, "credentials do not belong in the URL; set HETPOOL_PROM_TOKEN, or HETPOOL_PROM_USER "
+                           "and HETPOOL_PROM_PASSWORD, in the service's environment")
+    return url

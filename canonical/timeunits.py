@@ -1,0 +1,24 @@
+"""Time units of the contract: epoch milliseconds everywhere, and durations as people write them (15s, 6h, 14d)."""
+
+from __future__ import annotations
+
+import re
+
+SECOND_MS = 1_000
+MINUTE_MS = 60 * SECOND_MS
+HOUR_MS = 60 * MINUTE_MS
+DAY_MS = 24 * HOUR_MS
+WEEK_MS = 7 * DAY_MS
+_UNITS_MS = {"ms": 1, "s": SECOND_MS, "m": MINUTE_MS, "h": HOUR_MS, "d": DAY_MS, "w": WEEK_MS}
+_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d|w)")
+
+
+def parse_duration_ms(text: str) -> int:
+    """Milliseconds of a duration such as 15s, 6h, 14d or 1h30m; ValueError saying what is wrong."""
+    parts = _PART.findall(text.strip())
+    if not parts or "".join(n + u for n, u in parts) != text.strip():
+        raise ValueError(f"bad duration {text!r}; expected a number with a unit, like 15s, 6h or 14d")
+    total = sum(float(n) * _UNITS_MS[u] for n, u in parts)
+    if total <= 0:
+        raise ValueError(f"duration {text!r} must be positive")
+    return int(total)

@@ -1,0 +1,168 @@
+"""`hetpool serve` as an operator deploys it: collectors, console and health endpoint in one process tree;
+SIGTERM stops all of it cleanly, and a kill -9 then a restart ends where an uninterrupted run ends."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from collectors.prometheus import PullOptions, pull
+from collectors.promhttp import PromClient
+from pool_registry import load_registry
+from store import Held, Store, connect, save_registry
+from tests.conftest import FLEET, REPO
+from tests.exporters import LiveExporter
+from tests.promserver import STEP_S, FixtureFleet, PrometheusServer, free_port
+
+HOURS = 1
+NOW_S = int(time.time()) // 3600 * 3600  # the history ends before the hour the tests run in
+RECENT = FixtureFleet(hours=HOURS, t0_s=NOW_S - HOURS * 3600)
+
+
+def serve(config: Path, db: Path) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-m", "app.cli", "--db", str(db), "serve", "--config", str(config)],
+                            cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+
+
+def health(url: str) -> tuple[int, dict[str, object]] | None:
+    try:
+        with urllib.request.urlopen(url, timeout=2) as r:
+            return r.status, json.load(r)
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.load(exc)
+    except OSError:
+        return None
+
+
+def wait_for(check: object, timeout_s: float, what: str) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if check():  # type: ignore[operator]
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def children(pid: int) -> list[int]:
+    try:
+        return [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except OSError:
+        return []
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return Path(f"/proc/{pid}/stat").exists() and Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
+
+
+@pytest.fixture
+def live() -> Iterator[LiveExporter]:
+    e = LiveExporter()
+    yield e
+    e.close()
+
+
+def test_serve_runs_collectors_console_and_health_and_sigterm_stops_them(fleet_db: Path, live: LiveExporter,
+                                                                          tmp_path: Path) -> None:
+    console_port, health_port = free_port(), free_port()
+    config = tmp_path / "serve.yaml"
+    config.write_text(f"console: {{port: {console_port}}}\nhealth: {{port: {health_port}}}\ncollectors:\n"
+                      f"  - {{name: node, kind: scrape, url: '{live.url('/metrics')}', every: 1s}}\n")
+    proc = serve(config, fleet_db)
+    url = f"http://127.0.0.1:{health_port}/health"
+    try:
+        wait_for(lambda: (h := health(url)) is not None and h[0] == 200, 60, "a healthy report")
+        wait_for(lambda: _ok(console_port), 60, "the console")
+        streamlit = [c for c in children(proc.pid) if "streamlit" in Path(f"/proc/{c}/cmdline").read_text()]
+        assert len(streamlit) == 1
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    assert "stopping; runs under way finish or roll back" in err and "Traceback" not in err
+    assert not alive(streamlit[0]) and not _ok(console_port) and health(url) is None
+    with Store(fleet_db).read() as con:
+        runs = con.execute("SELECT count(*), sum(read) - sum(stored + rejected + duplicates) FROM ingest_runs "
+                           "WHERE kind = 'scrape'").fetchall()[0]
+    assert runs[0] >= 1 and runs[1] == 0
+
+
+def _ok(port: int) -> bool:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=2) as r:
+            return r.read().strip() == b"ok"
+    except OSError:
+        return False
+
+
+@pytest.fixture(scope="module")
+def recent_prom(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PrometheusServer]:
+    server = PrometheusServer(tmp_path_factory.mktemp("prom"), RECENT).start()
+    yield server
+    server.stop()
+
+
+def digest(db: Path) -> tuple[int, str]:
+    with Store(db).read() as con:  # through the gate, like every reader beside a running collector
+        rows = con.execute("SELECT ts, pool, node, device, metric, value, attributes FROM samples "
+                           "ORDER BY ALL").fetchall()
+    return len(rows), hashlib.sha256(repr(rows).encode()).hexdigest()
+
+
+@pytest.mark.prometheus
+def test_kill_9_then_restart_ends_as_an_uninterrupted_run(recent_prom: PrometheusServer, tmp_path: Path) -> None:
+    clean_db = tmp_path / "clean.duckdb"
+    con = connect(clean_db)
+    save_registry(con, load_registry(FLEET), str(FLEET))
+    pull(Held(con), PromClient(recent_prom.url),
+         PullOptions(url=recent_prom.url, start_ms=RECENT.t0_s * 1000 - 1, end_ms=RECENT.end_s * 1000))
+    con.close()
+    clean = digest(clean_db)
+    assert clean[0] > 10_000
+
+    db = tmp_path / "k.duckdb"
+    con = connect(db)
+    save_registry(con, load_registry(FLEET), str(FLEET))
+    con.close()
+    config = tmp_path / "serve.yaml"
+    config.write_text(f"console: {{enabled: false}}\nhealth: {{port: {free_port()}}}\ncollectors:\n"
+                      f"  - {{name: prom, kind: prometheus, url: '{recent_prom.url}', every: {STEP_S}s, "
+                      f"since: {HOURS + 1}h, chunk: 5m}}\n")
+
+    def committed() -> int:
+        with Store(db).read() as c:
+            got = c.execute("SELECT count(*) FROM ingest_runs WHERE kind = 'prometheus' AND stored > 0").fetchall()
+        return int(got[0][0])
+
+    proc = serve(config, db)
+    wait_for(lambda: committed() >= 10, 120, "ten committed chunks with data")
+    os.killpg(proc.pid, signal.SIGKILL)  # the whole deployment, mid-pull, with no chance to clean up
+    proc.wait(timeout=30)
+    partial = digest(db)[0]
+    assert 0 < partial < clean[0]
+    proc = serve(config, db)
+    try:
+        wait_for(lambda: digest(db)[0] >= clean[0], 180, "the restarted pull to catch up")
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    assert digest(db) == clean
+    with Store(db).read() as c:
+        assert c.execute("SELECT sum(read) - sum(stored + rejected + duplicates), count(*) FILTER "
+                         "(WHERE status = 'running') FROM ingest_runs").fetchall() == [(0, 0)]

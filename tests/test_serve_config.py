@@ -1,0 +1,77 @@
+"""The serve YAML: the shipped example loads, and every mistake is named with its line and field."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from app.serve.config import ServeConfigError, load_serve_config, load_serve_text
+from collectors.service import DropFolder, PrometheusPull, ScrapeTarget
+from tests.conftest import REPO
+
+
+def test_the_example_is_a_working_config_for_the_demo() -> None:
+    cfg = load_serve_config(REPO / "examples" / "serve.yaml")
+    assert cfg.database == REPO / "demo" / "hetpool.duckdb"  # relative to the file, as make demo writes it
+    assert (cfg.console.port, cfg.health.port) == (8511, 8512)
+    (drop,) = cfg.collectors
+    assert isinstance(drop, DropFolder) and drop.path == REPO / "demo" / "drop" and drop.every_s == 10
+
+
+def test_every_kind_with_its_fields(tmp_path: Path) -> None:
+    cfg = load_serve_text("""
+collectors:
+  - {name: prom, kind: prometheus, url: "http://p:9090", every: 30s, since: 6h, profiles: [dcgm], chunk: 30m}
+  - {name: node, kind: scrape, url: "http://h100-a-01:9400/metrics", every: 5s, node: h100-a-01, pool: h100-a}
+  - {name: drop, kind: folder, path: in, max_lag: 1h, profiles_dir: [profiles]}
+console: {enabled: false}
+""", "serve.yaml", tmp_path)
+    prom, node, drop = cfg.collectors
+    assert isinstance(prom, PrometheusPull) and (prom.every_s, prom.since_ms, prom.chunk_ms, prom.profiles) == (
+        30.0, 6 * 3_600_000, 1_800_000, ("dcgm",))
+    assert prom.max_lag_s == 4 * 30 + 30
+    assert isinstance(node, ScrapeTarget) and (node.every_s, node.max_lag_s, node.node) == (5.0, 30.0, "h100-a-01")
+    assert isinstance(drop, DropFolder) and drop.path == tmp_path / "in" and drop.max_lag_s == 3600
+    assert drop.profiles_dirs == (tmp_path / "profiles",)
+    assert not cfg.console.enabled and cfg.health.enabled and cfg.database is None
+
+
+BAD = [
+    ("", "serve.yaml: empty file; expected a mapping with 'collectors'"),
+    ("collectors: []\n", "serve.yaml:1: collectors: expected at least one collector"),
+    ("collectors:\n  - {name: a, kind: pull, url: x}\n",
+     "serve.yaml:2: collectors[0].kind: unknown value 'pull'; expected one of: prometheus, scrape, folder"),
+    ("collectors:\n  - {kind: scrape, url: 'http://h:1/m'}\n", "serve.yaml:2: collectors[0].name: missing required"),
+    ("collectors:\n  - {name: a, kind: scrape}\n",
+     "serve.yaml:2: collectors[0].url: missing required field of a scrape collector"),
+    ("collectors:\n  - {name: a, kind: folder, path: x, url: 'http://h:1/m'}\n",
+     "serve.yaml:2: collectors[0].url: 'url' is not a field of a folder collector"),
+    ("collectors:\n  - {name: a, kind: scrape, url: 'h:1/m'}\n",
+     "serve.yaml:2: collectors[0].url: bad URL 'h:1/m'; expected http(s)://host:port/..."),
+    ("collectors:\n  - {name: a, kind: prometheus, url: 'http://me:secret@p:9090'}\n",
+     "serve.yaml:2: collectors[0].url: credentials do not belong in the URL"),
+    ("collectors:\n  - {name: a, kind: scrape, url: 'http://h:1/m', every: 15}\n",
+     "serve.yaml:2: collectors[0].every: bad duration '15'; expected a number with a unit"),
+    ("collectors:\n  - {name: a, kind: folder, path: x}\n  - {name: a, kind: folder, path: y}\n",
+     "serve.yaml:3: collectors[1].name: duplicate collector name 'a' (also collectors[0])"),
+    ("collectors:\n  - {name: a, kind: folder, path: x}\nhealth: {port: 8501}\n",
+     "serve.yaml:3: health.port: port 8501 is already the console's"),
+    ("collectors:\n  - {name: a, kind: folder, path: x}\nconsole: {port: 99999}\n",
+     "serve.yaml:3: console.port: must be <= 65535, got 99999"),
+    ("collectors:\n  - {name: a, kind: folder, path: x}\ncolectors: []\n",
+     "serve.yaml:3: colectors: unknown key 'colectors'; did you mean 'collectors'?"),
+    ("collectors: [\n", "serve.yaml:2: YAML syntax error"),
+]
+
+
+@pytest.mark.parametrize(("text", "message"), BAD)
+def test_bad_files_name_line_field_and_what_was_expected(text: str, message: str, tmp_path: Path) -> None:
+    with pytest.raises(ServeConfigError) as info:
+        load_serve_text(text, "serve.yaml", tmp_path)
+    assert any(message in str(p) for p in info.value.problems), [str(p) for p in info.value.problems]
+
+
+def test_a_missing_file_is_named(tmp_path: Path) -> None:
+    with pytest.raises(ServeConfigError, match=r"none\.yaml: file not found"):
+        load_serve_config(tmp_path / "none.yaml")
