@@ -63,7 +63,13 @@ def run(cmd: list[str], env: Mapping[str, str]) -> int:
     with terminate_on_sigterm():
         child = start(cmd, env)
         try:
-            return child.wait()
+            while True:
+                # short waits, not one long one: a signal caught by another thread of this process is only
+                # acted on once the main thread is back in Python
+                try:
+                    return child.wait(timeout=0.5)
+                except subprocess.TimeoutExpired:
+                    continue
         except KeyboardInterrupt:
             stop(child)
             return 0

@@ -7,14 +7,16 @@ import time
 from pathlib import Path
 from typing import TextIO
 
+import yaml
+
 from app.commands._base import Context, add_command, duration_ms, timestamp_ms
 from app.demo.build import DemoSpec, build_demo
 from app.demo.errors import DemoError
-from pool_registry import load_registry
+from app.demo.story import scale_registry
+from pool_registry import load_registry, registry_to_dict
 from store import Held, connect, schema_version
 from store.replace import building_path, discard, refuse_held_data, remove_stale, replace_database
 
-HOUR_MS = 3_600_000
 FLEET = Path(__file__).resolve().parents[2] / "examples" / "fleet.yaml"
 
 
@@ -29,7 +31,8 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
                    help="scrape interval, such as 30s or 1m (default 30s)")
     p.add_argument("--seed", type=int, default=7, help="seed of the story's random draws (default 7)")
     p.add_argument("--end", type=timestamp_ms, metavar="ISO",
-                   help="end of the window (default: now, rounded down to the hour); pass it for a repeatable build")
+                   help="end of the window (default: now, rounded down to the scrape interval); pass it for a "
+                        "repeatable build")
     p.add_argument("--registry", default=str(FLEET), metavar="FILE",
                    help="fleet registry to scale down (default: examples/fleet.yaml)")
     p.add_argument("--replace", action="store_true",
@@ -62,7 +65,7 @@ def run(ctx: Context) -> int:
     """Build the demo into a file beside --db, then swap it into place (refusing to replace held samples
     unless --replace, and refusing --replace while another process writes to the database)."""
     args = ctx.args
-    end = args.end if args.end is not None else int(time.time() * 1000) // HOUR_MS * HOUR_MS
+    end = args.end if args.end is not None else int(time.time() * 1000) // args.interval * args.interval
     spec = DemoSpec(end_ms=end, days=args.days, devices_per_pool=args.devices_per_pool, interval_ms=args.interval,
                     seed=args.seed)
     registry = load_registry(args.registry)
@@ -89,8 +92,13 @@ def run(ctx: Context) -> int:
         replace_database(store, building, keep_data=not args.replace, what="hetpool demo (swapping in the new file)")
     finally:
         discard(building)
-    ctx.emit({**report.__dict__, "db": str(path), "schema_version": version},
+    fleet_file = path.with_name(f"{path.stem}.fleet.yaml")
+    fleet_file.write_text(f"# The demo's fleet: {args.registry} scaled to {spec.devices_per_pool} devices per pool.\n"
+                          "# Edit it and load it with 'hetpool registry load' to see the change in the console.\n"
+                          + yaml.safe_dump(registry_to_dict(scale_registry(registry, spec.devices_per_pool)),
+                                           sort_keys=False), encoding="utf-8")
+    ctx.emit({**report.__dict__, "db": str(path), "schema_version": version, "fleet": str(fleet_file)},
              f"demo: {report.pools} pools, {report.devices} devices; {report.rows:,} samples stored from "
              f"{report.read:,} exposition lines ({report.rejected} rejected) and {report.requests:,} requests, in "
-             f"{path} in {report.seconds:.1f}s. Next: hetpool --db {path} console")
+             f"{path} in {report.seconds:.1f}s; its fleet is in {fleet_file}. Next: hetpool --db {path} console")
     return 0
