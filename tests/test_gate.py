@@ -42,22 +42,25 @@ def test_the_gate_fails_a_candidate_that_raises_cost_with_the_reason() -> None:
     cand = run_replay(dearer, TRAFFIC, REG, 0).summary
     verdict = evaluate(GATE, base, cand)
     assert not verdict.passed and verdict.verdict == "fail"
-    assert [c.name for c in verdict.checks if not c.passed] == ["cost_usd"]
-    assert verdict.checks[0].change == pytest.approx(20.0)
-    assert verdict.reasons == [f"cost_usd rose +20.00% (baseline ${base.cost_usd:,.2f} -> candidate "
-                               f"${cand.cost_usd:,.2f}); limit +5%"]
+    # a dearer price raises busy and provisioned cost alike, and the gate names both
+    assert [c.name for c in verdict.checks if not c.passed] == ["busy cost", "provisioned cost"]
+    assert [c.change for c in verdict.checks[:2]] == [pytest.approx(20.0), pytest.approx(20.0)]
+    assert verdict.reasons[0] == (f"busy cost rose +20.00% (baseline ${base.busy_cost_usd:,.2f} -> candidate "
+                                  f"${cand.busy_cost_usd:,.2f}); limit +5%")
+    assert verdict.reasons[1].startswith("provisioned cost rose +20.00%")
     assert evaluate(GATE, base, base).passed
 
 
-def _summary(cost: float, p99: float | None, viol: float) -> Summary:
+def _summary(cost: float, p99: float | None, viol: float, provisioned: float = 100.0) -> Summary:
     base = run_replay(BASE, TRAFFIC, REG, 0).summary
-    return dataclasses.replace(base, cost_usd=cost, ttft_p99=p99, sla_violation_rate=viol)
+    return dataclasses.replace(base, busy_cost_usd=cost, provisioned_cost_usd=provisioned, ttft_p99=p99,
+                               sla_violation_rate=viol)
 
 
 def test_latency_and_sla_checks_by_hand() -> None:
     verdict = evaluate(GATE, _summary(10.0, 1.0, 0.010), _summary(10.4, 1.2, 0.025))
     assert [(c.name, c.passed) for c in verdict.checks] == [
-        ("cost_usd", True), ("ttft_p99", False), ("sla_violation_rate", False)]
+        ("busy cost", True), ("provisioned cost", True), ("ttft_p99", False), ("sla_violation_rate", False)]
     assert verdict.reasons == [
         "ttft_p99 rose +20.00% (baseline 1.000s -> candidate 1.200s); limit +10%",
         "sla_violation_rate rose +1.50 points (baseline 1.00% -> candidate 2.50%); limit +1 points"]
@@ -70,4 +73,12 @@ def test_a_run_that_serves_nothing_cannot_pass_the_latency_check() -> None:
 
 def test_untolerated_measures_are_not_checked() -> None:
     verdict = evaluate(Gate(max_cost_increase_pct=0), _summary(10, 1.0, 0.0), _summary(9, 50.0, 0.5))
-    assert verdict.passed and [c.name for c in verdict.checks] == ["cost_usd"]
+    assert verdict.passed and [c.name for c in verdict.checks] == ["busy cost", "provisioned cost"]
+
+
+def test_more_provisioned_capacity_fails_the_cost_gate_even_when_busy_cost_barely_moves() -> None:
+    """Twice the replicas doubles what the pool costs to keep up, whatever the busy time says."""
+    verdict = evaluate(Gate(max_cost_increase_pct=5), _summary(10.0, 1.0, 0.0, provisioned=100.0),
+                       _summary(10.2, 1.0, 0.0, provisioned=200.0))
+    assert [(c.name, c.passed) for c in verdict.checks] == [("busy cost", True), ("provisioned cost", False)]
+    assert verdict.reasons == ["provisioned cost rose +100.00% (baseline $100.00 -> candidate $200.00); limit +5%"]

@@ -1,4 +1,8 @@
-"""The discrete-event simulator against queueing theory and hand-worked schedules."""
+"""The discrete-event simulator against queueing theory and hand-worked schedules.
+
+Unless a test says otherwise its fleets use a model whose KV cache barely weighs (4 B per token), so every
+memory-bound pass takes 0.01 s and a request of 100 output tokens decodes in 1 s, alone or batched.
+"""
 
 from __future__ import annotations
 
@@ -10,8 +14,15 @@ import numpy as np
 import polars as pl
 import pytest
 
+from pool_registry import Registry
 from replay import Candidate, SlaTier, run_replay
-from tests.replay_fleets import chip, fleet, model, pool
+from tests import replay_fleets
+from tests.replay_fleets import chip, flat_model, pool
+
+
+def fleet(*pools: object, chips: object = None, models: object = None) -> Registry:
+    """A test fleet on the flat-KV model unless told otherwise."""
+    return replay_fleets.fleet(*pools, chips=chips, models=models or (flat_model(),))  # type: ignore[arg-type]
 
 COST_MIN = Candidate(name="t", policy="cost_min")
 
@@ -26,7 +37,7 @@ def erlang_c(c: int, a: float) -> float:
 # Decode reads 1e9 B per token at 1e13 B/s: 1e-4 s per token. Prefill is zero (the one input token is cached).
 QUEUE_FLEET_C = 4
 QUEUE_FLEET = fleet(pool("p", replicas=QUEUE_FLEET_C, eff=1.0), chips=(chip(bw_tbps=10.0),),
-                    models=(model(params_b=1.0, bpp=1.0, max_context=10**9),))
+                    models=(flat_model(params_b=1.0, bpp=1.0, max_context=10**9),))
 
 
 @pytest.mark.parametrize("rho", [0.5, 0.8, 0.9])
@@ -54,16 +65,32 @@ def test_mean_wait_matches_erlang_c(rho: float) -> None:
     assert np.mean(simulated) == pytest.approx(np.mean(theory), rel=0.03)
 
 
-def test_fcfs_schedule_by_hand() -> None:
-    # One replica with two slots; each request decodes 100 tokens = 1 s.
+def test_batched_schedule_by_hand() -> None:
+    # One replica running at most two sequences; each request decodes 100 tokens in 100 passes of 0.01 s,
+    # whether it runs alone or beside another (the weights are read once per pass for the whole batch).
     reg = fleet(pool("p", concurrency=2))
     traffic = pl.DataFrame({"arrival_ms": [0, 0, 0, 500, 2500], "in_tokens": 0, "out_tokens": 100})
     rows = run_replay(COST_MIN, traffic, reg, 0).requests
-    # Slots free at 0, 0 -> first two start at once; third waits for 1 s; fourth (0.5 s) waits until 1 s;
-    # fifth (2.5 s) finds a slot free (slots free at 2.0 and 2.0).
-    assert rows["wait_s"].to_list() == pytest.approx([0.0, 0.0, 1.0, 0.5, 0.0])
-    assert rows["e2e_s"].to_list() == pytest.approx([1.0, 1.0, 2.0, 1.5, 1.0])
-    assert rows["ttft_s"].to_list() == pytest.approx([0.0, 0.0, 1.0, 0.5, 0.0])
+    # The first two start at once and finish at 1 s; the third and the fourth (0.5 s) wait for them and run
+    # together until 2 s; the fifth (2.5 s) finds the replica idle. The first token ends the first pass.
+    assert rows["wait_s"].to_list() == pytest.approx([0.0, 0.0, 1.0, 0.5, 0.0], abs=1e-6)
+    assert rows["e2e_s"].to_list() == pytest.approx([1.0, 1.0, 2.0, 1.5, 1.0], abs=1e-6)
+    assert rows["ttft_s"].to_list() == pytest.approx([0.01, 0.01, 1.01, 0.51, 0.01], abs=1e-6)
+    assert rows["tpot_s"].to_list() == pytest.approx([0.01] * 5, abs=1e-8)
+
+
+def test_a_prompt_is_chunked_and_shares_passes_with_decoding() -> None:
+    # A 1-sequence decode is running when a 10,000-token prompt arrives; the pass budget is 8192 tokens, so
+    # the prompt takes two passes (8191 tokens beside the decoder, then 1809) of compute-bound time
+    # (4e-5 s per token), and the decoder's tokens come out of those longer passes too.
+    reg = fleet(pool("p", concurrency=4))
+    traffic = pl.DataFrame({"arrival_ms": [0, 0], "in_tokens": [0, 10_000], "out_tokens": [3, 2]})
+    rows = run_replay(COST_MIN, traffic, reg, 0).requests
+    first, second = (8192 * 4e-5, 1810 * 4e-5)
+    assert rows["ttft_s"][1] == pytest.approx(first + second)
+    # the decoder joined the first pass too: its three tokens end passes 1, 2 and 3 (a plain 0.01 s pass)
+    assert rows["e2e_s"][0] == pytest.approx(first + second + 0.01)
+    assert rows["e2e_s"][1] == pytest.approx(first + second + 0.01)
 
 
 def test_arrivals_are_replayed_in_time_order_whatever_the_frame_order() -> None:
@@ -71,7 +98,7 @@ def test_arrivals_are_replayed_in_time_order_whatever_the_frame_order() -> None:
     traffic = pl.DataFrame({"seq": [0, 1], "arrival_ms": [1000, 0], "in_tokens": 0, "out_tokens": 100})
     rows = run_replay(COST_MIN, traffic, reg, 0).requests
     assert rows["seq"].to_list() == [1, 0]
-    assert rows["wait_s"].to_list() == pytest.approx([0.0, 0.0])
+    assert rows["wait_s"].to_list() == pytest.approx([0.0, 0.0], abs=1e-6)
 
 
 def test_the_sla_constraint_moves_traffic_off_a_slow_pool() -> None:
@@ -88,7 +115,7 @@ def test_the_sla_constraint_moves_traffic_off_a_slow_pool() -> None:
     assert naive.summary.sla_violation_rate == 1.0
     assert aware.requests["pool"].to_list() == ["fast"] * 3
     assert aware.summary.sla_violation_rate == 0.0
-    assert aware.summary.cost_usd > naive.summary.cost_usd
+    assert aware.summary.busy_cost_usd > naive.summary.busy_cost_usd
 
 
 def test_sla_cost_spills_to_the_next_pool_when_the_wait_would_break_the_sla() -> None:
@@ -170,5 +197,5 @@ def test_utilization_and_provisioned_cost_by_hand() -> None:
     assert s.window_s == pytest.approx(2.0)
     assert s.utilization["p"] == pytest.approx(0.75)
     assert s.provisioned_cost_usd == pytest.approx(2 * 3.6 * 2 / 3600)
-    assert s.cost_usd == pytest.approx(3 * 3.6 / 3600)
-    assert s.cost_per_mtok == pytest.approx(s.cost_usd / 300 * 1e6)
+    assert s.busy_cost_usd == pytest.approx(3 * 3.6 / 3600)
+    assert s.cost_per_mtok == pytest.approx(s.busy_cost_usd / 300 * 1e6)
