@@ -3,10 +3,10 @@
 Evidence is observed requests (obs_pool, obs_ttft_s, obs_e2e_s, optional obs_replica) and benchmark tables
 (replay.benchtable). For a trial (mfu, mem_bw_eff, step_overhead_ms) the pool's observed requests are replayed
 on it with their observed routing (policy `observed`), and each benchmark row is run closed-loop on one
-replica (replay.bench); the residuals are log(model / observed) of the TTFT and TPOT quantiles of requests
-grouped by prompt length, and of every row's TTFT and TPOT, and scipy.optimize.least_squares minimizes their
-squares. Queueing and batching are in
-the model, so busy periods need not be avoided. A long trace is sampled as a few contiguous stretches, each
+replica (replay.bench); the residuals are the differences of mean log TTFT and TPOT of requests grouped by
+prompt length (and arrival time), and of every row's TTFT and TPOT, and a Nelder-Mead search
+(scipy.optimize.minimize) minimizes their squares. Queueing and batching are in the model, so busy periods need
+not be avoided. A long trace is sampled as a few contiguous stretches, each
 replayed after a warm-up whose requests are not scored, so the fit's cost does not grow with the trace.
 MAPE and R^2 of TTFT and TPOT at the fitted values say how well the model explains the evidence.
 """
@@ -19,11 +19,12 @@ from typing import Any
 
 import numpy as np
 import polars as pl
-from scipy.optimize import least_squares
+from scipy.optimize import minimize
 
 from pool_registry import Registry
-from replay.bench import closed_loop
+from replay.bench import closed_loop, default_requests
 from replay.config import Candidate
+from replay.costmodel import StepModel
 from replay.engine import prepare_traffic
 from replay.errors import ReplayError
 from replay.fleet import PoolSpec, resolve_pools
@@ -35,12 +36,13 @@ STRETCHES = 6          # contiguous stretches sampled from a long trace
 STRETCH = 400          # scored requests per stretch
 WARMUP = 150           # requests replayed before each stretch and not scored
 GAP_S = 3600.0         # idle time put between stretches so that they do not meet
-BENCH_REQUESTS = 4     # closed-loop requests per client in a fit
 MISS = 5.0             # residual of a request the trial model did not serve
-MAX_EVALUATIONS = 60   # model runs per pool
-BINS = 16              # groups of similar prompt length whose quantiles are compared
-QUANTILES = (0.1, 0.25, 0.5, 0.75, 0.9)
-MIN_BIN = 20
+LOWER = np.array([1.0, 1.0, 0.0])      # mfu and mem_bw_eff at most 1, overhead at least 0
+UPPER = np.array([100.0, 100.0, 50.0])
+EVALUATIONS = 120      # model runs per fit at most
+GROUPS = 24            # groups of similar prompts (and arrival times) compared by their mean log time
+MIN_GROUP = 20
+OVERHEAD_SCAN_MS = (0.0, 1.0, 2.0, 3.0, 4.5, 6.0, 8.0, 11.0, 15.0, 20.0, 30.0, 45.0)
 
 
 @dataclass(frozen=True)
@@ -94,27 +96,29 @@ def sample_stretches(rows: pl.DataFrame) -> pl.DataFrame:
     return pl.concat(parts)
 
 
-def _bins(key: np.ndarray, count: int) -> list[np.ndarray]:
+def _groups(key: np.ndarray, count: int) -> list[np.ndarray]:
     """Indices of `key` split into about `count` groups of similar size by value."""
     if key.size == 0:
         return []
     edges = np.unique(np.quantile(key, np.linspace(0, 1, count + 1)[1:-1]))
     which = np.searchsorted(edges, key, side="right")
-    return [idx for b in range(edges.size + 1) if (idx := np.flatnonzero(which == b)).size >= MIN_BIN]
+    return [idx for g in range(edges.size + 1) if (idx := np.flatnonzero(which == g)).size >= MIN_GROUP]
 
 
-def _quantiles(values: np.ndarray, bins: list[np.ndarray]) -> np.ndarray:
-    with np.errstate(invalid="ignore"):
-        return np.concatenate([np.nanquantile(values[b], QUANTILES) if np.isfinite(values[b]).any()
-                               else np.full(len(QUANTILES), np.nan) for b in bins]) if bins else np.zeros(0)
+def _log_means(values: np.ndarray, groups: list[np.ndarray]) -> np.ndarray:
+    """Mean log value per group: multiplicative noise that is symmetric in log leaves it unbiased."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        logs = np.log(values)
+    return np.array([np.mean(logs[g]) for g in groups])
 
 
 class _Trace:
     """The observed requests of one pool, replayed on trial coefficients.
 
     Without the observed replica of every request, which replica a request joins can change with a small
-    change of the coefficients, and with it that one request's wait; so the fit compares quantiles of TTFT
-    and TPOT within groups of similar prompts rather than request by request.
+    change of the coefficients, and with it that one request's wait; so the fit compares the mean log TTFT
+    and TPOT of groups of requests (similar prompts, and for TPOT also similar arrival times, which saw
+    similar batches) rather than request by request.
     """
 
     def __init__(self, spec: PoolSpec, rows: pl.DataFrame) -> None:
@@ -125,6 +129,7 @@ class _Trace:
         scored = frame["scored"].to_numpy()
         out = frame["out_tokens"].to_numpy().astype(float)
         prompt = (frame["in_tokens"] - frame["cached_tokens"]).to_numpy().astype(float)
+        arrival = frame["arrival_ms"].to_numpy().astype(float)
         ttft = frame["obs_ttft_s"].fill_null(np.nan).to_numpy().astype(float)
         e2e = frame["obs_e2e_s"].fill_null(np.nan).to_numpy().astype(float)
         ok = scored & np.isfinite(ttft) & (ttft > 0)
@@ -136,10 +141,11 @@ class _Trace:
         self.out = out
         self.obs_ttft = ttft[self.ttft_at]
         self.obs_tpot = ((e2e - ttft) / np.maximum(out - 1, 1))[self.tpot_at]
-        self.ttft_bins = _bins(prompt[self.ttft_at], BINS)
-        self.tpot_bins = _bins(prompt[self.tpot_at], BINS)
-        self.obs_ttft_q = _quantiles(self.obs_ttft, self.ttft_bins)
-        self.obs_tpot_q = _quantiles(self.obs_tpot, self.tpot_bins)
+        self.prompts = prompt[self.ttft_at]
+        self.ttft_groups = _groups(prompt[self.ttft_at], GROUPS)
+        self.tpot_groups = _groups(prompt[self.tpot_at], GROUPS) + _groups(arrival[self.tpot_at], GROUPS)
+        self.obs_ttft_means = _log_means(self.obs_ttft, self.ttft_groups)
+        self.obs_tpot_means = _log_means(self.obs_tpot, self.tpot_groups)
 
     def model(self, spec: PoolSpec) -> tuple[np.ndarray, np.ndarray]:
         """Model TTFT and TPOT of the scored requests on a trial pool."""
@@ -148,10 +154,15 @@ class _Trace:
         return raw.ttft[self.ttft_at], tpot[self.tpot_at]
 
     def residuals(self, spec: PoolSpec) -> np.ndarray:
-        """log(model / observed) of the binned quantiles."""
+        """Model minus observed mean log of every group, weighted by the square root of its share."""
         ttft, tpot = self.model(spec)
-        return np.concatenate([_log_residual(_quantiles(ttft, self.ttft_bins), self.obs_ttft_q),
-                               _log_residual(_quantiles(tpot, self.tpot_bins), self.obs_tpot_q)])
+        out = []
+        for values, groups, observed in ((ttft, self.ttft_groups, self.obs_ttft_means),
+                                         (tpot, self.tpot_groups, self.obs_tpot_means)):
+            diff = _log_means(values, groups) - observed
+            weight = np.sqrt([g.size for g in groups]) / np.sqrt(max(1, values.size))
+            out.append(np.where(np.isfinite(diff), diff, MISS) * weight)
+        return np.concatenate(out)
 
 
 class _Bench:
@@ -169,7 +180,7 @@ class _Bench:
 
     def model(self, spec: PoolSpec) -> tuple[np.ndarray, np.ndarray]:
         """Median TTFT and TPOT of every row on a trial pool."""
-        points = [closed_loop(spec, c, isl, osl, BENCH_REQUESTS * c + 16) for isl, osl, c in self.rows]
+        points = [closed_loop(spec, c, isl, osl, default_requests(c)) for isl, osl, c in self.rows]
         return (np.array([p.ttft_ms_p50 for p in points]) / 1000,
                 np.array([np.nan if p.tpot_ms_p50 is None else p.tpot_ms_p50 for p in points]) / 1000)
 
@@ -183,6 +194,16 @@ def _log_residual(model: np.ndarray, observed: np.ndarray) -> np.ndarray:
 def _trial(spec: PoolSpec, x: np.ndarray) -> PoolSpec:
     return dataclasses.replace(spec, mfu=float(1.0 / x[0]), mem_bw_eff=float(1.0 / x[1]),
                                step_overhead_ms=float(10.0 * x[2]))
+
+
+def typical_prompt(trace: _Trace | None, table: _Bench | None) -> float:
+    """The median uncached prompt of the evidence, at least one token."""
+    prompts = []
+    if trace is not None:
+        prompts.append(trace.prompts)
+    if table is not None:
+        prompts.append(np.array([isl for isl, _, _ in table.rows], dtype=float))
+    return max(1.0, float(np.median(np.concatenate(prompts)))) if prompts else 1.0
 
 
 def fit_pool(spec: PoolSpec, rows: pl.DataFrame | None, bench: pl.DataFrame | None) -> PoolFit:
@@ -202,19 +223,46 @@ def fit_pool(spec: PoolSpec, rows: pl.DataFrame | None, bench: pl.DataFrame | No
         trial = _trial(spec, x)
         return np.concatenate([part.residuals(trial) for part in parts])
 
-    # In x = (1/mfu, 1/mem_bw_eff, overhead in 10 ms) the model's times are close to linear, so central
-    # differences with wide steps see the slopes through the small jumps of event reordering; a second pass
-    # with narrower steps settles in the valley the first one found.
-    x0 = np.array([1.0 / spec.mfu, 1.0 / spec.mem_bw_eff, spec.step_overhead_ms / 10.0])
-    lo, hi = np.array([1.0, 1.0, 0.0]), np.array([100.0, 100.0, 50.0])
-    fit = least_squares(residuals, np.clip(x0, lo, hi), jac="3-point", bounds=(lo, hi), diff_step=0.2,
-                        x_scale="jac", max_nfev=MAX_EVALUATIONS, xtol=1e-6, ftol=1e-8)
-    fit = least_squares(residuals, fit.x, jac="3-point", bounds=(lo, hi), diff_step=0.08, x_scale="jac",
-                        max_nfev=MAX_EVALUATIONS, xtol=1e-6, ftol=1e-8)
-    best = _trial(spec, fit.x)
+    # Searched as x = (log of a typical prompt's prefill pass, log of a lone decode pass, overhead in 10 ms),
+    # both passes including the overhead: the evidence pins those two passes down tightly, while the
+    # overhead's share of them shows only in how times change with prompt length and batch. In mfu,
+    # mem_bw_eff and overhead the same trade-off is a long, narrow, diagonal valley with a rough floor
+    # (events reorder), where searches stall; here it lies along one axis.
+    step = StepModel.of(dataclasses.replace(spec, mfu=1.0, mem_bw_eff=1.0, step_overhead_ms=0.0))
+    prompt = typical_prompt(trace, table)
+    unit_prefill, unit_decode = prompt * step.s_per_token, step.weight_bytes_read(1.0) * step.s_per_byte
+
+    def coefficients(x: np.ndarray) -> tuple[float, float, float] | None:
+        o = max(0.0, 10.0 * x[2]) / 1000.0
+        prefill, decode = np.exp(x[0]) - o, np.exp(x[1]) - o
+        if prefill <= 0 or decode <= 0:
+            return None
+        mfu, eff = unit_prefill / prefill, unit_decode / decode
+        return (mfu, eff, o * 1000.0) if 0.0 < mfu <= 1.0 and 0.0 < eff <= 1.0 else None
+
+    def cost(x: np.ndarray) -> float:
+        c = coefficients(x)
+        if c is None:
+            return float("inf")
+        r = residuals(np.array([1.0 / c[0], 1.0 / c[1], c[2] / 10.0]))
+        return float(r @ r)
+
+    o0 = spec.step_overhead_ms / 1000.0
+    x0 = np.array([np.log(unit_prefill / spec.mfu + o0), np.log(unit_decode / spec.mem_bw_eff + o0),
+                   spec.step_overhead_ms / 10.0])
+    # the two passes first, then the overhead by a scan along the valley, then all three together
+    passes = minimize(lambda y: cost(np.array([y[0], y[1], x0[2]])), x0[:2], method="Nelder-Mead", options={
+        "initial_simplex": x0[:2] + np.array([[0, 0], [0.2, 0], [0, 0.2]]), "xatol": 2e-3,
+        "fatol": 1e-12, "maxfev": EVALUATIONS // 3})
+    scan = [np.array([*passes.x, o / 10.0]) for o in OVERHEAD_SCAN_MS]
+    start = min(scan, key=cost)
+    found = minimize(cost, start, method="Nelder-Mead", options={
+        "initial_simplex": start + np.array([[0, 0, 0], [0.05, 0, 0], [0, 0.05, 0], [0, 0, 0.1]]),
+        "xatol": 1e-3, "fatol": 1e-12, "maxfev": EVALUATIONS})
+    c = coefficients(found.x) or (spec.mfu, spec.mem_bw_eff, spec.step_overhead_ms)
+    fit = np.array([1.0 / c[0], 1.0 / c[1], c[2] / 10.0])
+    best = _trial(spec, fit)
     notes = []
-    if not fit.success:
-        notes.append(f"the fit stopped before converging: {fit.message}")
     for name, value in (("mfu", best.mfu), ("mem_bw_eff", best.mem_bw_eff)):
         if value > 0.99:
             notes.append(f"fitted {name} reached the bound 1: the observations are faster than the chip's peak")

@@ -38,6 +38,7 @@ class Replica:
         "cap",
         "chunks",
         "cum_u",
+        "cutting",
         "dec",
         "dense",
         "end",
@@ -104,6 +105,7 @@ class Replica:
         self.tokens = 0
         self.left = 0
         self.open = False                      # an arrival now would be admitted at the next boundary
+        self.cutting = False                   # the current run was shortened for an arrival
         self.ver = 0
         self.end = 0.0
         self.cum_u = 0.0                       # busy cost per token position, summed over passes
@@ -141,16 +143,17 @@ class Replica:
         if self.k == 0:
             self.span0 = self.t0 = t
             self.plan(t)
-        elif self.open and self.kv_res + len(self.dec) * self._passes_by(t) + book.held[i] < self.cap:
+        elif self.open and not self.cutting and self.kv_res + len(self.dec) * self.k + book.held[i] < self.cap:
             self.cut(t)
 
-    def _passes_by(self, t: float) -> int:
-        return passes_within(self.a, self.b, self.c, self.o, t - self.t0) if t > self.t0 else 0
-
     def cut(self, t: float) -> None:
-        """End the current run at the first pass boundary at or after t, and plan again from there."""
+        """End the current run at the first pass boundary at or after t, where the newcomer joins.
+
+        The run is only shortened here; the boundary is handled when its event comes, so that every request
+        arriving before it joins the same pass.
+        """
         t0 = self.t0
-        if t <= t0:
+        if t <= t0:  # the run starts now: plan it again with the newcomer
             self.plan(t0)
             return
         a, b, c, o = self.a, self.b, self.c, self.o
@@ -160,10 +163,11 @@ class Replica:
             j += 1
             tb = t0 + run_seconds(a, b, c, o, j)
         if j >= self.k:
-            self.boundary(self.end)
             return
-        self.advance(j, tb)
-        self.settle(tb)
+        self.k, self.end = j, tb
+        self.ver += 1
+        self.cutting = True
+        self.push((tb, self.ver, self.rid))
 
     def boundary(self, t: float) -> None:
         """The current run ended at t (its last pass finished)."""
@@ -324,6 +328,7 @@ class Replica:
                 tokens += 1
         self.chunks, self.tokens, self.left = chunks, tokens, left
         self.ver += 1
+        self.cutting = False
         if tokens == 0:
             self.k = 0
             self.open = False
