@@ -32,14 +32,14 @@ from replay.plan import build_plan
 from replay.policies import get_policy
 from replay.simulator import simulate
 
-STRETCHES = 6          # contiguous stretches sampled from a long trace
+STRETCHES = 5          # contiguous stretches sampled from a long trace
 STRETCH = 400          # scored requests per stretch
-WARMUP = 150           # requests replayed before each stretch and not scored
+WARMUP = 100           # requests replayed before each stretch and not scored
 GAP_S = 3600.0         # idle time put between stretches so that they do not meet
 MISS = 5.0             # residual of a request the trial model did not serve
 LOWER = np.array([1.0, 1.0, 0.0])      # mfu and mem_bw_eff at most 1, overhead at least 0
 UPPER = np.array([100.0, 100.0, 50.0])
-EVALUATIONS = 120      # model runs per fit at most
+EVALUATIONS = 80       # model runs per fit at most
 GROUPS = 24            # groups of similar prompts (and arrival times) compared by their mean log time
 MIN_GROUP = 20
 OVERHEAD_SCAN_MS = (0.0, 1.0, 2.0, 3.0, 4.5, 6.0, 8.0, 11.0, 15.0, 20.0, 30.0, 45.0)

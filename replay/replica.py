@@ -390,6 +390,9 @@ class Replica:
         if not self.wait and self.n_run < self.mc:
             return 0.0
         step = ((self.a if self.a > self.c else self.c) + self.o) if self.k else self.o
-        first_free = (self.dec[0][0] - self.steps) * step if self.dec else step
-        w = self.t0 - t + first_free + self.queued * step / self.mc
+        if self.dec and self.dec[0][0] - self.steps == self.k:  # the current run ends with a completion
+            w = self.end - t + self.queued * step / self.mc
+        else:
+            first_free = (self.dec[0][0] - self.steps) * step if self.dec else step
+            w = self.t0 - t + first_free + self.queued * step / self.mc
         return w if w > 0.0 else 0.0
