@@ -91,12 +91,13 @@ def simulate(plan: Plan, policy: Policy, options: dict[str, tuple[str, ...]], ov
     prompt, ins, outs = plan.prompt_list, plan.in_list, plan.out_list
     pool_out, rep_out, dpool_out = [-1] * n, [-1] * n, [-1] * n
     flags = [NONE] * n
+    splitting = [False] * n
     landing: dict[int, int] = {}
     pop = heapq.heappop
     split = policy.split
     if split:
         def handoff(i: int, t: float) -> None:
-            if dpool_out[i] >= 0 or outs[i] <= 1:
+            if dpool_out[i] >= 0 or not splitting[i]:
                 return
             p = pool_out[i]
             book.load(i, 0, ins[i] + 1, outs[i] - 1)  # what the decode stage asks, for its predictions
@@ -134,6 +135,11 @@ def simulate(plan: Plan, policy: Policy, options: dict[str, tuple[str, ...]], ov
             if chosen is None:
                 continue
         pool_out[i], rep_out[i] = chosen.pool, chosen.index
+        if split:
+            if outs[i] > 1 and router.splits(chosen.pool):
+                splitting[i] = True
+            else:  # served whole where it arrived
+                book.load(i, prompt[i], ins[i], outs[i])
         chosen.arrive(i, t)
     while heap:
         et, ver, rid = pop(heap)
@@ -149,11 +155,12 @@ def simulate(plan: Plan, policy: Policy, options: dict[str, tuple[str, ...]], ov
 def _overflow(plan: Plan, state: State, mode: str, split: bool,
               router: Router) -> Callable[[int, float], tuple[Replica | None, int]]:
     """The function applied when the policy finds no replica: (i, t) -> (replica or None, flag)."""
-    orders, code, feasible = plan.orders, plan.code, plan.feasible_rows
-    prefill_only = getattr(router, "prefill", None) if split else None
+    orders, code = plan.orders, plan.code
 
     def overflow(i: int, t: float) -> tuple[Replica | None, int]:
-        order = [p for p in prefill_only if feasible[i][p]] if prefill_only is not None else orders[code[i]]
+        order = orders[code[i]]
+        if split and any(router.splits(p) for p in order):
+            order = tuple(p for p in order if router.splits(p))
         if not order:
             return None, UNFIT
         if mode == "reject":

@@ -95,3 +95,13 @@ def test_pd_split_refuses_stage_pools_that_are_disabled() -> None:
     cand = Candidate(name="pd", policy="pd_split", policy_options={"prefill": ("gone",), "decode": ("dec",)})
     with pytest.raises(ReplayError, match="pd_split prefill pool 'gone' is disabled or does not serve"):
         run_replay(cand, _at_once(1), PD_FLEET, 0)
+
+
+def test_pd_split_serves_other_models_whole_where_they_arrive() -> None:
+    reg = fleet(pool("pre", chip_id="compute", cost=4.0), pool("dec", chip_id="memory", cost=1.0),
+                pool("other", model_id="o"), models=(model("m"), model("o")),
+                chips=(chip("compute", tflops=2000.0), chip("memory", tflops=100.0), chip()))
+    traffic = pl.DataFrame({"arrival_ms": [0, 0], "in_tokens": 1000, "out_tokens": 100, "model": ["m", "o"]})
+    rows = run_replay(PD, traffic, reg, 0).requests
+    assert rows.select("pool", "decode_pool", "outcome").rows() == [("pre", "dec", "served"),
+                                                                     ("other", "other", "served")]

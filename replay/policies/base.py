@@ -69,6 +69,10 @@ class Router(Protocol):
         """The replica request i joins at arrival, or None for overflow."""
         ...
 
+    def splits(self, p: int) -> bool:
+        """Whether requests prefilled on pool p move on to decode on another pool."""
+        ...
+
     def decode_pool(self, i: int, p: int, t: float) -> tuple[int, bool]:
         """For split policies: the pool that decodes request i after its prefill on pool p ended at t, and
         whether it is predicted to meet the e2e limit; -1 when none serves the model."""
@@ -93,6 +97,10 @@ class Policy(Protocol):
 
 class AtArrival:
     """Base of routers that decide once, at arrival: decode stays where the prefill ran."""
+
+    def splits(self, p: int) -> bool:
+        """Never: every request runs where it arrived."""
+        return False
 
     def decode_pool(self, i: int, p: int, t: float) -> tuple[int, bool]:
         """Decode where the prefill ran."""

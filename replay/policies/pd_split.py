@@ -7,7 +7,8 @@ the same model that is predicted (transfer, then its decode on the replica it wo
 limit; if none is, the one predicted to finish first. The transfer takes in_tokens x KV bytes per token over
 the slower side's interconnect (devices of a replica send their shards in parallel). The prefill replica
 frees the sequence when its prefill ends; the decode replica admits it, with its KV cache and no prompt to
-compute, once the cache has landed. Both pools must fit the request's whole context.
+compute, once the cache has landed. Both pools must fit the request's whole context. A request whose model no
+prefill pool serves is served whole, at arrival, on the cheapest pool that serves it and has queue room.
 """
 
 from __future__ import annotations
@@ -58,8 +59,17 @@ class _Router:
         self.same_model = [[a.model.id == b.model.id for b in pools] for a in pools]
         self.in_tokens = plan.in_list
 
+    def splits(self, p: int) -> bool:
+        return p in self.prefill
+
     def route(self, i: int, t: float) -> Replica | None:
         state, ok = self.state, self.feasible[i]
+        if not any(ok[p] for p in self.prefill):
+            for p in self.plan.orders[self.plan.code[i]]:
+                r = state.pick(p, t)
+                if state.has_room(p, r, t):
+                    return r
+            return None
         for p in sorted(self.prefill, key=lambda q: self.cost[q, i]):
             if not ok[p]:
                 continue
