@@ -71,9 +71,10 @@ def test_planted_coefficients_are_recovered_from_a_trace() -> None:
             lone_decode_pass(pool_id, eff, overhead), rel=0.02), pool_id
         assert f.mem_bw_eff == pytest.approx(eff, rel=0.2), pool_id
         assert f.step_overhead_ms == pytest.approx(overhead, rel=0.4, abs=0.5), pool_id
-        # the fit explains the requests about as well as 3 % noise allows, and TPOT varies with load
-        assert f.ttft_mape is not None and f.ttft_mape < 0.06 and f.ttft_r2 is not None and f.ttft_r2 > 0.9
-        assert f.tpot_mape is not None and f.tpot_mape < 0.06 and f.tpot_r2 is not None and f.tpot_r2 > 0.0
+        # request by request the fit is within a few times the 3 % noise (a request can meet another replica's
+        # batch than it did when observed), and TPOT varies with load, so its R^2 is not degenerate
+        assert f.ttft_mape is not None and f.ttft_mape < 0.1 and f.ttft_r2 is not None and f.ttft_r2 > 0.9
+        assert f.tpot_mape is not None and f.tpot_mape < 0.06 and f.tpot_r2 is not None and f.tpot_r2 > 0.3
 
 
 def bench_table(noise: float = 0.02, seed: int = 3) -> pl.DataFrame:

@@ -51,15 +51,11 @@ class State:
 
     def has_room(self, p: int, replica: Replica, t: float) -> bool:
         """Whether a request may join: it would be admitted at once, or the pool's queue is under its limit."""
-        return self.predicted_wait(replica, t) <= 0.0 or self.queues[p] < self.max_queue[p]
+        return self.predicted_wait(replica, t) <= 0.0 or self.queue_length(p) < self.max_queue[p]
 
     def predicted_wait(self, replica: Replica, t: float) -> float:
         """How long a request joining this replica now would wait for admission."""
         return replica.wait_estimate(t)
-
-    def predict(self, replica: Replica, i: int, t: float) -> tuple[float, float]:
-        """Predicted TTFT and e2e of request i on this replica."""
-        return replica.predict(i, t)
 
 
 class Router(Protocol):
