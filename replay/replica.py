@@ -348,12 +348,15 @@ class Replica:
         pp = self.pp
         m = pp if pp < seqs else seqs
         spb = self.spb * pp / m
-        a = (self.weight_read(tokens / m) * m + self.kvb * self.kv_read) * spb
+        weights = self.wbytes if self.dense else self.weight_read(tokens / m)
+        a = (weights * m + self.kvb * self.kv_read) * spb
         b = self.kvb * tokens * spb
         comp = self.spt * pp * tokens / m
         self.a, self.b, self.c, self.k, self.t0 = a, b, comp, k, t
         self.open = not wait and self.n_run < mc and left > 0
-        end = t + run_seconds(a, b, comp, self.o, k)
+        o = self.o
+        # memory-bound from the first pass on (the common case): the closed form without the compute-bound part
+        end = t + (k * (a + o) + b * k * (k - 1) / 2.0 if a >= comp else run_seconds(a, b, comp, o, k))
         self.end = end
         self.push((end, self.ver, self.rid))
 
@@ -364,20 +367,28 @@ class Replica:
         n_d = len(self.dec)
         h = book.held[i]
         todo = book.todo[i]
-        step = ((self.a if self.a > self.c else self.c) + self.o) if self.k else self.o
         if not self.wait and self.n_run < self.mc and self.kv_res + h + n_d + 1 <= self.cap:
-            w = 0.5 * step if self.k else 0.0
+            w = 0.5 * ((self.a if self.a > self.c else self.c) + self.o) if self.k else 0.0
         else:
-            first_free = (self.dec[0][0] - self.steps) * step if self.dec else step
-            w = self.t0 - t + first_free + self.queued * step / self.mc
-            if w < 0.0:
-                w = 0.0
+            w = self.wait_estimate(t)
         p = book.rem[i]
-        seqs = self.n_run + 1
         kv = self.kv_read + h - p
+        left = self.budget - n_d or 1
+        chunk = p if p < left else left
+        if self.pp == 1 and self.dense:  # the common case, without the pass model's calls
+            spb, kvb, spt, wb, o = self.spb, self.kvb, self.spt, self.wbytes, self.o
+            if p > 0:
+                mem, comp = (wb + kvb * (kv + p / 2.0)) * spb, spt * (n_d + chunk)
+                ttft = w + -(-p // chunk) * ((mem if mem > comp else comp) + o)
+            else:
+                mem, comp = (wb + kvb * kv) * spb, spt * (n_d + 1)
+                ttft = w + (mem if mem > comp else comp) + o
+            if todo <= 1:
+                return ttft, ttft
+            mem, comp = (wb + kvb * (kv + p + todo / 2.0)) * spb, spt * (n_d + 1)
+            return ttft, ttft + (todo - 1) * ((mem if mem > comp else comp) + o)
+        seqs = self.n_run + 1
         if p > 0:
-            left = self.budget - n_d
-            chunk = p if p < left else left
             ttft = w + math.ceil(p / chunk) * self.pass_time(seqs, n_d + chunk, kv + p / 2.0)
         else:
             ttft = w + self.pass_time(seqs, n_d + 1, kv)

@@ -10,6 +10,7 @@ round-robin start and, with `noise`, each replica's speed.
 
 from __future__ import annotations
 
+import functools
 import heapq
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -59,10 +60,7 @@ def build_replicas(plan: Plan, book: Book, heap: list[tuple[float, int, int]], n
                    rng: np.random.Generator) -> tuple[list[list[Replica]], list[int], list[int]]:
     """Every pool's replicas, with their own speed when the candidate asks for noise."""
     loads, queues = [0] * len(plan.pools), [0] * len(plan.pools)
-
-    def push(event: tuple[float, int, int]) -> None:
-        heapq.heappush(heap, event)
-
+    push = functools.partial(heapq.heappush, heap)
     sigma2 = float(np.log1p(noise**2))
     out: list[list[Replica]] = []
     rid = 0
