@@ -11,7 +11,8 @@ import pytest
 
 from app.cli import main
 from pool_registry import Registry
-from replay import Candidate, PoolOverride, load_candidate, run_replay
+from replay import Candidate, PoolOverride, closed_loop, default_requests, load_candidate, run_replay
+from replay.fleet import resolve_pools
 from store import connect, require_registry
 from store.replay_runs import get_replay_run, list_replay_runs
 from tests.conftest import REPO
@@ -153,3 +154,26 @@ def test_sweep_prints_the_front(capsys: pytest.CaptureFixture[str], fleet_db: Pa
     assert code == 0 and len(points) == 4 and any(p["pareto"] for p in points)
     assert [p["busy_cost_usd"] for p in points] == sorted(p["busy_cost_usd"] for p in points)
     assert pl.read_csv(tmp_path / "sweep.csv").height == 4
+
+
+def test_calibrate_from_a_benchmark_table_alone(capsys: pytest.CaptureFixture[str], fleet_db: Path,
+                                                fleet: Registry, tmp_path: Path) -> None:
+    planted = Candidate(name="p", pools={"gaudi3-a": PoolOverride(mfu=0.33, mem_bw_eff=0.55, step_overhead_ms=6.0)})
+    spec = next(s for s in resolve_pools(fleet, planted) if s.id == "gaudi3-a")
+    lines = ["pool,isl,osl,concurrency,ttft_ms,tpot_ms"]
+    for isl in (256, 2048):
+        for c in (1, 4, 16):
+            p = closed_loop(spec, c, isl, 128, default_requests(c))
+            lines.append(f"gaudi3-a,{isl},128,{c},{p.ttft_ms_p50:.3f},{p.tpot_ms_p50:.4f}")
+    table = tmp_path / "bench.csv"
+    table.write_text("\n".join(lines) + "\n")
+    out_file = tmp_path / "fit.yaml"
+    code, out, _ = run(capsys, "--db", str(fleet_db), "replay", "calibrate", "--no-requests", "--bench", str(table),
+                       "--out", str(out_file))
+    assert code == 0 and "gaudi3-a" in out
+    fitted = load_candidate(out_file, fleet).pools["gaudi3-a"]
+    assert fitted.mfu == pytest.approx(0.33, rel=0.05) and fitted.mem_bw_eff == pytest.approx(0.55, rel=0.05)
+    table.write_text("pool,isl,osl,concurrency,ttft_ms,tpot_ms\ngaudi3-a,256,128,4,12.5,x\n")
+    code, _, err = run(capsys, "--db", str(fleet_db), "replay", "calibrate", "--no-requests", "--bench", str(table),
+                       "--out", str(out_file))
+    assert code == 2 and err.strip() == f"hetpool: error: {table}:2: column tpot_ms: expected a number, got 'x'"

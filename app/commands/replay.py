@@ -215,7 +215,7 @@ def calibrate_cmd(ctx: Context) -> int:
     try:
         registry = _registry(con)
         base = load_candidate(args.base, registry) if args.base else None
-        if args.no_requests and not bench:
+        if args.no_requests and bench is None:
             raise UsageError("--no-requests fits from a benchmark table alone; pass --bench FILE")
         traffic, described = (None, "") if args.no_requests else _traffic(ctx, con)
     finally:
