@@ -11,7 +11,7 @@ from app.commands import MODULES
 from app.commands._base import Context, OneLineParser, common_options
 from app.commands._child import terminate_on_sigterm
 from app.errors import USER_ERRORS
-from store.gate import ENV_STATS, STATS
+from store.locks import ENV_STATS, STATS
 
 
 def build_parser() -> argparse.ArgumentParser:

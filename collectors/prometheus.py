@@ -249,7 +249,7 @@ def follow(store: Access, client: PromClient, options: PullOptions, *,
            polls: int | None = None, on_pull: Callable[[PullReport], None] | None = None) -> int:
     """Pull, then keep pulling from the watermark every step; returns the number of pulls made.
 
-    Between pulls nothing of the database is held but the writer announcement (see store.gate).
+    Between pulls nothing of the database is held but the writer announcement (see store.locks).
     """
     done = 0
     with store.writing(f"hetpool pull --follow from {source_key(options.url)}"):

@@ -3,6 +3,7 @@
 from pool_registry.loader import RegistryError, load_registry, load_registry_text
 from pool_registry.model import (
     DTYPES,
+    KV_CACHE_DTYPES,
     ONBOARDING_STAGES,
     Assignment,
     Chip,
@@ -20,8 +21,8 @@ from pool_registry.versions import SpecifierError, parse_specifier, satisfies, v
 from pool_registry.yamlread import ConfigError, Problem, Reader
 
 __all__ = [
-    "DTYPES", "ONBOARDING_STAGES", "Assignment", "Chip", "ConfigError", "CostModel", "Interconnect", "Model",
-    "Onboarding", "Pool", "Problem", "Reader", "Registry", "RegistryError", "Serving", "SpecifierError",
-    "UnknownIdError", "load_registry", "load_registry_text", "parse_specifier", "registry_from_json",
+    "DTYPES", "KV_CACHE_DTYPES", "ONBOARDING_STAGES", "Assignment", "Chip", "ConfigError", "CostModel",
+    "Interconnect", "Model", "Onboarding", "Pool", "Problem", "Reader", "Registry", "RegistryError", "Serving",
+    "SpecifierError", "UnknownIdError", "load_registry", "load_registry_text", "parse_specifier", "registry_from_json",
     "registry_to_dict", "registry_to_json", "satisfies", "version_key",
 ]

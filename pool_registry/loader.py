@@ -10,6 +10,7 @@ from yaml.nodes import Node
 
 from pool_registry.model import (
     DTYPES,
+    KV_CACHE_DTYPES,
     ONBOARDING_STAGES,
     Assignment,
     Chip,
@@ -189,17 +190,40 @@ def _assign(r: Reader, node: Node, path: str) -> Assignment:
     return Assignment(node_patterns=patterns, labels=labels)
 
 
+ENGINE_FIELDS = ("pp", "max_num_batched_tokens", "gpu_memory_utilization", "kv_cache_dtype", "step_overhead_ms")
+
+
 def _serving(r: Reader, node: Node, path: str) -> Serving:
     f = r.mapping(node, path, required=("model", "replicas", "devices_per_replica", "max_concurrency"),
-                  optional=("engine", "max_queue"))
-    return Serving(
+                  optional=("engine", "max_queue", *ENGINE_FIELDS))
+    serving = Serving(
         model=r.optional(f, "model", path, r.text, ""),
         engine=r.optional(f, "engine", path, r.string, "vllm"),
         replicas=r.optional(f, "replicas", path, _count(r), 0),
         devices_per_replica=r.optional(f, "devices_per_replica", path, _count(r), 0),
         max_concurrency=r.optional(f, "max_concurrency", path, _count(r), 0),
         max_queue=r.optional(f, "max_queue", path, lambda n, p: r.integer(n, p, ge=0), 1024),
+        pp=r.optional(f, "pp", path, _count(r), 1),
+        max_num_batched_tokens=r.optional(f, "max_num_batched_tokens", path, _count(r), 8192),
+        gpu_memory_utilization=r.optional(f, "gpu_memory_utilization", path,
+                                          lambda n, p: r.number(n, p, gt=0, le=1), 0.9),
+        kv_cache_dtype=r.optional(f, "kv_cache_dtype", path, lambda n, p: r.choice(n, p, tuple(KV_CACHE_DTYPES)),
+                                  "auto"),
+        step_overhead_ms=r.optional(f, "step_overhead_ms", path, lambda n, p: r.number(n, p, ge=0), 0.0),
     )
+    check_engine(r, node, f, path, serving)
+    return serving
+
+
+def check_engine(r: Reader, node: Node, fields: dict[str, Node], path: str, s: Serving) -> None:
+    """Cross-field rules of a serving config: whole pipeline stages, and a step budget that fits every sequence."""
+    if s.pp and s.devices_per_replica and s.devices_per_replica % s.pp:
+        r.fail(fields.get("pp", node), f"{path}.pp", f"{s.devices_per_replica} devices per replica do not split into "
+                                               f"{s.pp} pipeline stages of equal width")
+    if s.max_num_batched_tokens and s.max_concurrency and s.max_num_batched_tokens < s.max_concurrency:
+        r.fail(fields.get("max_num_batched_tokens", node), f"{path}.max_num_batched_tokens",
+               f"{s.max_num_batched_tokens} tokens per step cannot decode max_concurrency {s.max_concurrency} "
+               "sequences at once; it must be at least max_concurrency")
 
 
 def _cost_model(r: Reader, node: Node, path: str) -> CostModel:

@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 DTYPES = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "fp6", "fp4", "int8", "int4")
+# vLLM's --kv-cache-dtype values; "auto" stores the cache in the model's own kv_bytes_per_elem.
+KV_CACHE_DTYPES = {"auto": None, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "fp8_e4m3": 1.0, "fp8_e5m2": 1.0}
 
 # Onboarding stages in order; a chip reaches production only after every earlier stage has evidence.
 ONBOARDING_STAGES = (
@@ -92,7 +94,13 @@ class Assignment:
 
 @dataclass(frozen=True)
 class Serving:
-    """What a pool serves and how wide its replicas are."""
+    """What a pool serves, how wide its replicas are and how their engine batches (vLLM's names and defaults).
+
+    max_concurrency is the engine's max_num_seqs (running sequences per replica); max_queue bounds the
+    requests waiting in the whole pool. pp is the pipeline depth, so tensor parallelism is
+    devices_per_replica / pp. step_overhead_ms is the fixed time every engine step adds (scheduling,
+    sampling, launches); 0 keeps a registry written before it existed meaning what it meant.
+    """
 
     model: str
     engine: str
@@ -100,6 +108,16 @@ class Serving:
     devices_per_replica: int
     max_concurrency: int
     max_queue: int = 1024
+    pp: int = 1
+    max_num_batched_tokens: int = 8192
+    gpu_memory_utilization: float = 0.9
+    kv_cache_dtype: str = "auto"
+    step_overhead_ms: float = 0.0
+
+    @property
+    def tp(self) -> int:
+        """Tensor-parallel degree: devices per pipeline stage."""
+        return self.devices_per_replica // self.pp
 
 
 @dataclass(frozen=True)

@@ -47,7 +47,9 @@ def _pool(p: Pool) -> dict[str, Any]:
         out["serving"] = {
             "model": s.model, "engine": s.engine, "replicas": s.replicas,
             "devices_per_replica": s.devices_per_replica, "max_concurrency": s.max_concurrency,
-            "max_queue": s.max_queue,
+            "max_queue": s.max_queue, "pp": s.pp, "max_num_batched_tokens": s.max_num_batched_tokens,
+            "gpu_memory_utilization": s.gpu_memory_utilization, "kv_cache_dtype": s.kv_cache_dtype,
+            "step_overhead_ms": s.step_overhead_ms,
         }
     return out
 

@@ -3,13 +3,25 @@
 Library entry points for the CLI and the console:
     run_replay(candidate, traffic_frame, registry, seed) -> ReplayResult(requests, summary)
     load_candidate(path, registry), load_gate(path), evaluate(gate, baseline, candidate) -> Verdict
-    read_traffic(path, fmt, options) -> (format, Parsed), calibrate(requests, registry), run_sweep(...)
+    read_traffic(path, fmt, options) -> (format, Parsed), calibrate(requests, registry, bench=...), run_sweep(...)
+    closed_loop(pool, concurrency, isl, osl, requests) -> BenchPoint, read_bench_table(path)
 """
 
+from replay.bench import BenchPoint, closed_loop, default_requests
+from replay.benchtable import parse_bench_table, read_bench_table
 from replay.calibrate import PoolFit, calibrate, calibrated_candidate
-from replay.candidate import Candidate, PoolOverride, SlaTier, candidate_to_dict, load_candidate, load_candidate_text
+from replay.candidate import candidate_to_dict, load_candidate, load_candidate_text
+from replay.config import Candidate, PoolOverride, SlaTier
 from replay.engine import ReplayResult, replay_summary, run_replay
-from replay.errors import CandidateError, GateError, GridError, ReplayError, TrafficError, UnknownNameError
+from replay.errors import (
+    BenchTableError,
+    CandidateError,
+    GateError,
+    GridError,
+    ReplayError,
+    TrafficError,
+    UnknownNameError,
+)
 from replay.gate import Gate, Verdict, evaluate, load_gate, load_gate_text
 from replay.policies import POLICIES, get_policy
 from replay.summary import Summary, summary_from_dict
@@ -17,10 +29,11 @@ from replay.sweep import Grid, expand, load_grid, load_grid_text, pareto_front, 
 from replay.traffic import FORMATS, Parsed, ParseOptions, parse_traffic, read_traffic
 
 __all__ = [
-    "FORMATS", "POLICIES", "Candidate", "CandidateError", "Gate", "GateError", "Grid", "GridError",
-    "ParseOptions", "Parsed", "PoolFit", "PoolOverride", "ReplayError", "ReplayResult", "SlaTier", "Summary",
-    "TrafficError", "UnknownNameError", "Verdict", "calibrate", "calibrated_candidate", "candidate_to_dict",
-    "evaluate", "expand", "get_policy", "load_candidate", "load_candidate_text", "load_gate", "load_gate_text",
-    "load_grid", "load_grid_text", "pareto_front", "parse_traffic", "read_traffic", "replay_summary",
-    "run_replay", "run_sweep", "summary_from_dict",
+    "FORMATS", "POLICIES", "BenchPoint", "BenchTableError", "Candidate", "CandidateError", "Gate", "GateError",
+    "Grid", "GridError", "ParseOptions", "Parsed", "PoolFit", "PoolOverride", "ReplayError", "ReplayResult",
+    "SlaTier", "Summary", "TrafficError", "UnknownNameError", "Verdict", "calibrate", "calibrated_candidate",
+    "candidate_to_dict", "closed_loop", "default_requests", "evaluate", "expand", "get_policy", "load_candidate",
+    "load_candidate_text", "load_gate", "load_gate_text", "load_grid", "load_grid_text", "pareto_front",
+    "parse_bench_table", "parse_traffic", "read_bench_table", "read_traffic", "replay_summary", "run_replay",
+    "run_sweep", "summary_from_dict",
 ]

@@ -1,78 +1,46 @@
-"""Candidate YAML: a routing policy, per-pool what-if overrides, SLA tiers and the overflow rule.
+"""Candidate YAML: the one loader for candidate files, validated against the fleet and the policy registry.
 
     name: sla-cost
     policy: sla_cost                  # or {name: pd_split, prefill: [h100-a], decode: [ascend-a]}
     overflow: queue                   # queue | reject | degrade
-    noise: 0.0                        # relative spread of a mean-1 lognormal factor on service times
+    noise: 0.0                        # spread of each replica's speed (a mean-1 lognormal factor on its steps)
     drain_s: 600                      # optional: stop this long after the last arrival
     sla_tiers:
       standard: {ttft_s: 2.0, e2e_s: 60}
     pools:
-      h100-a: {replicas: 12, mfu: 0.42, hourly_cost_per_device: 3.0}
+      h100-a: {replicas_scale: 0.5, mfu: 0.42, step_overhead_ms: 4}
       mlu370-a: {enabled: false}
 
-Pool overrides may go beyond the registry's device count: a candidate can model buying capacity.
+Pool overrides may go beyond the registry's device count: a candidate can model buying capacity. The data
+classes live in replay.config.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from yaml.nodes import Node
 
-from pool_registry import Reader, Registry
+from pool_registry import KV_CACHE_DTYPES, Reader, Registry
 from pool_registry.yamlread import read_text
+from replay.config import (
+    INT_OVERRIDES,
+    OVERFLOW_MODES,
+    OVERRIDE_FIELDS,
+    POSITIVE_OVERRIDES,
+    RATIO_OVERRIDES,
+    Candidate,
+    PoolOverride,
+    SlaTier,
+)
 from replay.errors import CandidateError, UnknownNameError
 from replay.policies import get_policy
 
-OVERFLOW_MODES = ("queue", "reject", "degrade")
-INT_OVERRIDES = ("replicas", "max_concurrency", "devices_per_replica", "max_queue")
-RATIO_OVERRIDES = ("mfu", "mem_bw_eff")
-OVERRIDE_FIELDS = (*INT_OVERRIDES, *RATIO_OVERRIDES, "hourly_cost_per_device", "enabled")
-
-
-@dataclass(frozen=True)
-class PoolOverride:
-    """What a candidate changes about one pool; None keeps the registry's value."""
-
-    replicas: int | None = None
-    max_concurrency: int | None = None
-    devices_per_replica: int | None = None
-    max_queue: int | None = None
-    mfu: float | None = None
-    mem_bw_eff: float | None = None
-    hourly_cost_per_device: float | None = None
-    enabled: bool = True
-
-
-@dataclass(frozen=True)
-class SlaTier:
-    """Latency limits of one SLA tier; None means no limit on that measure."""
-
-    ttft_s: float | None = None
-    e2e_s: float | None = None
-
-
-@dataclass(frozen=True)
-class Candidate:
-    """One routing and cost configuration to replay."""
-
-    name: str
-    policy: str = "sla_cost"
-    policy_options: dict[str, tuple[str, ...]] = field(default_factory=dict)
-    overflow: str = "queue"
-    noise: float = 0.0
-    drain_s: float | None = None
-    sla_tiers: dict[str, SlaTier] = field(default_factory=dict)
-    pools: dict[str, PoolOverride] = field(default_factory=dict)
-
-    def override(self, pool_id: str) -> PoolOverride:
-        """The override for a pool, or an empty one."""
-        return self.pools.get(pool_id, PoolOverride())
+__all__ = ["Candidate", "PoolOverride", "SlaTier", "candidate_to_dict", "load_candidate", "load_candidate_text",
+           "override_value"]
 
 
 def load_candidate(path: str | Path, registry: Registry) -> Candidate:
@@ -155,21 +123,26 @@ def _pools(r: Reader, node: Node, path: str, registry: Registry) -> dict[str, Po
         if registry.pool(pool_id).serving is None:
             r.fail(item, sub, f"pool '{pool_id}' has no serving config in the registry, so it cannot be replayed")
         g = r.mapping(item, sub, required=(), optional=OVERRIDE_FIELDS)
-        values: dict[str, Any] = {}
-        for key in INT_OVERRIDES:
-            least = 0 if key == "max_queue" else 1
-            values[key] = r.optional(g, key, sub, _int_at_least(r, least), None)
-        for key in RATIO_OVERRIDES:
-            values[key] = r.optional(g, key, sub, lambda n, p: r.number(n, p, gt=0, le=1), None)
-        values["hourly_cost_per_device"] = r.optional(
-            g, "hourly_cost_per_device", sub, lambda n, p: r.number(n, p, gt=0), None)
+        values = {key: r.optional(g, key, sub, override_value(r, key), None) for key in OVERRIDE_FIELDS
+                  if key != "enabled"}
         values["enabled"] = r.optional(g, "enabled", sub, r.boolean, True)
         out[pool_id] = PoolOverride(**values)
     return out
 
 
-def _int_at_least(r: Reader, least: int) -> Callable[[Node, str], int | None]:
-    return lambda n, p: r.integer(n, p, ge=least)
+def override_value(r: Reader, key: str) -> Callable[[Node, str], Any]:
+    """The reader of one override field (shared by candidate files and sweep grids)."""
+    if key in INT_OVERRIDES:
+        return lambda n, p: r.integer(n, p, ge=0 if key == "max_queue" else 1)
+    if key in RATIO_OVERRIDES:
+        return lambda n, p: r.number(n, p, gt=0, le=1)
+    if key in POSITIVE_OVERRIDES:
+        return lambda n, p: r.number(n, p, gt=0)
+    if key == "step_overhead_ms":
+        return lambda n, p: r.number(n, p, ge=0)
+    if key == "kv_cache_dtype":
+        return lambda n, p: r.choice(n, p, tuple(KV_CACHE_DTYPES))
+    return r.boolean
 
 
 def candidate_to_dict(c: Candidate) -> dict[str, Any]:

@@ -1,8 +1,9 @@
-"""Static hard constraints of a request on a pool: model served, memory and context window.
+"""Static hard constraints of a request on a pool: model served, context window, and KV cache capacity.
 
-Memory: weights + KV cache for the request's whole context (in + out tokens) must fit one replica's HBM,
-with capacity in GB = 1e9 bytes as on spec sheets. Context: in + out tokens <= the model's max_context.
-The SLA and queue-limit constraints depend on the moment and are checked by the simulator's policies.
+Memory: the engine may use gpu_memory_utilization of the replica's HBM (capacity in GB = 1e9 bytes as on
+spec sheets); after the weights, the rest is KV cache, and the request's whole context (in + out tokens) must
+fit it. Context: in + out tokens <= the model's max_context. The SLA and queue-limit constraints depend on
+the moment and are checked by the policies.
 """
 
 from __future__ import annotations
@@ -14,12 +15,12 @@ from replay.fleet import PoolSpec
 
 def needed_bytes(context_tokens: np.ndarray, pool: PoolSpec) -> np.ndarray:
     """Bytes one replica needs for the weights and this request's KV cache."""
-    return pool.model.weight_bytes + pool.model.kv_bytes_per_token * context_tokens
+    return pool.model.weight_bytes + pool.kv_bytes_per_token * context_tokens
 
 
 def fits_memory(context_tokens: np.ndarray, pool: PoolSpec) -> np.ndarray:
-    """True where weights plus KV cache fit the replica."""
-    return needed_bytes(context_tokens, pool) <= pool.replica_memory_bytes
+    """True where weights plus the request's KV cache fit the memory the engine may use."""
+    return context_tokens <= pool.kv_capacity_tokens
 
 
 def fits_context(context_tokens: np.ndarray, pool: PoolSpec) -> np.ndarray:
@@ -47,9 +48,9 @@ def why_not(model: str, context_tokens: int, pools: tuple[PoolSpec, ...]) -> str
     if not in_window:
         widest = max(p.model.max_context for p in serving)
         return f"context of {context_tokens} tokens exceeds every model window (largest {widest})"
-    best = max(in_window, key=lambda p: p.replica_memory_bytes - float(needed_bytes(
+    best = max(in_window, key=lambda p: p.usable_memory_bytes - float(needed_bytes(
         np.array([context_tokens]), p)[0]))
     need = float(needed_bytes(np.array([context_tokens]), best)[0]) / 1e9
-    return (f"needs {need:.1f} GB for weights and KV cache; largest replica has "
-            f"{best.replica_memory_bytes / 1e9:.1f} GB ({best.id}: {best.devices_per_replica} x "
-            f"{best.chip.hbm_capacity_gb:g} GB)")
+    return (f"needs {need:.1f} GB for weights and KV cache; largest replica may use "
+            f"{best.usable_memory_bytes / 1e9:.1f} GB ({best.id}: {best.devices_per_replica} x "
+            f"{best.chip.hbm_capacity_gb:g} GB x gpu_memory_utilization {best.gpu_memory_utilization:g})")

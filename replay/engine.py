@@ -8,24 +8,24 @@ import numpy as np
 import polars as pl
 
 from pool_registry import Registry
-from replay.candidate import Candidate
+from replay.config import Candidate
 from replay.errors import ReplayError
 from replay.fleet import resolve_pools
 from replay.plan import build_plan
 from replay.policies import get_policy
-from replay.policies.pd_split import PdSplit
 from replay.simulator import simulate
-from replay.split import simulate_split
 from replay.summary import Summary, build
 from replay.traffic.base import DEFAULT_TIER, TRAFFIC_SCHEMA
 
 
 @dataclass(frozen=True)
 class ReplayResult:
-    """One run: a row per request (arrival order) and the summary."""
+    """One run: a row per request (arrival order), the summary, and every replica's busy spans
+    (pool, replica, start_ms, end_ms: when it had at least one sequence to run)."""
 
     requests: pl.DataFrame
     summary: Summary
+    busy: pl.DataFrame
 
 
 REQUIRED = ("arrival_ms", "in_tokens", "out_tokens")
@@ -60,13 +60,25 @@ def run_replay(candidate: Candidate, traffic: pl.DataFrame, registry: Registry, 
     pools = resolve_pools(registry, candidate)
     plan = build_plan(frame, pools, candidate, rng)
     policy = get_policy(candidate.policy)
-    if isinstance(policy, PdSplit):
-        raw = simulate_split(plan, policy.configure(candidate.policy_options), candidate.overflow)
-    else:
-        raw = simulate(plan, policy, candidate.overflow)
+    raw = simulate(plan, policy, candidate.policy_options, candidate.overflow, candidate.noise)
     requests, summary = build(plan, raw, frame, candidate=candidate.name, policy=candidate.policy, seed=seed,
                               drain_s=candidate.drain_s)
-    return ReplayResult(requests, summary)
+    return ReplayResult(requests, summary, busy_spans(plan.t0_ms, [p.id for p in pools], raw.spans))
+
+
+def busy_spans(t0_ms: int, pool_ids: list[str], spans: list[tuple[int, int, np.ndarray]]) -> pl.DataFrame:
+    """Busy spans of every replica as a frame in epoch milliseconds."""
+    pools, replicas, starts, ends = [], [], [], []
+    for pool, replica, s in spans:
+        k = s.size // 2
+        pools += [pool_ids[pool]] * k
+        replicas += [replica] * k
+        starts.append(s[0::2])
+        ends.append(s[1::2])
+    start = np.concatenate(starts) if starts else np.zeros(0)
+    end = np.concatenate(ends) if ends else np.zeros(0)
+    return pl.DataFrame({"pool": pl.Series(pools, dtype=pl.String), "replica": pl.Series(replicas, dtype=pl.Int64),
+                         "start_ms": t0_ms + start * 1000.0, "end_ms": t0_ms + end * 1000.0})
 
 
 def replay_summary(candidate: Candidate, traffic: pl.DataFrame, registry: Registry, seed: int = 0) -> Summary:

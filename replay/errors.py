@@ -27,3 +27,7 @@ class GateError(ConfigError):
 
 class GridError(ConfigError):
     """A sweep grid YAML file that cannot be used."""
+
+
+class BenchTableError(ReplayError):
+    """A benchmark table (CSV) that cannot be used; the message names file, line and column."""

@@ -3,14 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
-from pool_registry import Chip, Model, Registry
+from pool_registry import KV_CACHE_DTYPES, Chip, Model, Registry
 from pool_registry.model import GB
+from replay.config import Candidate
 from replay.errors import ReplayError
-
-if TYPE_CHECKING:
-    from replay.candidate import Candidate
 
 
 @dataclass(frozen=True)
@@ -27,10 +24,15 @@ class PoolSpec:
     mfu: float
     mem_bw_eff: float
     hourly_cost_per_device: float
+    pp: int = 1
+    max_num_batched_tokens: int = 8192
+    gpu_memory_utilization: float = 0.9
+    kv_cache_dtype: str = "auto"
+    step_overhead_ms: float = 0.0
 
     @property
     def slots(self) -> int:
-        """Requests the pool can serve at once: replicas x max_concurrency."""
+        """Sequences the pool can run at once: replicas x max_concurrency."""
         return self.replicas * self.max_concurrency
 
     @property
@@ -54,6 +56,23 @@ class PoolSpec:
         return self.chip.hbm_capacity_gb * GB * self.devices_per_replica
 
     @property
+    def usable_memory_bytes(self) -> float:
+        """The share of the replica's HBM the engine may take (vLLM's gpu_memory_utilization)."""
+        return self.replica_memory_bytes * self.gpu_memory_utilization
+
+    @property
+    def kv_bytes_per_token(self) -> float:
+        """KV cache bytes per token in the cache's dtype ('auto' keeps the model's)."""
+        per_elem = KV_CACHE_DTYPES.get(self.kv_cache_dtype) or self.model.kv_bytes_per_elem
+        return self.model.kv_bytes_per_token / self.model.kv_bytes_per_elem * per_elem
+
+    @property
+    def kv_capacity_tokens(self) -> int:
+        """Tokens the KV cache of one replica holds: (usable memory - weights) / KV bytes per token, or 0."""
+        free = self.usable_memory_bytes - self.model.weight_bytes
+        return max(0, int(free // self.kv_bytes_per_token))
+
+    @property
     def replica_cost_per_s(self) -> float:
         """Money per second of one busy replica."""
         return self.devices_per_replica * self.hourly_cost_per_device / 3600.0
@@ -74,15 +93,31 @@ def resolve_pools(registry: Registry, candidate: Candidate) -> tuple[PoolSpec, .
         if not o.enabled:
             continue
         s = pool.serving
-        specs.append(PoolSpec(
-            id=pool.id, chip=registry.chip_of(pool), model=registry.model(s.model),
-            replicas=o.replicas or s.replicas,
+        replicas = o.replicas or (max(1, round(s.replicas * o.replicas_scale)) if o.replicas_scale else s.replicas)
+        spec = PoolSpec(
+            id=pool.id, chip=registry.chip_of(pool), model=registry.model(s.model), replicas=replicas,
             devices_per_replica=o.devices_per_replica or s.devices_per_replica,
             max_concurrency=o.max_concurrency or s.max_concurrency,
             max_queue=s.max_queue if o.max_queue is None else o.max_queue,
             mfu=o.mfu or pool.cost_model.mfu, mem_bw_eff=o.mem_bw_eff or pool.cost_model.mem_bw_eff,
             hourly_cost_per_device=o.hourly_cost_per_device or pool.hourly_cost_per_device,
-        ))
+            pp=o.pp or s.pp, max_num_batched_tokens=o.max_num_batched_tokens or s.max_num_batched_tokens,
+            gpu_memory_utilization=o.gpu_memory_utilization or s.gpu_memory_utilization,
+            kv_cache_dtype=o.kv_cache_dtype or s.kv_cache_dtype,
+            step_overhead_ms=s.step_overhead_ms if o.step_overhead_ms is None else o.step_overhead_ms,
+        )
+        _check(spec, candidate.name)
+        specs.append(spec)
     if not specs:
         raise ReplayError(f"candidate '{candidate.name}' leaves no serving pool to replay on")
     return tuple(specs)
+
+
+def _check(p: PoolSpec, candidate: str) -> None:
+    """The serving rules the registry enforces, again after the candidate's overrides."""
+    if p.devices_per_replica % p.pp:
+        raise ReplayError(f"candidate '{candidate}': pool {p.id}: {p.devices_per_replica} devices per replica do "
+                          f"not split into {p.pp} pipeline stages of equal width")
+    if p.max_num_batched_tokens < p.max_concurrency:
+        raise ReplayError(f"candidate '{candidate}': pool {p.id}: max_num_batched_tokens "
+                          f"{p.max_num_batched_tokens} is below max_concurrency {p.max_concurrency}")

@@ -1,6 +1,6 @@
 """The regression gate: a candidate against a baseline on the same traffic, with tolerances from YAML.
 
-    max_cost_increase_pct: 5            # cost_usd may rise at most 5 %
+    max_cost_increase_pct: 5            # busy cost and provisioned cost may each rise at most 5 %
     max_ttft_p99_increase_pct: 10       # p99 TTFT may rise at most 10 %
     max_sla_violation_increase_pts: 1   # SLA violation rate may rise at most 1 percentage point
 
@@ -94,12 +94,15 @@ def evaluate(gate: Gate, baseline: Summary, candidate: Summary) -> Verdict:
     """Compare two summaries under the gate's tolerances."""
     checks = []
     if gate.max_cost_increase_pct is not None:
-        change = _pct(baseline.cost_usd, candidate.cost_usd)
-        ok = change <= gate.max_cost_increase_pct
-        checks.append(Check(
-            "cost_usd", baseline.cost_usd, candidate.cost_usd, change, gate.max_cost_increase_pct, "%", ok,
-            f"cost_usd {'rose' if change > 0 else 'changed'} {change:+.2f}% (baseline ${baseline.cost_usd:,.2f} "
-            f"-> candidate ${candidate.cost_usd:,.2f}); limit {gate.max_cost_increase_pct:+g}%"))
+        limit = gate.max_cost_increase_pct
+        for name, b_cost, c_cost in (
+                ("busy cost", baseline.busy_cost_usd, candidate.busy_cost_usd),
+                ("provisioned cost", baseline.provisioned_cost_usd, candidate.provisioned_cost_usd)):
+            change = _pct(b_cost, c_cost)
+            checks.append(Check(
+                name, b_cost, c_cost, change, limit, "%", change <= limit,
+                f"{name} {'rose' if change > 0 else 'changed'} {change:+.2f}% (baseline ${b_cost:,.2f} -> "
+                f"candidate ${c_cost:,.2f}); limit {limit:+g}%"))
     if gate.max_ttft_p99_increase_pct is not None:
         b, c = baseline.ttft_p99, candidate.ttft_p99
         limit = gate.max_ttft_p99_increase_pct

@@ -1,32 +1,30 @@
 """Everything a replay can compute before its event loop, vectorized over (pool, request).
 
-The loop itself then only compares plain Python floats: predicted wait against precomputed slack, and
-one heap operation per request. `orders` holds each distinct cost ranking of the statically feasible pools,
-and `code[i]` says which one request i has, so no per-request tuple is built.
+`orders` holds each distinct cost ranking of the statically feasible pools (cheapest first, by
+costmodel.full_batch_cost) and `code[i]` says which one request i has, so no per-request tuple is built.
+Static feasibility: the pool serves the request's model, the context (in + out tokens) is within the model's
+window and fits one replica's KV cache next to the weights.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import TYPE_CHECKING
 
 import numpy as np
 import polars as pl
 
 from replay import constraints, costmodel
+from replay.config import Candidate
 from replay.errors import ReplayError
 from replay.fleet import PoolSpec
-
-if TYPE_CHECKING:
-    from replay.candidate import Candidate
 
 INF = float("inf")
 
 
 @dataclass
 class Plan:
-    """Precomputed per-(pool, request) times, costs, feasibility and SLA slack for one run."""
+    """Per-request inputs of one run, the static feasibility of each pool and the pools' cost rankings."""
 
     pools: tuple[PoolSpec, ...]
     t0_ms: int
@@ -37,11 +35,10 @@ class Plan:
     models: np.ndarray
     ttft_limit: np.ndarray       # per request, inf when the tier sets none
     e2e_limit: np.ndarray
-    prefill: np.ndarray          # (pools, requests) seconds
-    decode: np.ndarray
-    service: np.ndarray          # prefill + decode, after noise
-    cost: np.ndarray             # attributed money of serving request i on pool p
-    feasible: np.ndarray         # static constraints (model, context, memory)
+    rank_cost: np.ndarray        # (pools, requests) cost at full batches, for ranking
+    feasible: np.ndarray         # (pools, requests) static constraints (model, context, KV capacity)
+    obs_pool: np.ndarray         # pool index that served it in the trace, -1 when unknown
+    obs_replica: np.ndarray      # replica index within that pool, -1 when unknown
     orders: list[tuple[int, ...]] = field(default_factory=list)
     code: list[int] = field(default_factory=list)
     rng: np.random.Generator = field(default_factory=lambda: np.random.default_rng(0))
@@ -57,30 +54,34 @@ class Plan:
         return self.arrival.tolist()
 
     @cached_property
-    def service_rows(self) -> list[list[float]]:
-        """service[p][i] as Python floats."""
-        return self.service.tolist()
+    def prompt_list(self) -> list[int]:
+        """Uncached prompt tokens of each request."""
+        return (self.in_tokens - self.cached_tokens).astype(np.int64).tolist()
 
     @cached_property
-    def slack_rows(self) -> list[list[float]]:
-        """The longest wait on pool p that still meets request i's SLA (negative: never met)."""
-        slack = np.minimum(self.ttft_limit[None, :] - self.prefill, self.e2e_limit[None, :] - self.service)
-        return slack.tolist()
+    def in_list(self) -> list[int]:
+        """Prompt tokens of each request."""
+        return self.in_tokens.astype(np.int64).tolist()
 
     @cached_property
-    def ttft_slack_rows(self) -> list[list[float]]:
-        """The longest wait on pool p that still meets request i's TTFT limit."""
-        return (self.ttft_limit[None, :] - self.prefill).tolist()
+    def out_list(self) -> list[int]:
+        """Output tokens of each request."""
+        return self.out_tokens.astype(np.int64).tolist()
 
     @cached_property
-    def decode_rows(self) -> list[list[float]]:
-        """decode[p][i] as Python floats."""
-        return self.decode.tolist()
+    def ttft_list(self) -> list[float]:
+        """TTFT limits as Python floats."""
+        return self.ttft_limit.tolist()
 
     @cached_property
-    def prefill_rows(self) -> list[list[float]]:
-        """prefill[p][i] as Python floats."""
-        return self.prefill.tolist()
+    def e2e_list(self) -> list[float]:
+        """e2e limits as Python floats."""
+        return self.e2e_limit.tolist()
+
+    @cached_property
+    def feasible_rows(self) -> list[list[bool]]:
+        """feasible[i][p] as Python bools."""
+        return self.feasible.T.tolist()
 
 
 def tier_limits(traffic: pl.DataFrame, candidate: Candidate) -> tuple[np.ndarray, np.ndarray]:
@@ -129,9 +130,22 @@ def _serves(traffic: pl.DataFrame, pools: tuple[PoolSpec, ...]) -> np.ndarray:
                           ).to_numpy().T
 
 
+def _observed(traffic: pl.DataFrame, pools: tuple[PoolSpec, ...]) -> tuple[np.ndarray, np.ndarray]:
+    n = traffic.height
+    if "obs_pool" not in traffic.columns:
+        return np.full(n, -1, dtype=np.int64), np.full(n, -1, dtype=np.int64)
+    index = {p.id: k for k, p in enumerate(pools)}
+    pool = traffic.select(pl.col("obs_pool").replace_strict(index, default=-1, return_dtype=pl.Int64)
+                          ).to_series().to_numpy()
+    replica = (traffic["obs_replica"].fill_null(-1).to_numpy().astype(np.int64) if "obs_replica" in traffic.columns
+               else np.full(n, -1, dtype=np.int64))
+    limit = np.array([p.replicas for p in pools] + [0])[pool]
+    return pool, np.where((replica >= 0) & (replica < limit), replica, -1)
+
+
 def build_plan(traffic: pl.DataFrame, pools: tuple[PoolSpec, ...], candidate: Candidate,
                rng: np.random.Generator) -> Plan:
-    """Vectorized times, costs, feasibility and cost rankings for traffic sorted by arrival."""
+    """Vectorized feasibility, limits and cost rankings for traffic sorted by arrival."""
     arrival_ms = traffic["arrival_ms"].to_numpy().astype(np.int64)
     t0 = int(arrival_ms[0]) if arrival_ms.size else 0
     in_t = traffic["in_tokens"].to_numpy().astype(np.float64)
@@ -140,18 +154,12 @@ def build_plan(traffic: pl.DataFrame, pools: tuple[PoolSpec, ...], candidate: Ca
     models = traffic["model"].to_numpy()
     ttft_lim, e2e_lim = tier_limits(traffic, candidate)
     context = in_t + out_t
-    prefill = np.vstack([costmodel.prefill_seconds(in_t, cached, p) for p in pools])
-    decode = np.vstack([costmodel.decode_seconds(out_t, p) for p in pools])
-    if candidate.noise > 0 and in_t.size:
-        sigma2 = np.log1p(candidate.noise**2)
-        factor = rng.lognormal(mean=-sigma2 / 2, sigma=np.sqrt(sigma2), size=in_t.size)
-        prefill, decode = prefill * factor[None, :], decode * factor[None, :]
-    service = prefill + decode
-    cost = np.vstack([costmodel.slot_cost(service[k], p) for k, p in enumerate(pools)])
+    cost = np.vstack([costmodel.full_batch_cost(in_t, cached, out_t, p) for p in pools])
     serves = _serves(traffic, pools)
     feasible = np.vstack([serves[k] & constraints.fits_context(context, p) & constraints.fits_memory(context, p)
                           for k, p in enumerate(pools)])
     orders, code = _cost_orders(cost, feasible)
+    obs_pool, obs_replica = _observed(traffic, pools)
     return Plan(pools=pools, t0_ms=t0, arrival=(arrival_ms - t0) / 1000.0, in_tokens=in_t, out_tokens=out_t,
-                cached_tokens=cached, models=models, ttft_limit=ttft_lim, e2e_limit=e2e_lim, prefill=prefill,
-                decode=decode, service=service, cost=cost, feasible=feasible, orders=orders, code=code, rng=rng)
+                cached_tokens=cached, models=models, ttft_limit=ttft_lim, e2e_limit=e2e_lim, rank_cost=cost,
+                feasible=feasible, obs_pool=obs_pool, obs_replica=obs_replica, orders=orders, code=code, rng=rng)

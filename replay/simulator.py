@@ -1,22 +1,29 @@
-"""The discrete-event simulator: FCFS pools of replicas x max_concurrency slots, routing at arrival.
+"""The discrete-event simulator: pools of continuously batching replicas, routing at arrival.
 
-Events are arrivals (in time order) and slot completions (each pool's min-heap of slot free times). With
-FCFS and arrivals handled in order, a request routed to pool p at time t starts at max(t, earliest free slot)
-and takes that slot until start + service: one heap operation per request, which is exact for a multi-server
-FCFS queue. Requests no pool can take follow the candidate's overflow rule and are never dropped silently.
+Events are arrivals (in time order, from the plan), the ends of replicas' runs of identical passes and, for
+split policies, KV caches landing on their decode pool; all but arrivals wait in one heap. Replica events
+at or before an arrival's time are handled first, so a router sees every replica as of that moment; a run
+end and an arrival at the same instant put the arrival into the pass that starts then. Requests no pool can
+take follow the candidate's overflow rule and are never dropped silently. One seeded RNG per run draws the
+round-robin start and, with `noise`, each replica's speed.
 """
 
 from __future__ import annotations
 
+import functools
 import heapq
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from replay import costmodel
+from replay.book import Book
 from replay.constraints import why_not
+from replay.costmodel import StepModel
 from replay.plan import Plan
-from replay.policies.base import Policy, State
+from replay.policies.base import Policy, Router, State
+from replay.replica import Replica
 
 NONE, QUEUE, DEGRADE, REJECT, UNFIT = 0, 1, 2, 3, 4
 FLAG_NAMES = ("", "queue", "degrade", "reject", "reject")
@@ -25,40 +32,20 @@ INF = float("inf")
 
 @dataclass
 class Raw:
-    """Per-request outcome arrays of one simulation, in plan order."""
+    """Per-request outcome arrays of one simulation, in plan order, and each replica's busy time."""
 
     pool: np.ndarray             # int, -1 when rejected
-    decode_pool: np.ndarray      # int, the pool that decoded (same as pool unless split)
+    replica: np.ndarray          # replica index within its pool, -1 when rejected
+    decode_pool: np.ndarray      # the pool that decoded (same as pool unless split)
     wait: np.ndarray             # seconds queued (both stages when split), nan when rejected
     ttft: np.ndarray
     e2e: np.ndarray
     cost: np.ndarray
+    preempted: np.ndarray        # times the request was preempted and recomputed
     flag: np.ndarray             # NONE, QUEUE, DEGRADE, REJECT, UNFIT
     reasons: dict[int, str] = field(default_factory=dict)
-    busy: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = field(default_factory=list)  # (pool, start, end)
-
-
-def overflow_rule(plan: Plan, state: State, mode: str) -> Callable[[int, float], tuple[int, int]]:
-    """The function applied when the policy finds no pool: (i, t) -> (pool or -1, flag)."""
-    orders, code, svc, heaps = plan.orders, plan.code, plan.service_rows, state.heaps
-
-    def overflow(i: int, t: float) -> tuple[int, int]:
-        order = orders[code[i]]
-        if not order:
-            return -1, UNFIT
-        if mode == "reject":
-            return -1, REJECT
-        if mode == "degrade":
-            return order[0], DEGRADE
-        best, soonest = -1, INF
-        for p in order:  # the pool that would finish the request first
-            f = heaps[p][0]
-            end = (f if f > t else t) + svc[p][i]
-            if end < soonest:
-                best, soonest = p, end
-        return best, QUEUE
-
-    return overflow
+    spans: list[tuple[int, int, np.ndarray]] = field(default_factory=list)  # (pool, replica, [start, end, ...])
+    kv_time: np.ndarray = field(default_factory=lambda: np.zeros(0))  # per pool: KV tokens held x seconds
 
 
 def reject_reason(plan: Plan, i: int, flag: int, policy: Policy) -> str:
@@ -69,50 +56,143 @@ def reject_reason(plan: Plan, i: int, flag: int, policy: Policy) -> str:
     return f"overflow: no pool met {what} of policy {policy.name}"
 
 
-def simulate(plan: Plan, policy: Policy, overflow_mode: str) -> Raw:
-    """Run one replay of the plan under a policy that routes at arrival."""
+def build_replicas(plan: Plan, book: Book, heap: list[tuple[float, int, int]], noise: float,
+                   rng: np.random.Generator) -> tuple[list[list[Replica]], list[int], list[int]]:
+    """Every pool's replicas, with their own speed when the candidate asks for noise."""
+    loads, queues = [0] * len(plan.pools), [0] * len(plan.pools)
+    push = functools.partial(heapq.heappush, heap)
+    sigma2 = float(np.log1p(noise**2))
+    out: list[list[Replica]] = []
+    rid = 0
+    for p, spec in enumerate(plan.pools):
+        speeds = rng.lognormal(-sigma2 / 2, np.sqrt(sigma2), spec.replicas) if noise > 0 else np.ones(spec.replicas)
+        reps = []
+        for r in range(spec.replicas):
+            reps.append(Replica(rid, p, r, StepModel.of(spec, float(speeds[r])), max_concurrency=spec.max_concurrency,
+                                budget=spec.max_num_batched_tokens, kv_capacity=spec.kv_capacity_tokens,
+                                rate=spec.replica_cost_per_s, book=book, push=push, loads=loads, queues=queues))
+            rid += 1
+        out.append(reps)
+    return out, loads, queues
+
+
+def simulate(plan: Plan, policy: Policy, options: dict[str, tuple[str, ...]], overflow_mode: str,
+             noise: float = 0.0) -> Raw:
+    """Run one replay of the plan."""
     n = plan.n
-    state = State(plan, track_inflight=policy.tracks_inflight)
-    choose = policy.chooser(plan, state)
-    overflow = overflow_rule(plan, state, overflow_mode)
-    svc, heaps, waiting, inflight = plan.service_rows, state.heaps, state.waiting, state.inflight
-    pool_out = [-1] * n
-    start_out = [0.0] * n
+    book = Book(n, plan.cached_tokens.astype(np.int64).tolist())
+    heap: list[tuple[float, int, int]] = []
+    replicas, loads, queues = build_replicas(plan, book, heap, noise, plan.rng)
+    flat = [r for reps in replicas for r in reps]
+    state = State(plan, replicas, loads, queues)
+    router = policy.router(plan, state, options)
+    prompt, ins, outs = plan.prompt_list, plan.in_list, plan.out_list
+    pool_out, rep_out, dpool_out = [-1] * n, [-1] * n, [-1] * n
     flags = [NONE] * n
-    replace, push = heapq.heapreplace, heapq.heappush
+    splitting = [False] * n
+    landing: dict[int, int] = {}
+    pop = heapq.heappop
+    split = policy.split
+    if split:
+        def handoff(i: int, t: float) -> None:
+            if dpool_out[i] >= 0 or not splitting[i]:
+                return
+            p = pool_out[i]
+            book.load(i, 0, ins[i] + 1, outs[i] - 1)  # what the decode stage asks, for its predictions
+            d, met = router.decode_pool(i, p, t)
+            if d < 0:  # no decode pool serves this model: decode where the prefill ran
+                d, met = p, False
+            if not met and flags[i] == NONE:
+                flags[i] = QUEUE
+            dpool_out[i] = d
+            landing[i] = d
+            heapq.heappush(heap, (t + costmodel.kv_transfer_seconds(ins[i], plan.pools[p], plan.pools[d]), -1,
+                                  -1 - i))
+        for r in flat:
+            r.on_done = handoff
+
+    def land(i: int, t: float) -> None:
+        d = landing.pop(i)
+        book.load(i, 0, ins[i] + 1, outs[i] - 1)
+        state.pick(d, t).arrive(i, t)
+
+    overflow = _overflow(plan, state, overflow_mode, policy.split, router)
     for i, t in enumerate(plan.arrival_list):
-        p = choose(i, t)
-        if p < 0:
-            p, flags[i] = overflow(i, t)
-            if p < 0:
+        while heap and heap[0][0] <= t:
+            et, ver, rid = pop(heap)
+            if rid >= 0:
+                rep = flat[rid]
+                if rep.ver == ver:
+                    rep.boundary(et)
+            else:
+                land(-1 - rid, et)
+        book.load(i, prompt[i], ins[i], 1 if split and outs[i] > 1 else outs[i])
+        chosen = router.route(i, t)
+        if chosen is None:
+            chosen, flags[i] = overflow(i, t)
+            if chosen is None:
                 continue
-        h = heaps[p]
-        f = h[0]
-        if f > t:
-            end = f + svc[p][i]
-            waiting[p].append(f)
-            start_out[i] = f
+        pool_out[i], rep_out[i] = chosen.pool, chosen.index
+        if split:
+            if outs[i] > 1 and router.splits(chosen.pool):
+                splitting[i] = True
+            else:  # served whole where it arrived
+                book.load(i, prompt[i], ins[i], outs[i])
+        chosen.arrive(i, t)
+    while heap:
+        et, ver, rid = pop(heap)
+        if rid >= 0:
+            rep = flat[rid]
+            if rep.ver == ver:
+                rep.boundary(et)
         else:
-            end = t + svc[p][i]
-            start_out[i] = t
-        replace(h, end)
-        if inflight is not None:
-            push(inflight[p], end)
-        pool_out[i] = p
-    return _outcome(plan, policy, np.array(pool_out, dtype=np.int64), np.array(start_out),
-                    np.array(flags, dtype=np.int8))
+            land(-1 - rid, et)
+    return _outcome(plan, policy, book, pool_out, rep_out, dpool_out, flags, replicas)
 
 
-def _outcome(plan: Plan, policy: Policy, pool: np.ndarray, start: np.ndarray, flag: np.ndarray) -> Raw:
+def _overflow(plan: Plan, state: State, mode: str, split: bool,
+              router: Router) -> Callable[[int, float], tuple[Replica | None, int]]:
+    """The function applied when the policy finds no replica: (i, t) -> (replica or None, flag)."""
+    orders, code = plan.orders, plan.code
+
+    def overflow(i: int, t: float) -> tuple[Replica | None, int]:
+        order = orders[code[i]]
+        if split and any(router.splits(p) for p in order):
+            order = tuple(p for p in order if router.splits(p))
+        if not order:
+            return None, UNFIT
+        if mode == "reject":
+            return None, REJECT
+        if mode == "degrade":
+            return state.pick(order[0], t), DEGRADE
+        best, soonest = None, INF
+        for p in order:  # the replica predicted to finish the request first
+            r = state.pick(p, t)
+            end = r.predict(i, t)[1]
+            if end < soonest:
+                best, soonest = r, end
+        return best, QUEUE
+
+    return overflow
+
+
+def _outcome(plan: Plan, policy: Policy, book: Book, pool_l: list[int], rep_l: list[int], dpool_l: list[int],
+             flags: list[int], replicas: list[list[Replica]]) -> Raw:
+    pool = np.array(pool_l, dtype=np.int64)
     served = pool >= 0
-    idx = np.arange(plan.n)
-    sel = np.where(served, pool, 0)
     nan = np.full(plan.n, np.nan)
-    wait = np.where(served, start - plan.arrival, nan)
-    service = plan.service[sel, idx] if plan.n else nan
-    ttft = wait + (plan.prefill[sel, idx] if plan.n else nan)
-    e2e = wait + service
-    cost = np.where(served, plan.cost[sel, idx] if plan.n else nan, nan)
+    dpool = np.where(np.array(dpool_l, dtype=np.int64) >= 0, np.array(dpool_l, dtype=np.int64), pool)
+    first = np.array(book.first)
+    done = np.array(book.done)
+    ttft = np.where(served, first - plan.arrival, nan)
+    e2e = np.where(served, done - plan.arrival, nan)
+    # a request with no output token has no first token: it is done when its prompt is
+    ttft = np.where(served & np.isnan(ttft), e2e, ttft)
+    flag = np.array(flags, dtype=np.int8)
     reasons = {int(i): reject_reason(plan, int(i), int(flag[i]), policy) for i in np.flatnonzero(~served)}
-    return Raw(pool=pool, decode_pool=pool.copy(), wait=wait, ttft=ttft, e2e=e2e, cost=cost, flag=flag,
-               reasons=reasons, busy=[(pool[served], start[served], (start + service)[served])])
+    spans = [(r.pool, r.index, np.array(r.spans)) for reps in replicas for r in reps]
+    kv_time = np.array([sum(r.kv_time for r in reps) for reps in replicas])
+    return Raw(pool=pool, replica=np.where(served, np.array(rep_l, dtype=np.int64), -1), decode_pool=dpool,
+               wait=np.where(served, np.array(book.wait), nan), ttft=ttft, e2e=e2e,
+               cost=np.where(served, np.array(book.cost), nan), preempted=np.array(book.preempted, dtype=np.int64),
+               flag=flag, reasons=reasons, spans=spans, kv_time=kv_time)

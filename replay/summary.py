@@ -1,14 +1,18 @@
 """From simulator arrays to the per-request frame and the run summary.
 
 Accounting: every request is exactly one of served, rejected or still queued (routed but not finished when
-the replay stops, which only happens when the candidate sets drain_s). Percentiles are over served requests.
-The SLA violation rate counts served requests that missed their tier (degraded ones always do) plus rejected
-ones, over served + rejected. cost_per_mtok divides attributed cost by served input + output tokens.
+the replay stops, which only happens when the candidate sets drain_s). Percentiles are over served requests;
+TPOT is (e2e - TTFT) / (out_tokens - 1) for requests with more than one output token. The SLA violation rate
+counts served requests that missed their tier (degraded ones always do) plus rejected ones, over served +
+rejected. Busy cost is the money of the replicas' busy time, shared among requests by the tokens each pass
+computed; provisioned cost keeps every replica up for the whole window. cost_per_mtok divides busy cost by
+served input + output tokens. Utilization is a pool's busy replica time over replicas x window; KV use is the
+time-averaged share of the pool's KV cache held.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
@@ -28,10 +32,13 @@ class PoolSummary:
     requests: int
     tokens_in: int
     tokens_out: int
-    cost_usd: float
+    busy_cost_usd: float
     provisioned_cost_usd: float
     busy_s: float
     utilization: float
+    kv_use: float = 0.0
+    ttft_p50: float | None = None
+    ttft_p99: float | None = None
 
 
 @dataclass(frozen=True)
@@ -49,12 +56,15 @@ class Summary:
     tokens_out: int
     served_tokens_in: int
     served_tokens_out: int
-    cost_usd: float
+    busy_cost_usd: float
     provisioned_cost_usd: float
     cost_per_mtok: float | None
     ttft_p50: float | None
     ttft_p95: float | None
     ttft_p99: float | None
+    tpot_p50: float | None
+    tpot_p95: float | None
+    tpot_p99: float | None
     e2e_p50: float | None
     e2e_p95: float | None
     e2e_p99: float | None
@@ -63,6 +73,8 @@ class Summary:
     overflow: dict[str, int]
     utilization: dict[str, float]
     pools: dict[str, PoolSummary]
+    kv_use: dict[str, float] = field(default_factory=dict)
+    preempted: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         """Plain data for JSON."""
@@ -70,7 +82,18 @@ class Summary:
 
 
 def _pct(values: np.ndarray, q: float) -> float | None:
+    values = values[~np.isnan(values)]
     return float(np.percentile(values, q)) if values.size else None
+
+
+def busy_by_replica(raw: Raw, horizon: float) -> list[tuple[int, int, float]]:
+    """(pool, replica, busy seconds up to the horizon) of every replica."""
+    out = []
+    for pool, replica, spans in raw.spans:
+        start, end = spans[0::2], spans[1::2]
+        busy = float(np.clip(np.minimum(end, horizon) - np.minimum(start, horizon), 0, None).sum())
+        out.append((pool, replica, busy))
+    return out
 
 
 def build(plan: Plan, raw: Raw, traffic: pl.DataFrame, *, candidate: str, policy: str, seed: int,
@@ -90,14 +113,15 @@ def build(plan: Plan, raw: Raw, traffic: pl.DataFrame, *, candidate: str, policy
     rejected = ~routed
     met = served & (raw.ttft <= plan.ttft_limit + SLA_EPS) & (raw.e2e <= plan.e2e_limit + SLA_EPS) \
         & (raw.flag != DEGRADE)
+    many = plan.out_tokens > 1
+    tpot = np.where(many, (raw.e2e - raw.ttft) / np.maximum(plan.out_tokens - 1, 1), np.nan)
     names = [p.id for p in plan.pools]
-    keep = served
     outcome = np.where(served, 0, np.where(queued, 2, 1))
     reasons = pl.Series("reason", [None] * n, dtype=pl.String)
     if raw.reasons:
         idx = sorted(raw.reasons)
         reasons = reasons.scatter(idx, [raw.reasons[i] for i in idx])
-    codes = pl.DataFrame({"p": raw.pool, "d": raw.decode_pool, "f": raw.flag, "o": outcome, "keep": keep,
+    codes = pl.DataFrame({"p": raw.pool, "d": raw.decode_pool, "f": raw.flag, "o": outcome, "keep": served,
                           "met": met})
     pool_names = {k: name for k, name in enumerate(names)}
     labels = codes.select(
@@ -112,45 +136,53 @@ def build(plan: Plan, raw: Raw, traffic: pl.DataFrame, *, candidate: str, policy
     frame = pl.concat([
         traffic.select(c for c in ("trace", "seq", "arrival_ms", "sla_tier", "model", "in_tokens", "out_tokens",
                                    "cached_tokens") if c in traffic.columns),
-        labels.select("pool", "decode_pool"),
-        pl.DataFrame({name: np.where(keep, values, nan) for name, values in (
-            ("wait_s", raw.wait), ("ttft_s", raw.ttft), ("e2e_s", raw.e2e), ("cost_usd", raw.cost))}
-        ).fill_nan(None),
+        labels.select("pool"),
+        pl.DataFrame({"replica": pl.Series(np.where(routed, raw.replica, 0), dtype=pl.Int64)}).select(
+            pl.when(pl.Series(routed)).then(pl.col("replica")).alias("replica")),
+        labels.select("decode_pool"),
+        pl.DataFrame({name: np.where(served, values, nan) for name, values in (
+            ("wait_s", raw.wait), ("ttft_s", raw.ttft), ("tpot_s", tpot), ("e2e_s", raw.e2e),
+            ("cost_usd", raw.cost))}).fill_nan(None),
+        pl.DataFrame({"preempted": raw.preempted}),
         labels.select("sla_met", "overflow", "outcome"),
         reasons.to_frame(),
     ], how="horizontal")
     busy = np.zeros(len(plan.pools))
-    for pools, start, end in raw.busy:
-        np.add.at(busy, pools, np.clip(np.minimum(end, horizon) - np.minimum(start, horizon), 0, None))
+    for pool, _, seconds in busy_by_replica(raw, horizon):
+        busy[pool] += seconds
     pool_rows = {}
-    cost = raw.cost[served]
     for k, spec in enumerate(plan.pools):
         mine = routed & (raw.pool == k)
-        util = busy[k] / (spec.slots * horizon) if horizon > 0 else 0.0
+        cap = spec.kv_capacity_tokens * spec.replicas * horizon
+        served_here = served & (raw.pool == k)
         pool_rows[spec.id] = PoolSummary(
             requests=int(mine.sum()), tokens_in=int(plan.in_tokens[mine].sum()),
             tokens_out=int(plan.out_tokens[mine].sum()),
-            cost_usd=float(np.nansum(np.where(served & (raw.pool == k), raw.cost, 0.0))),
+            busy_cost_usd=float(costmodel.busy_cost(busy[k], spec)),
             provisioned_cost_usd=costmodel.provisioned_cost(spec, horizon), busy_s=float(busy[k]),
-            utilization=float(util))
+            utilization=float(busy[k] / (spec.replicas * horizon)) if horizon > 0 else 0.0,
+            kv_use=float(raw.kv_time[k] / cap) if cap > 0 else 0.0,
+            ttft_p50=_pct(raw.ttft[served_here], 50), ttft_p99=_pct(raw.ttft[served_here], 99))
     served_in, served_out = int(plan.in_tokens[served].sum()), int(plan.out_tokens[served].sum())
-    total_cost = float(cost.sum())
+    busy_cost = float(sum(p.busy_cost_usd for p in pool_rows.values()))
     decided = int(served.sum() + rejected.sum())
     overflow = {name: int((raw.flag == code).sum()) for code, name in ((1, "queue"), (2, "degrade"))}
     overflow["reject"] = int(rejected.sum())
-    ttft, e2e = raw.ttft[served], raw.e2e[served]
+    ttft, e2e, tp = raw.ttft[served], raw.e2e[served], tpot[served]
     summary = Summary(
         candidate=candidate, policy=policy, seed=seed, requests=n, served=int(served.sum()),
         rejected=int(rejected.sum()), still_queued=int(queued.sum()),
         tokens_in=int(plan.in_tokens.sum()), tokens_out=int(plan.out_tokens.sum()),
-        served_tokens_in=served_in, served_tokens_out=served_out, cost_usd=total_cost,
+        served_tokens_in=served_in, served_tokens_out=served_out, busy_cost_usd=busy_cost,
         provisioned_cost_usd=float(sum(p.provisioned_cost_usd for p in pool_rows.values())),
-        cost_per_mtok=total_cost / (served_in + served_out) * 1e6 if served_in + served_out else None,
+        cost_per_mtok=busy_cost / (served_in + served_out) * 1e6 if served_in + served_out else None,
         ttft_p50=_pct(ttft, 50), ttft_p95=_pct(ttft, 95), ttft_p99=_pct(ttft, 99),
+        tpot_p50=_pct(tp, 50), tpot_p95=_pct(tp, 95), tpot_p99=_pct(tp, 99),
         e2e_p50=_pct(e2e, 50), e2e_p95=_pct(e2e, 95), e2e_p99=_pct(e2e, 99),
         sla_violation_rate=float((served & ~met).sum() + rejected.sum()) / decided if decided else 0.0,
         window_s=float(horizon), overflow=overflow,
         utilization={k: v.utilization for k, v in pool_rows.items()}, pools=pool_rows,
+        kv_use={k: v.kv_use for k, v in pool_rows.items()}, preempted=int(raw.preempted[routed].sum()),
     )
     return frame, summary
 

@@ -4,10 +4,12 @@ Grid YAML: every key is a parameter, every value a list; the sweep is the cartes
 
     parameters:
       policy: [sla_cost, cost_min]
-      pools.h100-a.replicas: [8, 12, 16]
+      pools.h100-a.replicas_scale: [0.5, 1, 2]
       pools.ascend-a.hourly_cost_per_device: [1.2, 1.5]
 
-Parameters: `policy`, `overflow`, `noise`, and `pools.<pool id>.<override field>`.
+Parameters: `policy`, `overflow`, `noise`, and `pools.<pool id>.<override field>`. A point is on the Pareto
+front when no other point is at least as good on busy cost, provisioned cost and p99 TTFT at once and better
+on one: routing changes move busy cost, capacity changes move provisioned cost.
 """
 
 from __future__ import annotations
@@ -25,14 +27,8 @@ from yaml.nodes import Node
 
 from pool_registry import Reader, Registry
 from pool_registry.yamlread import read_text
-from replay.candidate import (
-    INT_OVERRIDES,
-    OVERFLOW_MODES,
-    OVERRIDE_FIELDS,
-    RATIO_OVERRIDES,
-    Candidate,
-    PoolOverride,
-)
+from replay.candidate import override_value
+from replay.config import OVERFLOW_MODES, OVERRIDE_FIELDS, Candidate, PoolOverride
 from replay.engine import replay_summary
 from replay.errors import GridError, UnknownNameError
 from replay.policies import get_policy
@@ -71,14 +67,7 @@ def _value(r: Reader, name: str, node: Node, path: str, registry: Registry) -> A
         return r.choice(node, path, OVERFLOW_MODES)
     if name == "noise":
         return r.number(node, path, ge=0, le=2)
-    field = name.split(".")[-1]
-    if field in INT_OVERRIDES:
-        return r.integer(node, path, ge=0 if field == "max_queue" else 1)
-    if field in RATIO_OVERRIDES:
-        return r.number(node, path, gt=0, le=1)
-    if field == "enabled":
-        return r.boolean(node, path)
-    return r.number(node, path, gt=0)
+    return override_value(r, name.split(".")[-1])(node, path)
 
 
 def load_grid_text(text: str, registry: Registry, source: str = "<grid>") -> Grid:
@@ -161,20 +150,25 @@ def run_sweep(points: list[tuple[dict[str, Any], Candidate]], traffic: pl.DataFr
     rows = []
     for (settings, cand), s in zip(points, summaries, strict=True):
         rows.append({**{k: str(v) for k, v in settings.items()}, "candidate": cand.name,
-                     "cost_usd": s["cost_usd"], "ttft_p99": s["ttft_p99"], "e2e_p99": s["e2e_p99"],
+                     "busy_cost_usd": s["busy_cost_usd"], "provisioned_cost_usd": s["provisioned_cost_usd"],
+                     "ttft_p50": s["ttft_p50"], "ttft_p99": s["ttft_p99"], "tpot_p50": s["tpot_p50"],
+                     "e2e_p99": s["e2e_p99"],
                      "sla_violation_rate": s["sla_violation_rate"], "served": s["served"],
                      "rejected": s["rejected"], "cost_per_mtok": s["cost_per_mtok"]})
     frame = pl.DataFrame(rows)
-    return frame.with_columns(pl.Series("pareto", pareto_front(frame["cost_usd"].to_list(),
-                                                               frame["ttft_p99"].to_list())))
+    return frame.with_columns(pl.Series("pareto", pareto_front(
+        frame["busy_cost_usd"].to_list(), frame["ttft_p99"].to_list(), frame["provisioned_cost_usd"].to_list())))
 
 
-def pareto_front(cost: list[float], p99: list[float | None]) -> list[bool]:
-    """True for points no other point beats on both cost and p99 TTFT (lower is better; None never wins)."""
+def pareto_front(cost: list[float], p99: list[float | None], provisioned: list[float] | None = None) -> list[bool]:
+    """True for points no other point beats on busy cost, provisioned cost and p99 TTFT (lower is better;
+    a point without a p99 never wins)."""
     inf = float("inf")
-    pts = [(c, inf if p is None else p) for c, p in zip(cost, p99, strict=True)]
+    prov = provisioned if provisioned is not None else [0.0] * len(cost)
+    pts = [(c, inf if p is None else p, q) for c, p, q in zip(cost, p99, prov, strict=True)]
     out = []
-    for i, (c, p) in enumerate(pts):
-        dominated = any((c2 <= c and p2 <= p and (c2 < c or p2 < p)) for j, (c2, p2) in enumerate(pts) if j != i)
-        out.append(not dominated and p != inf)
+    for i, a in enumerate(pts):
+        dominated = any(all(y <= x for x, y in zip(a, b, strict=True)) and b != a
+                        for j, b in enumerate(pts) if j != i)
+        out.append(not dominated and a[1] != inf)
     return out

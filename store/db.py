@@ -13,7 +13,7 @@ from typing import Protocol
 import duckdb
 
 from store.errors import MigrationError, StoreBusy, StoreError
-from store.gate import Gate, WaitHook, process_name
+from store.locks import Gate, WaitHook, process_name
 from store.migrate import available, migrate
 
 DEFAULT_DB = "hetpool.duckdb"

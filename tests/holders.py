@@ -13,7 +13,7 @@ from tests.conftest import REPO
 _SCRIPT = """
 import sys, time
 sys.path.insert(0, {repo!r})
-from store.gate import Gate
+from store.locks import Gate
 import duckdb
 db, mode, what = sys.argv[1], sys.argv[2], sys.argv[3]
 gate = Gate(db)

@@ -69,6 +69,17 @@ def test_example_candidates_are_valid(fleet: Registry, path: Path) -> None:
      "c.yaml:3: sla_tiers.standard.ttft_s: must be > 0, got -1"),
     ("policy: cost_min\nnoise: lots\n", "c.yaml:2: noise: expected a number, got 'lots' (string)"),
     ("name: x\n", "c.yaml:1: policy: missing required field"),
+    ("policy: sla_cost\npools:\n  h100-a: {pp: 0}\n", "c.yaml:3: pools.h100-a.pp: must be >= 1, got 0"),
+    ("policy: sla_cost\npools:\n  h100-a: {max_num_batched_tokens: 1.5}\n",
+     "c.yaml:3: pools.h100-a.max_num_batched_tokens: expected an integer, got '1.5' (number)"),
+    ("policy: sla_cost\npools:\n  h100-a: {gpu_memory_utilization: 0}\n",
+     "c.yaml:3: pools.h100-a.gpu_memory_utilization: must be > 0, got 0"),
+    ("policy: sla_cost\npools:\n  h100-a: {kv_cache_dtype: int3}\n",
+     "c.yaml:3: pools.h100-a.kv_cache_dtype: unknown value 'int3'"),
+    ("policy: sla_cost\npools:\n  h100-a: {step_overhead_ms: -2}\n",
+     "c.yaml:3: pools.h100-a.step_overhead_ms: must be >= 0, got -2"),
+    ("policy: sla_cost\npools:\n  h100-a: {replicas_scale: 0}\n",
+     "c.yaml:3: pools.h100-a.replicas_scale: must be > 0, got 0"),
     ("", "c.yaml: empty file; expected a mapping with at least 'policy'"),
     ("policy: [\n", "c.yaml:2: YAML syntax error"),
 ])
@@ -76,6 +87,16 @@ def test_invalid_candidates_are_refused_helpfully(fleet: Registry, text: str, ex
     with pytest.raises(CandidateError) as exc:
         load_candidate_text(text, fleet, "c.yaml")
     assert any(str(p).startswith(expected) for p in exc.value.problems), [str(p) for p in exc.value.problems]
+
+
+def test_engine_overrides_and_relative_replicas(fleet: Registry) -> None:
+    text = ("policy: sla_cost\npools:\n  h100-a: {replicas_scale: 0.5, pp: 2, max_num_batched_tokens: 2048,"
+            " kv_cache_dtype: fp8, step_overhead_ms: 3, gpu_memory_utilization: 0.8}\n")
+    c = load_candidate_text(text, fleet, "c.yaml")
+    h100 = {p.id: p for p in resolve_pools(fleet, c)}["h100-a"]
+    assert (h100.replicas, h100.pp, h100.max_num_batched_tokens, h100.kv_cache_dtype) == (8, 2, 2048, "fp8")
+    assert (h100.step_overhead_ms, h100.gpu_memory_utilization) == (3.0, 0.8)
+    assert load_candidate_text(yaml.safe_dump(candidate_to_dict(c)), fleet) == c
 
 
 def test_every_problem_is_reported_at_once(fleet: Registry) -> None:

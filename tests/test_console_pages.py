@@ -16,7 +16,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from pool_registry import Registry
-from store import ENV_DB, Held, IngestRun, commit_run, connect
+from store import ENV_DB, Held, IngestRun, commit_run, connect, require_registry
 from store.quantiles import histogram_quantiles
 from tests.conftest import REPO
 
@@ -54,6 +54,7 @@ def raw_tiles(con: duckdb.DuckDBPyConnection) -> dict[str, list[str]]:
         return got[0][0] if got else None
 
     newest = con.execute("SELECT max(ts) FROM samples").fetchall()[0][0]
+    declared = {p.id: p.devices for p in require_registry(con).pools}  # the demo grows pools too small for a replica
     since = (newest + 1 - 5 * 60_000) // 60_000 * 60_000
     out = {}
     for pool in POOLS:
@@ -82,7 +83,7 @@ def raw_tiles(con: duckdb.DuckDBPyConnection) -> dict[str, list[str]]:
         p99 = histogram_quantiles(con, "serving.time_to_first_token", START - 1, END - 1, pool=pool,
                                   quantiles=(0.99,))[0.99]
         out[pool] = [
-            f"{reporting} / 2", f"{util:.1%}", f"{hbm:.1%}", f"{power / 1000:,.1f} kW", f"{temp:.1f} °C",
+            f"{reporting} / {declared[pool]}", f"{util:.1%}", f"{hbm:.1%}", f"{power / 1000:,.1f} kW", f"{temp:.1f} °C",
             f"{throttled:.1%}" if throttled is not None else "–", f"{fatal:,.0f}",
             f"{p99:.2f} s" if p99 is not None else "–"]
     return out
@@ -133,8 +134,12 @@ def test_errors_page_drains_the_failing_node(demo_db: Path, monkeypatch: pytest.
 def test_cost_page(demo_db: Path, monkeypatch: pytest.MonkeyPatch, fleet: Registry) -> None:
     at = open_page(demo_db, monkeypatch, "screens/cost.py")
     metrics = {m.label: m.value for m in at.metric}
-    # the demo fleet: 2 devices per pool at each pool's price
-    per_hour = sum(2 * p.hourly_cost_per_device for p in fleet.pools)
+    # the demo fleet: 2 devices per pool, or one replica's worth where 2 cannot hold the model, at each pool's price
+    con = connect(demo_db, read_only=True)
+    try:
+        per_hour = sum(p.devices * p.hourly_cost_per_device for p in require_registry(con).pools)
+    finally:
+        con.close()
     assert metrics["Fleet cost per hour"] == f"${per_hour:,.2f}"
     assert metrics["Cost in window"] == f"${per_hour * 24:,.0f}"
     table = at.dataframe[0].value

@@ -1,106 +1,84 @@
-"""The gate beside a database file: shared readers, one writer, a turnstile, bounded waits that say why."""
+"""The regression gate: tolerances from YAML, reasons for every failed check."""
 
 from __future__ import annotations
 
-import threading
-import time
-from pathlib import Path
+import dataclasses
 
+import polars as pl
 import pytest
 
-from store import StoreBusy, StoreError
-from store.gate import Gate, WaitStats, lock_pids, process_name, read_holder, sidecar, timeout_from_env
-from tests.holders import holding
+from replay import Candidate, Gate, GateError, PoolOverride, SlaTier, evaluate, load_gate_text, run_replay
+from replay.summary import Summary
+from tests.replay_fleets import fleet, pool
+
+TRAFFIC = pl.DataFrame({"arrival_ms": [0, 500, 1000, 1500], "in_tokens": [1000, 2000, 500, 100],
+                        "out_tokens": [100, 50, 200, 20]})
+REG = fleet(pool("a", cost=1.0, concurrency=4))
+BASE = Candidate(name="base", policy="sla_cost", sla_tiers={"standard": SlaTier(ttft_s=1.0, e2e_s=10.0)})
+GATE = Gate(max_cost_increase_pct=5, max_ttft_p99_increase_pct=10, max_sla_violation_increase_pts=1)
 
 
-def fast(db: Path, timeout_s: float = 0.5, **kw: object) -> Gate:
-    return Gate(db, timeout_s=timeout_s, **kw)  # type: ignore[arg-type]
+def test_gate_file_loads() -> None:
+    text = "max_cost_increase_pct: 5\nmax_ttft_p99_increase_pct: 10.5\nmax_sla_violation_increase_pts: -1\n"
+    assert load_gate_text(text) == Gate(5.0, 10.5, -1.0)
 
 
-def test_readers_share_and_a_writer_is_alone(tmp_path: Path) -> None:
-    db = tmp_path / "x.duckdb"
-    with holding(db, "shared"):
-        with fast(db).shared():  # a second reader gets in at once
-            pass
-        with pytest.raises(StoreBusy, match="stayed busy"), fast(db).exclusive("hetpool test write"):
-            pass
-    writing = r"hetpool ingest file big\.prom \(pid \d+\) has been writing for"
-    with holding(db, "exclusive", "hetpool ingest file big.prom"), pytest.raises(StoreBusy, match=writing), \
-            fast(db).shared():
-        pass
-    with fast(db).exclusive("now free"):
-        assert read_holder(db) is not None and read_holder(db).what == "now free"  # type: ignore[union-attr]
-    assert read_holder(db) is None  # cleared on release, so no stale holder is ever named
+@pytest.mark.parametrize(("text", "expected"), [
+    ("max_cost_increase: 5\n", "g.yaml:1: max_cost_increase: unknown key 'max_cost_increase'; did you mean "
+                               "'max_cost_increase_pct'?"),
+    ("max_cost_increase_pct: five\n", "g.yaml:1: max_cost_increase_pct: expected a number, got 'five' (string)"),
+    ("", "g.yaml: empty file"),
+    ("{}\n", "g.yaml:1: no tolerance given"),
+])
+def test_bad_gate_files(text: str, expected: str) -> None:
+    with pytest.raises(GateError) as exc:
+        load_gate_text(text, "g.yaml")
+    assert str(exc.value.problems[0]).startswith(expected)
 
 
-def test_a_waiting_writer_goes_before_new_readers(tmp_path: Path) -> None:
-    db = tmp_path / "x.duckdb"
-    order: list[str] = []
-    first = Gate(db, timeout_s=10)
-    with first.shared():
-        writer = threading.Thread(target=lambda: _take(Gate(db, timeout_s=10).exclusive("w"), order, "writer"))
-        writer.start()
-        time.sleep(0.3)  # the writer now holds the turnstile and waits for this reader
-        late = threading.Thread(target=lambda: _take(Gate(db, timeout_s=10).shared(), order, "late reader"))
-        late.start()
-        time.sleep(0.3)
-        assert order == []  # the late reader queues behind the writer instead of joining this read
-    writer.join(5)
-    late.join(5)
-    assert order == ["writer", "late reader"]
+def test_the_gate_fails_a_candidate_that_raises_cost_with_the_reason() -> None:
+    dearer = dataclasses.replace(BASE, name="dearer", pools={"a": PoolOverride(hourly_cost_per_device=1.2)})
+    base = run_replay(BASE, TRAFFIC, REG, 0).summary
+    cand = run_replay(dearer, TRAFFIC, REG, 0).summary
+    verdict = evaluate(GATE, base, cand)
+    assert not verdict.passed and verdict.verdict == "fail"
+    # a dearer price raises busy and provisioned cost alike, and the gate names both
+    assert [c.name for c in verdict.checks if not c.passed] == ["busy cost", "provisioned cost"]
+    assert [c.change for c in verdict.checks[:2]] == [pytest.approx(20.0), pytest.approx(20.0)]
+    assert verdict.reasons[0] == (f"busy cost rose +20.00% (baseline ${base.busy_cost_usd:,.2f} -> candidate "
+                                  f"${cand.busy_cost_usd:,.2f}); limit +5%")
+    assert verdict.reasons[1].startswith("provisioned cost rose +20.00%")
+    assert evaluate(GATE, base, base).passed
 
 
-def _take(cm: object, order: list[str], name: str) -> None:
-    with cm:  # type: ignore[attr-defined]
-        order.append(name)
-        time.sleep(0.1)
+def _summary(cost: float, p99: float | None, viol: float, provisioned: float = 100.0) -> Summary:
+    base = run_replay(BASE, TRAFFIC, REG, 0).summary
+    return dataclasses.replace(base, busy_cost_usd=cost, provisioned_cost_usd=provisioned, ttft_p99=p99,
+                               sla_violation_rate=viol)
 
 
-def test_a_wait_is_told_once_after_a_second(tmp_path: Path) -> None:
-    db = tmp_path / "x.duckdb"
-    told: list[str] = []
-    with holding(db, "exclusive", "hetpool prune"):
-        gate = Gate(db, timeout_s=1.5, on_wait=told.append)
-        with pytest.raises(StoreBusy), gate.shared():
-            pass
-    assert len(told) == 1 and "waiting for the database" in told[0] and "hetpool prune (pid" in told[0]
-    with Gate(db, timeout_s=1, on_wait=told.append).shared():  # no wait: nothing told
-        pass
-    assert len(told) == 1
+def test_latency_and_sla_checks_by_hand() -> None:
+    verdict = evaluate(GATE, _summary(10.0, 1.0, 0.010), _summary(10.4, 1.2, 0.025))
+    assert [(c.name, c.passed) for c in verdict.checks] == [
+        ("busy cost", True), ("provisioned cost", True), ("ttft_p99", False), ("sla_violation_rate", False)]
+    assert verdict.reasons == [
+        "ttft_p99 rose +20.00% (baseline 1.000s -> candidate 1.200s); limit +10%",
+        "sla_violation_rate rose +1.50 points (baseline 1.00% -> candidate 2.50%); limit +1 points"]
 
 
-def test_a_replace_is_refused_while_another_process_writes(tmp_path: Path) -> None:
-    db = tmp_path / "x.duckdb"
-    with holding(db, "writer", "collector") as proc:
-        assert proc.pid in lock_pids(sidecar(db, ".writers"))
-        refused = rf"refusing to replace .*x\.duckdb'.*\(pid {proc.pid}\) is writing"
-        with pytest.raises(StoreBusy, match=refused), fast(db).sole_writer("replace"):
-            pass
-    with fast(db).sole_writer("replace"):
-        pass
+def test_a_run_that_serves_nothing_cannot_pass_the_latency_check() -> None:
+    verdict = evaluate(Gate(max_ttft_p99_increase_pct=10), _summary(1, 1.0, 0), _summary(1, None, 1.0))
+    assert verdict.reasons == ["ttft_p99 cannot be compared: a run served no request"]
 
 
-def test_process_names_are_short_and_say_what_runs() -> None:
-    import os
-
-    assert process_name(os.getpid()).endswith(f"(pid {os.getpid()})")
-    assert process_name(2**22 + 12345) == f"pid {2**22 + 12345}"
+def test_untolerated_measures_are_not_checked() -> None:
+    verdict = evaluate(Gate(max_cost_increase_pct=0), _summary(10, 1.0, 0.0), _summary(9, 50.0, 0.5))
+    assert verdict.passed and [c.name for c in verdict.checks] == ["busy cost", "provisioned cost"]
 
 
-@pytest.mark.parametrize(("text", "expected"), [("", 60.0), ("2.5", 2.5), (" 30 ", 30.0)])
-def test_the_wait_limit_comes_from_the_environment(text: str, expected: float) -> None:
-    assert timeout_from_env({"HETPOOL_LOCK_TIMEOUT": text}) == expected
-
-
-@pytest.mark.parametrize("text", ["0", "-1", "soon", "nan"])
-def test_a_bad_wait_limit_is_one_clear_error(text: str) -> None:
-    with pytest.raises(StoreError, match=rf"HETPOOL_LOCK_TIMEOUT='{text}': expected a number of seconds"):
-        timeout_from_env({"HETPOOL_LOCK_TIMEOUT": text})
-
-
-def test_wait_stats_count_only_real_waits() -> None:
-    stats = WaitStats()
-    for s in (0.0, 0.005, 0.3, 1.2):
-        stats.add(s)
-    assert (stats.accesses, stats.waits, stats.worst_s) == (4, 2, 1.2)
-    assert stats.line() == "4 database accesses, 2 waited; longest wait 1.20 s, 1.50 s in all"
+def test_more_provisioned_capacity_fails_the_cost_gate_even_when_busy_cost_barely_moves() -> None:
+    """Twice the replicas doubles what the pool costs to keep up, whatever the busy time says."""
+    verdict = evaluate(Gate(max_cost_increase_pct=5), _summary(10.0, 1.0, 0.0, provisioned=100.0),
+                       _summary(10.2, 1.0, 0.0, provisioned=200.0))
+    assert [(c.name, c.passed) for c in verdict.checks] == [("busy cost", True), ("provisioned cost", False)]
+    assert verdict.reasons == ["provisioned cost rose +100.00% (baseline $100.00 -> candidate $200.00); limit +5%"]

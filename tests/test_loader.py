@@ -122,7 +122,35 @@ INVALID = [
     ("pools not a list", VALID.split("pools:")[0] + "pools: p1\n", 20, "pools", "expected a list, got 'p1'"),
     ("bad id characters", _swap("id: p1", "id: 'P 1'"), 21, "pools[0].id", "bad id 'P 1'"),
     ("empty file", "", None, "", "empty file"),
+    # the engine's batching fields of a serving config
+    ("pp not whole stages", _swap("max_concurrency: 32}", "max_concurrency: 32, pp: 3}"), 28, "pools[0].serving.pp",
+     "8 devices per replica do not split into 3 pipeline stages of equal width"),
+    ("pp zero", _swap("max_concurrency: 32}", "max_concurrency: 32, pp: 0}"), 28, "pools[0].serving.pp",
+     "must be > 0, got 0"),
+    ("step budget below concurrency", _swap("max_concurrency: 32}", "max_concurrency: 32, max_num_batched_tokens: 16}"),
+     28, "pools[0].serving.max_num_batched_tokens", "16 tokens per step cannot decode max_concurrency 32"),
+    ("memory utilization above one", _swap("max_concurrency: 32}", "max_concurrency: 32, gpu_memory_utilization: 1.2}"),
+     28, "pools[0].serving.gpu_memory_utilization", "must be <= 1, got 1.2"),
+    ("unknown kv cache dtype", _swap("max_concurrency: 32}", "max_concurrency: 32, kv_cache_dtype: fp4}"), 28,
+     "pools[0].serving.kv_cache_dtype", "unknown value 'fp4'; expected one of: auto, bf16, fp16, fp8"),
+    ("negative overhead", _swap("max_concurrency: 32}", "max_concurrency: 32, step_overhead_ms: -1}"), 28,
+     "pools[0].serving.step_overhead_ms", "must be >= 0, got -1"),
+    ("overhead not a number", _swap("max_concurrency: 32}", "max_concurrency: 32, step_overhead_ms: soon}"), 28,
+     "pools[0].serving.step_overhead_ms", "expected a number, got 'soon' (string)"),
 ]
+
+
+def test_engine_fields_default_like_vllm_and_round_trip() -> None:
+    reg = load_registry_text(VALID, "tiny.yaml")
+    s = reg.pool("p1").serving
+    assert s is not None
+    assert (s.pp, s.max_num_batched_tokens, s.gpu_memory_utilization, s.kv_cache_dtype, s.step_overhead_ms) == (
+        1, 8192, 0.9, "auto", 0.0)
+    tuned = load_registry_text(_swap("max_concurrency: 32}", "max_concurrency: 32, pp: 2, max_num_batched_tokens: "
+                                     "2048, gpu_memory_utilization: 0.85, kv_cache_dtype: fp8, step_overhead_ms: 4.5}"))
+    t = tuned.pool("p1").serving
+    assert t is not None and (t.pp, t.tp, t.max_num_batched_tokens, t.kv_cache_dtype) == (2, 4, 2048, "fp8")
+    assert registry_from_json(registry_to_json(tuned)) == tuned
 
 
 @pytest.mark.parametrize(("text", "line", "path", "reason"), [c[1:] for c in INVALID], ids=[c[0] for c in INVALID])

@@ -11,10 +11,11 @@ from tests.replay_fleets import chip, fleet, model, pool
 
 
 def test_registry_fails_helpfully() -> None:
-    assert list(POLICIES) == ["round_robin", "least_loaded", "cost_min", "sla_cost", "pd_split"]
+    assert list(POLICIES) == ["round_robin", "least_loaded", "cost_min", "sla_cost", "pd_split", "observed"]
     with pytest.raises(UnknownNameError) as exc:
         get_policy("lor2")
-    assert str(exc.value) == "unknown policy 'lor2'; known: round_robin, least_loaded, cost_min, sla_cost, pd_split"
+    assert str(exc.value) == ("unknown policy 'lor2'; known: round_robin, least_loaded, cost_min, sla_cost, "
+                              "pd_split, observed")
 
 
 def _at_once(n: int, out: int = 1000, model_id: str = "") -> pl.DataFrame:
@@ -52,29 +53,32 @@ PD_FLEET = fleet(pool("pre", chip_id="compute", cost=4.0), pool("dec", chip_id="
 PD = Candidate(name="pd", policy="pd_split", policy_options={"prefill": ("pre",), "decode": ("dec",)})
 
 
+KV = 2 * 10 * 8 * 128 * 2                                 # 40,960 B per token
+TRANSFER = 1000 * KV / 100e9                             # 1000 tokens over the slower 100 GB/s link
+# 99 decode passes after the first token: 2e10 B of weights at 2e12 B/s plus a context of 1001 + j tokens
+DECODE = 99 * 0.01 + KV / 2e12 * sum(range(1001, 1100))
+
+
 def test_pd_split_times_and_cost_by_hand() -> None:
     traffic = pl.DataFrame({"arrival_ms": [0], "in_tokens": [1000], "out_tokens": [100]})
     row = run_replay(PD, traffic, PD_FLEET, 0).requests.row(0, named=True)
-    prefill = 2 * 1000 * 10e9 / (2000e12 * 0.5)          # 0.02 s on the compute chip
-    transfer = 1000 * 2 * 10 * 8 * 128 * 2 / 100e9       # 40,960 B per token over the slower 100 GB/s link
-    decode = 100 * 10e9 * 2 / (4e12 * 0.5)               # 1.0 s
+    prefill = 2 * 1000 * 10e9 / (2000e12 * 0.5)          # 0.02 s on the compute chip, compute-bound
     assert (row["pool"], row["decode_pool"]) == ("pre", "dec")
     assert row["ttft_s"] == pytest.approx(prefill)
-    assert row["e2e_s"] == pytest.approx(prefill + transfer + decode)
-    assert row["cost_usd"] == pytest.approx((prefill * 4.0 + decode * 1.0) / 3600)
+    assert row["e2e_s"] == pytest.approx(prefill + TRANSFER + DECODE)
+    assert row["cost_usd"] == pytest.approx((prefill * 4.0 + DECODE * 1.0) / 3600)
 
 
 def test_pd_split_queues_decode_fcfs_in_landing_order() -> None:
-    # Two requests at once: prefills run on the single prefill slot back to back (0.02 s each), the second
-    # lands later and waits for the single decode slot until the first decode ends.
+    # Two requests at once on single-sequence replicas: the prefills run back to back (0.02 s each), the second
+    # cache lands later and waits for the decode replica until the first decode ends.
     traffic = pl.DataFrame({"arrival_ms": [0, 0], "in_tokens": [1000, 1000], "out_tokens": [100, 100]})
     rows = run_replay(PD, traffic, PD_FLEET, 0).requests
-    prefill, transfer, decode = 0.02, 1000 * 40960 / 100e9, 1.0
-    first_end = prefill + transfer + decode
-    assert rows["e2e_s"].to_list() == pytest.approx([first_end, first_end + decode])
-    assert rows["ttft_s"].to_list() == pytest.approx([prefill, 2 * prefill])
-    # Wait counts both stages: 0.02 s for the prefill slot, then from landing to the decode slot.
-    assert rows["wait_s"][1] == pytest.approx(prefill + (first_end - (2 * prefill + transfer)))
+    first_end = 0.02 + TRANSFER + DECODE
+    assert rows["ttft_s"].to_list() == pytest.approx([0.02, 0.04])
+    assert rows["e2e_s"].to_list() == pytest.approx([first_end, first_end + DECODE])
+    # Wait counts both stages: 0.02 s for the prefill replica, then from landing to the decode replica's turn.
+    assert rows["wait_s"][1] == pytest.approx(0.02 + (first_end - (0.04 + TRANSFER)))
 
 
 def test_pd_split_respects_ttft_limits_and_overflows() -> None:
@@ -91,3 +95,13 @@ def test_pd_split_refuses_stage_pools_that_are_disabled() -> None:
     cand = Candidate(name="pd", policy="pd_split", policy_options={"prefill": ("gone",), "decode": ("dec",)})
     with pytest.raises(ReplayError, match="pd_split prefill pool 'gone' is disabled or does not serve"):
         run_replay(cand, _at_once(1), PD_FLEET, 0)
+
+
+def test_pd_split_serves_other_models_whole_where_they_arrive() -> None:
+    reg = fleet(pool("pre", chip_id="compute", cost=4.0), pool("dec", chip_id="memory", cost=1.0),
+                pool("other", model_id="o"), models=(model("m"), model("o")),
+                chips=(chip("compute", tflops=2000.0), chip("memory", tflops=100.0), chip()))
+    traffic = pl.DataFrame({"arrival_ms": [0, 0], "in_tokens": 1000, "out_tokens": 100, "model": ["m", "o"]})
+    rows = run_replay(PD, traffic, reg, 0).requests
+    assert rows.select("pool", "decode_pool", "outcome").rows() == [("pre", "dec", "served"),
+                                                                     ("other", "other", "served")]

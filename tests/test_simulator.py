@@ -1,4 +1,8 @@
-"""The discrete-event simulator against queueing theory and hand-worked schedules."""
+"""The discrete-event simulator against queueing theory and hand-worked schedules.
+
+Unless a test says otherwise its fleets use a model whose KV cache barely weighs (4 B per token), so every
+memory-bound pass takes 0.01 s and a request of 100 output tokens decodes in 1 s, alone or batched.
+"""
 
 from __future__ import annotations
 
@@ -10,8 +14,15 @@ import numpy as np
 import polars as pl
 import pytest
 
+from pool_registry import Registry
 from replay import Candidate, SlaTier, run_replay
-from tests.replay_fleets import chip, fleet, model, pool
+from tests import replay_fleets
+from tests.replay_fleets import chip, flat_model, pool
+
+
+def fleet(*pools: object, chips: object = None, models: object = None) -> Registry:
+    """A test fleet on the flat-KV model unless told otherwise."""
+    return replay_fleets.fleet(*pools, chips=chips, models=models or (flat_model(),))  # type: ignore[arg-type]
 
 COST_MIN = Candidate(name="t", policy="cost_min")
 
@@ -23,24 +34,25 @@ def erlang_c(c: int, a: float) -> float:
     return tail / (head + tail)
 
 
-# Decode reads 1e9 B per token at 1e13 B/s: 1e-4 s per token. Prefill is zero (the one input token is cached).
+# Decode reads 1e9 B per pass at 1e13 B/s: 1e-4 s per token. No prefill: the one input token is cached.
 QUEUE_FLEET_C = 4
 QUEUE_FLEET = fleet(pool("p", replicas=QUEUE_FLEET_C, eff=1.0), chips=(chip(bw_tbps=10.0),),
-                    models=(model(params_b=1.0, bpp=1.0, max_context=10**9),))
+                    models=(flat_model(params_b=1.0, bpp=1.0, max_context=10**9),))
 
 
-@pytest.mark.parametrize("rho", [0.5, 0.8, 0.9])
-def test_mean_wait_matches_erlang_c(rho: float) -> None:
+@pytest.mark.parametrize(("rho", "n"), [(0.5, 100_000), (0.8, 150_000), (0.9, 400_000)])
+def test_mean_wait_matches_erlang_c(rho: float, n: int) -> None:
     """M/M/4 FCFS: Poisson arrivals, exponential service of mean 1 s, mean wait = C(c, a) / (c mu - lambda).
 
-    out_tokens ~ Exp(mean 10,000) so service = out x 1e-4 s is exponential to within rounding. Six seeds of
-    500,000 requests each (3M in all), the first 10 % of each cut as warm-up. Erlang-C is evaluated at each
-    sample's realised arrival rate and mean service time, which removes the input sampling error that
-    dominates near saturation, so what remains is the simulator's own error.
+    Four single-sequence replicas with decode-only work: out_tokens ~ Exp(mean 10,000) and each pass takes
+    1e-4 s, so service = out x 1e-4 s is exponential to within rounding. Three seeds of n requests each
+    (more near saturation, where the mean wait converges slowly), the first 10 % of each cut as warm-up.
+    Erlang-C is evaluated at each sample's realised arrival rate and mean service time, which removes the input
+    sampling error that dominates near saturation, so what remains is the simulator's own error.
     """
-    c, n = QUEUE_FLEET_C, 500_000
+    c = QUEUE_FLEET_C
     simulated, theory = [], []
-    for seed in range(6):
+    for seed in range(3):
         rng = np.random.default_rng(1000 + seed)
         arrival = np.cumsum(rng.exponential(1 / (rho * c), n))
         out = np.maximum(1, np.round(rng.exponential(10_000, n))).astype(np.int64)
@@ -54,16 +66,32 @@ def test_mean_wait_matches_erlang_c(rho: float) -> None:
     assert np.mean(simulated) == pytest.approx(np.mean(theory), rel=0.03)
 
 
-def test_fcfs_schedule_by_hand() -> None:
-    # One replica with two slots; each request decodes 100 tokens = 1 s.
+def test_batched_schedule_by_hand() -> None:
+    # One replica running at most two sequences; each request decodes 100 tokens in 100 passes of 0.01 s,
+    # whether it runs alone or beside another (the weights are read once per pass for the whole batch).
     reg = fleet(pool("p", concurrency=2))
     traffic = pl.DataFrame({"arrival_ms": [0, 0, 0, 500, 2500], "in_tokens": 0, "out_tokens": 100})
     rows = run_replay(COST_MIN, traffic, reg, 0).requests
-    # Slots free at 0, 0 -> first two start at once; third waits for 1 s; fourth (0.5 s) waits until 1 s;
-    # fifth (2.5 s) finds a slot free (slots free at 2.0 and 2.0).
-    assert rows["wait_s"].to_list() == pytest.approx([0.0, 0.0, 1.0, 0.5, 0.0])
-    assert rows["e2e_s"].to_list() == pytest.approx([1.0, 1.0, 2.0, 1.5, 1.0])
-    assert rows["ttft_s"].to_list() == pytest.approx([0.0, 0.0, 1.0, 0.5, 0.0])
+    # The first two start at once and finish at 1 s; the third and the fourth (0.5 s) wait for them and run
+    # together until 2 s; the fifth (2.5 s) finds the replica idle. The first token ends the first pass.
+    assert rows["wait_s"].to_list() == pytest.approx([0.0, 0.0, 1.0, 0.5, 0.0], abs=1e-6)
+    assert rows["e2e_s"].to_list() == pytest.approx([1.0, 1.0, 2.0, 1.5, 1.0], abs=1e-6)
+    assert rows["ttft_s"].to_list() == pytest.approx([0.01, 0.01, 1.01, 0.51, 0.01], abs=1e-6)
+    assert rows["tpot_s"].to_list() == pytest.approx([0.01] * 5, abs=1e-8)
+
+
+def test_a_prompt_is_chunked_and_shares_passes_with_decoding() -> None:
+    # A 1-sequence decode is running when a 10,000-token prompt arrives; the pass budget is 8192 tokens, so
+    # the prompt takes two passes (8191 tokens beside the decoder, then 1809) of compute-bound time
+    # (4e-5 s per token), and the decoder's tokens come out of those longer passes too.
+    reg = fleet(pool("p", concurrency=4))
+    traffic = pl.DataFrame({"arrival_ms": [0, 0], "in_tokens": [0, 10_000], "out_tokens": [3, 2]})
+    rows = run_replay(COST_MIN, traffic, reg, 0).requests
+    first, second = (8192 * 4e-5, 1810 * 4e-5)
+    assert rows["ttft_s"][1] == pytest.approx(first + second)
+    # the decoder joined the first pass too: its three tokens end passes 1, 2 and 3 (a plain 0.01 s pass)
+    assert rows["e2e_s"][0] == pytest.approx(first + second + 0.01)
+    assert rows["e2e_s"][1] == pytest.approx(first + second + 0.01)
 
 
 def test_arrivals_are_replayed_in_time_order_whatever_the_frame_order() -> None:
@@ -71,7 +99,7 @@ def test_arrivals_are_replayed_in_time_order_whatever_the_frame_order() -> None:
     traffic = pl.DataFrame({"seq": [0, 1], "arrival_ms": [1000, 0], "in_tokens": 0, "out_tokens": 100})
     rows = run_replay(COST_MIN, traffic, reg, 0).requests
     assert rows["seq"].to_list() == [1, 0]
-    assert rows["wait_s"].to_list() == pytest.approx([0.0, 0.0])
+    assert rows["wait_s"].to_list() == pytest.approx([0.0, 0.0], abs=1e-6)
 
 
 def test_the_sla_constraint_moves_traffic_off_a_slow_pool() -> None:
@@ -88,7 +116,7 @@ def test_the_sla_constraint_moves_traffic_off_a_slow_pool() -> None:
     assert naive.summary.sla_violation_rate == 1.0
     assert aware.requests["pool"].to_list() == ["fast"] * 3
     assert aware.summary.sla_violation_rate == 0.0
-    assert aware.summary.cost_usd > naive.summary.cost_usd
+    assert aware.summary.busy_cost_usd > naive.summary.busy_cost_usd
 
 
 def test_sla_cost_spills_to_the_next_pool_when_the_wait_would_break_the_sla() -> None:
@@ -170,5 +198,44 @@ def test_utilization_and_provisioned_cost_by_hand() -> None:
     assert s.window_s == pytest.approx(2.0)
     assert s.utilization["p"] == pytest.approx(0.75)
     assert s.provisioned_cost_usd == pytest.approx(2 * 3.6 * 2 / 3600)
-    assert s.cost_usd == pytest.approx(3 * 3.6 / 3600)
-    assert s.cost_per_mtok == pytest.approx(s.cost_usd / 300 * 1e6)
+    assert s.busy_cost_usd == pytest.approx(3 * 3.6 / 3600)
+    assert s.cost_per_mtok == pytest.approx(s.busy_cost_usd / 300 * 1e6)
+
+
+def test_more_replicas_never_raise_p99_ttft() -> None:
+    """Poisson traffic near one replica's capacity: each added replica takes load off the others."""
+    rng = np.random.default_rng(4)
+    n = 3000
+    traffic = pl.DataFrame({"arrival_ms": np.cumsum(rng.exponential(60, n)).astype(np.int64),
+                            "in_tokens": rng.integers(100, 3000, n), "out_tokens": rng.integers(10, 300, n)})
+    p99 = []
+    for replicas in (1, 2, 3, 4, 6):
+        reg = replay_fleets.fleet(pool("p", replicas=replicas, concurrency=16))
+        p99.append(run_replay(COST_MIN, traffic, reg, 0).summary.ttft_p99)
+    assert p99 == sorted(p99, reverse=True)
+    assert p99[0] > 2 * p99[-1]
+
+
+def test_the_simulator_matches_a_reference_fcfs_multi_server_queue() -> None:
+    """With single-sequence replicas and decode-only work, the waits are what a shared FCFS queue before c
+    servers gives (each arrival takes the server that frees first). Routing at arrival estimates the queued
+    work at the current pass time, so near-ties can go the other way: almost every wait is exact."""
+    rng = np.random.default_rng(9)
+    n = 20_000
+    arrival = np.cumsum(rng.exponential(1 / (0.9 * QUEUE_FLEET_C), n))
+    out = np.maximum(1, np.round(rng.exponential(10_000, n))).astype(np.int64)
+    ms = np.round(arrival * 1000).astype(np.int64)
+    traffic = pl.DataFrame({"arrival_ms": ms, "in_tokens": 1, "cached_tokens": 1, "out_tokens": out})
+    waits = run_replay(COST_MIN, traffic, QUEUE_FLEET, 0).requests["wait_s"].to_numpy()
+    free = [0.0] * QUEUE_FLEET_C
+    expected = []
+    t0 = ms[0] / 1000
+    for t, k in zip((ms / 1000 - t0).tolist(), out.tolist(), strict=True):
+        f = min(free)
+        start = max(t, f)
+        expected.append(start - t)
+        # pass j reads the weights (1e9 B) and 1 + j tokens of 4 B of KV at 1e13 B/s
+        free[free.index(f)] = start + k * 1e-4 + 4e-13 * k * (k + 1) / 2
+    exact = np.abs(waits - np.array(expected)) < 1e-7
+    assert exact.mean() > 0.995
+    assert waits.mean() == pytest.approx(np.mean(expected), rel=1e-4)

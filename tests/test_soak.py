@@ -23,7 +23,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from store import ENV_DB, Store
-from store.gate import STATS
+from store.locks import STATS
 from tests.conftest import REPO
 from tests.exporters import LIVE_METRICS, LiveExporter
 from tests.promserver import PrometheusServer, free_port

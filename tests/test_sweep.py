@@ -51,6 +51,9 @@ def test_pareto_front_by_hand() -> None:
     p99 = [9.0, 4.0, 1.0, 5.0, 9.0, None]
     # (2, 5) is beaten by (2, 4); the two (1, 9) points tie and neither beats the other; None never counts.
     assert pareto_front(cost, p99) == [True, True, True, False, True, False]
+    # With provisioned cost as a third measure, a point dearer to keep up no longer beats a cheaper one.
+    assert pareto_front([1.0, 1.0], [2.0, 3.0], [20.0, 10.0]) == [True, True]
+    assert pareto_front([1.0, 1.0], [2.0, 3.0], [10.0, 10.0]) == [True, False]
 
 
 def test_parallel_sweep_equals_serial_sweep() -> None:
@@ -64,5 +67,5 @@ def test_parallel_sweep_equals_serial_sweep() -> None:
     assert serial.equals(parallel)
     assert serial.height == 6 and serial["pareto"].any()
     # More cheap replicas never cost more under sla_cost: less spill to the dear pool.
-    costs = serial.filter(pl.col("policy") == "sla_cost").sort("pools.cheap.replicas")["cost_usd"].to_list()
+    costs = serial.filter(pl.col("policy") == "sla_cost").sort("pools.cheap.replicas")["busy_cost_usd"].to_list()
     assert costs == sorted(costs, reverse=True)

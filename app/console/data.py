@@ -25,7 +25,7 @@ import streamlit as st
 
 from pool_registry import Registry
 from store import ENV_DB, Store, StoreBusy, StoreError, latest_registry, queries, resolve_db_path
-from store.gate import timeout_from_env
+from store.locks import timeout_from_env
 from store.views import cost, drift, export, health, reliability, runs
 from store.views.window import Window, data_span
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pool_registry import ONBOARDING_STAGES, Chip, Model, Pool, Registry
+from pool_registry import ONBOARDING_STAGES, Chip, Model, Pool, Registry, Serving
 
 DAY_MS = 86_400_000
 HOUR_MS = 3_600_000
@@ -29,6 +29,12 @@ ONBOARDING_FROM = 0.35       # share of the window after which an onboarding poo
 TDP_W = {"h100-sxm": 700.0, "mi300x": 750.0, "ascend-910b": 400.0, "gaudi3": 900.0, "mlu370-x8": 250.0}
 CLOCK_MHZ = {"h100-sxm": 1980.0, "mi300x": 2100.0, "ascend-910b": 1800.0, "gaudi3": 1600.0, "mlu370-x8": 1300.0}
 LOAD_LEVEL = {"h100-a": 1.0, "mi300x-a": 0.9, "ascend-a": 1.08, "gaudi3-a": 0.7}
+CANARY_POOL = "gaudi3-a"     # takes a share of traffic that grows over the window
+# What the serving engines really do, which the registry's cost model only estimates: (mfu, mem_bw_eff,
+# step overhead in ms). The observed requests come from the replay's model at these values, so
+# `hetpool replay calibrate` on the demo should find them again.
+PLANTED = {"h100-a": (0.41, 0.69, 3.0), "mi300x-a": (0.31, 0.58, 5.0), "ascend-a": (0.34, 0.53, 6.0),
+           "gaudi3-a": (0.36, 0.64, 4.0)}
 
 
 @dataclass(frozen=True)
@@ -49,21 +55,39 @@ class PoolLayout:
         return self.pool.devices_per_node
 
 
+def replica_width(chip: Chip, model: Model, serving: Serving, devices_per_pool: int) -> int:
+    """Devices per replica in the demo: the registry's width capped at the pool size, or, when that cannot hold
+    the model's weights with room for one full step of KV cache (max_num_batched_tokens tokens), the narrowest
+    power of two that can (never wider than the registry's width)."""
+    def holds(width: int) -> bool:
+        usable = chip.hbm_capacity_gb * 1e9 * width * serving.gpu_memory_utilization
+        return usable - model.weight_bytes >= model.kv_bytes_per_token * serving.max_num_batched_tokens
+
+    width = min(serving.devices_per_replica, devices_per_pool)
+    while not holds(width) and width < serving.devices_per_replica:
+        width *= 2
+    return min(width, serving.devices_per_replica)
+
+
 def scale_registry(reg: Registry, devices_per_pool: int) -> Registry:
     """The registry with every pool resized to `devices_per_pool` devices on at least two nodes where possible.
 
-    Replicas keep their width (capped at the pool size) and the pool keeps its price per device, so the
-    demo's costs and capacities stay proportional to the declared fleet.
+    Replicas keep their width (capped at the pool size) unless that could not hold the model
+    (replica_width); a pool too small for one such replica gets just one, on as many nodes as the other
+    pools. Pools keep their price per device, so the demo's costs and capacities stay proportional to the
+    declared fleet.
     """
     pools = []
     for p in reg.pools:
         dpn = max(1, min(p.devices_per_node, devices_per_pool // 4 or 1))
+        devices = devices_per_pool
         serving = p.serving
         if serving is not None:
-            width = min(serving.devices_per_replica, devices_per_pool)
-            serving = dataclasses.replace(serving, devices_per_replica=width,
-                                          replicas=max(1, devices_per_pool // width))
-        pools.append(dataclasses.replace(p, devices=devices_per_pool, devices_per_node=dpn, serving=serving))
+            width = replica_width(reg.chip(p.chip), reg.model(serving.model), serving, devices_per_pool)
+            if width > devices:
+                dpn, devices = width // max(1, devices // dpn), width
+            serving = dataclasses.replace(serving, devices_per_replica=width, replicas=max(1, devices // width))
+        pools.append(dataclasses.replace(p, devices=devices, devices_per_node=dpn, serving=serving))
     return dataclasses.replace(reg, pools=tuple(pools))
 
 
@@ -143,13 +167,29 @@ class Signals:
     outage: np.ndarray       # (steps,) bool: a replica of this pool is failing requests
 
 
-def device_signals(lay: PoolLayout, ts_ms: np.ndarray, interval_ms: int, rng: np.random.Generator) -> Signals:
-    """Every device signal of one pool: diurnal load, the pool's quirks, and the fatal node's episodes."""
+def target_busy(pool_id: str, ts_ms: np.ndarray, progress: np.ndarray) -> np.ndarray:
+    """The share of time a pool's replicas are meant to be busy: the fleet's diurnal load at the pool's level,
+    a canary pool ramping up over the window."""
+    level = LOAD_LEVEL.get(pool_id, 0.8) * (0.5 + 0.5 * progress if pool_id == CANARY_POOL else 1.0)
+    return np.clip(fleet_load(ts_ms) * level, 0.0, 0.95)
+
+
+def device_signals(lay: PoolLayout, ts_ms: np.ndarray, interval_ms: int, rng: np.random.Generator,
+                   busy: np.ndarray | None = None) -> Signals:
+    """Every device signal of one pool: its load, the pool's quirks, and the fatal node's episodes.
+
+    `busy` (steps x devices) is the share of each scrape interval the device's replica was busy, as the
+    serving model computed it; a device's utilization is that, as an exporter's kernel-activity counter would
+    report it. Without it (before the traffic is served, or for a pool that serves none) the load follows the
+    fleet's diurnal curve.
+    """
     steps, devices = len(ts_ms), lay.pool.devices
     load = fleet_load(ts_ms)[:, None]
     dev_factor = rng.uniform(0.92, 1.05, size=devices)[None, :]
     noise = smooth_noise(rng, steps, devices, max(1, 10 * MINUTE_MS // interval_ms), 0.05)
-    if lay.serving:
+    if busy is not None:
+        util = busy + rng.normal(0, 0.005, (steps, devices))
+    elif lay.serving:
         util = load * LOAD_LEVEL.get(lay.pool.id, 0.8) * dev_factor + noise + rng.normal(0, 0.015, (steps, devices))
     else:  # burn-in: benchmark runs switched on and off every half hour
         on = (ts_ms // (30 * MINUTE_MS)) % 3 == 0
@@ -160,13 +200,13 @@ def device_signals(lay: PoolLayout, ts_ms: np.ndarray, interval_ms: int, rng: np
     tdp, top = TDP_W[lay.chip.id], CLOCK_MHZ[lay.chip.id] * 1e6
     power_frac = 0.13 + 0.87 * util**0.9
     hot = lay.pool.id == THROTTLE_POOL
-    temp = (32 + (66 if hot else 40) * power_frac + smooth_noise(rng, steps, devices, 20, 1.2)
-            + rng.normal(0, 0.4, (steps, devices)))
+    temp = (32 + (66 if hot else 40) * _thermal_lag(power_frac, interval_ms)
+            + smooth_noise(rng, steps, devices, 20, 1.2) + rng.normal(0, 0.4, (steps, devices)))
     ratio = 1.0 - 0.3 * np.clip((temp - 86.0) / 6.0, 0.0, 1.0) if hot else np.ones((steps, devices))
     if lay.pool.id == STRAGGLER_POOL:
         ratio[:, 0] = 0.72
-        util[:, 0] = np.clip(util[:, 0] / 0.85, 0, 1)
-    clock = top * ratio * np.where(util < 0.05, 0.6, 1.0)
+    # a serving engine holds its clocks up between requests; burn-in devices drop theirs when idle
+    clock = top * ratio * (1.0 if lay.serving else np.where(util < 0.05, 0.6, 1.0))
     power = tdp * power_frac * ratio**1.5 + rng.normal(0, 0.01 * tdp, (steps, devices))
     present = np.ones((steps, devices), dtype=bool)
     health = np.ones((steps, devices))
@@ -181,6 +221,17 @@ def device_signals(lay: PoolLayout, ts_ms: np.ndarray, interval_ms: int, rng: np
     energy = rng.uniform(1e8, 5e8, size=devices)[None, :] + np.cumsum(power * interval_ms / 1000, axis=0)
     return Signals(present, util, total * mem_frac, total, power, temp, clock, health, energy, xid, ecc,
                    clock_ratio=ratio.mean(axis=1), outage=outage)
+
+
+def _thermal_lag(power_frac: np.ndarray, interval_ms: int, tau_ms: float = 5 * MINUTE_MS) -> np.ndarray:
+    """Power share as the die's temperature follows it: an exponential moving average over a few minutes."""
+    alpha = 1.0 - np.exp(-interval_ms / tau_ms)
+    out = np.empty_like(power_frac)
+    level = power_frac[0]
+    for k in range(power_frac.shape[0]):
+        level = level + alpha * (power_frac[k] - level)
+        out[k] = level
+    return out
 
 
 def fatal_node_index(lay: PoolLayout) -> int:

@@ -2,19 +2,40 @@
 
 Token counts come from lognormal fits of the Azure 2023 trace (Patel et al., "Splitwise", ISCA 2024, CC-BY
 4.0), matched once to the median and 99th percentile of each file as listed in the corpus README
-(sigma = ln(p99 / p50) / 2.326). Arrivals follow the fleet's diurnal load with Gamma-distributed minute-to-
-minute bursts. Latencies follow the registry's roofline cost model (prefill compute-bound, decode
-memory-bound), slowed by the pool's clock when it throttles and by queueing when load is high.
+(sigma = ln(p99 / p50) / 2.326). Each pool's arrivals follow its target busy share (story.target_busy) with
+Gamma-distributed minute-to-minute bursts: a replica whose requests take s seconds alone, arriving at rate
+lambda, is busy about 1 - exp(-lambda s) of the time, so lambda = -ln(1 - busy) / s per replica.
+
+The requests are then served by the replay's own model of continuously batching replicas (policy
+`observed`: each request on the pool it was drawn for), at the per-pool coefficients planted in
+story.PLANTED. Observed TTFT and time per output token are the model's times with 3 % lognormal measurement
+noise, and a device's utilization telemetry is the share of each scrape interval its replica was busy, so the
+requests, the engines' counters and the device telemetry tell one story that `hetpool replay calibrate`
+can recover.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
 import polars as pl
 
-from app.demo.story import FATAL_POOL, LOAD_LEVEL, MINUTE_MS, PoolLayout, Signals, fatal_node_index, fleet_load
+from app.demo.story import (
+    FATAL_POOL,
+    MINUTE_MS,
+    PLANTED,
+    PoolLayout,
+    Signals,
+    device_signals,
+    fatal_node_index,
+    target_busy,
+)
+from pool_registry import CostModel, Registry
+from replay import Candidate, PoolOverride, run_replay
+from replay.costmodel import StepModel
+from replay.fleet import PoolSpec, resolve_pools
 
 
 @dataclass(frozen=True)
@@ -32,7 +53,7 @@ class TokenFit:
 CONVERSATION = TokenFit(1020, 0.602, 14050, 129, 0.662, 1000)  # p50/p99: 1020/4142 in, 129/601 out
 CODE = TokenFit(1469, 0.697, 7437, 13, 1.266, 1899)            # p50/p99: 1469/7436 in, 13/249 out
 CODE_SHARE = 8819 / (8819 + 19366)                              # requests in the code vs conversation files
-PEAK_RATE_PER_DEVICE = 0.1   # requests per second per serving device at the daily peak
+NOISE = 0.03                 # lognormal spread of the measurement noise on TTFT and time per output token
 BURST_SHAPE = 4.0            # Gamma shape of the per-minute rate multiplier (coefficient of variation 0.5)
 TIERS = (("standard", 0.7), ("premium", 0.15), ("batch", 0.15))
 TRACE = "hetpool-demo"
@@ -54,53 +75,119 @@ def _tokens(rng: np.random.Generator, n: int, fit: TokenFit) -> tuple[np.ndarray
     return ins.astype(np.int64), outs.astype(np.int64)
 
 
-def arrivals(rng: np.random.Generator, start_ms: int, end_ms: int, serving_devices: int) -> np.ndarray:
-    """Arrival times (ms, sorted) following the diurnal load with bursty minutes."""
+def arrivals(rng: np.random.Generator, start_ms: int, end_ms: int, rate_per_s: np.ndarray) -> np.ndarray:
+    """Arrival times (ms, sorted) at a per-minute rate with bursty minutes."""
     minutes = np.arange(start_ms, end_ms, MINUTE_MS)
-    rate = PEAK_RATE_PER_DEVICE * serving_devices * fleet_load(minutes) * 60
     burst = rng.gamma(BURST_SHAPE, 1 / BURST_SHAPE, size=len(minutes))
-    counts = rng.poisson(rate * burst)
+    counts = rng.poisson(rate_per_s * 60 * burst)
     at = np.repeat(minutes, counts) + rng.integers(0, MINUTE_MS, size=int(counts.sum()))
     return np.sort(at[at < end_ms])
 
 
-def serve(layouts: list[PoolLayout], signals: dict[str, Signals], ts_ms: np.ndarray, interval_ms: int,
-          start_ms: int, end_ms: int, rng: np.random.Generator) -> Served:
-    """Draw the window's requests, route them and observe their latencies and outcomes."""
-    pools = [lay for lay in layouts if lay.takes_traffic]
-    at = arrivals(rng, start_ms, end_ms, sum(lay.pool.devices for lay in pools))
-    n = len(at)
-    code = rng.random(n) < CODE_SHARE
+def planted_registry(layouts: list[PoolLayout]) -> Registry:
+    """The demo fleet as a registry, with the planted coefficients and step overheads of the serving pools."""
+    pools = []
+    for lay in layouts:
+        pool = lay.pool
+        if pool.id in PLANTED and pool.serving is not None:
+            mfu, eff, overhead = PLANTED[pool.id]
+            pool = dataclasses.replace(pool, cost_model=CostModel(mfu, eff),
+                                       serving=dataclasses.replace(pool.serving, step_overhead_ms=overhead))
+        pools.append(pool)
+    chips = tuple({lay.chip.id: lay.chip for lay in layouts}.values())
+    models = tuple({lay.model.id: lay.model for lay in layouts if lay.model is not None}.values())
+    return Registry(name="demo", chips=chips, models=models, pools=tuple(pools))
+
+
+def _one_request_seconds(spec: PoolSpec, ins: np.ndarray, outs: np.ndarray) -> float:
+    """Mean busy seconds of one request alone on a replica: its prefill pass, then one pass per output token."""
+    step = StepModel.of(spec)
+    alone = step.weight_bytes_read(1.0) * step.s_per_byte + step.overhead_s
+    prefill = np.maximum(ins * step.s_per_token + step.overhead_s, alone)
+    return float(np.mean(prefill + (outs - 1) * alone))
+
+
+def _mixture(rng: np.random.Generator, n: int, code: np.ndarray, spec: PoolSpec) -> tuple[np.ndarray, np.ndarray]:
+    """Token counts of the code/conversation mixture, prompts cut so that every request fits the KV cache."""
     ins_conv, outs_conv = _tokens(rng, n, CONVERSATION)
     ins_code, outs_code = _tokens(rng, n, CODE)
     ins, outs = np.where(code, ins_code, ins_conv), np.where(code, outs_code, outs_conv)
+    room = min(spec.kv_capacity_tokens, spec.model.max_context) - outs
+    return np.clip(ins, 2, np.maximum(room, 2)), outs
+
+
+def _pool_traffic(lay: PoolLayout, spec: PoolSpec, rng: np.random.Generator, start_ms: int,
+                  end_ms: int) -> pl.DataFrame:
+    """One pool's requests: arrivals at its target busy share, Azure-shaped tokens that fit its KV cache."""
+    assert lay.model is not None
+    minutes = np.arange(start_ms, end_ms, MINUTE_MS)
+    sample = 4000
+    ins_s, outs_s = _mixture(rng, sample, rng.random(sample) < CODE_SHARE, spec)
+    service = _one_request_seconds(spec, ins_s.astype(float), outs_s.astype(float))
+    busy = target_busy(lay.pool.id, minutes, (minutes - start_ms) / max(1, end_ms - start_ms))
+    at = arrivals(rng, start_ms, end_ms, -np.log1p(-busy) / service * spec.replicas)
+    n = len(at)
+    code = rng.random(n) < CODE_SHARE
+    ins, outs = _mixture(rng, n, code, spec)
     tiers = np.array([t for t, _ in TIERS])[rng.choice(len(TIERS), size=n, p=[p for _, p in TIERS])]
-    progress = (at - start_ms) / max(1, end_ms - start_ms)
-    weights = np.column_stack([_weight(lay, pools, progress) for lay in pools])
-    pick = (weights.cumsum(axis=1) / weights.sum(axis=1, keepdims=True) > rng.random(n)[:, None]).argmax(axis=1)
-    step = np.clip((at - ts_ms[0]) // interval_ms, 0, len(ts_ms) - 1)
-    pool_ids = np.array([lay.pool.id for lay in pools])[pick]
-    models = np.array([lay.pool.serving.model for lay in pools if lay.pool.serving])[pick]
-    replica = np.zeros(n, dtype=np.int64)
-    ttft, e2e, queue = np.zeros(n), np.zeros(n), np.zeros(n)
+    return pl.DataFrame({"arrival_ms": at, "in_tokens": ins, "out_tokens": outs,
+                         "cached_tokens": np.zeros(n, dtype=np.int64), "sla_tier": tiers, "model": lay.model.id,
+                         "obs_pool": lay.pool.id, "code": code})
+
+
+def busy_share(busy: pl.DataFrame, replica: int, grid: np.ndarray, interval_ms: int) -> np.ndarray:
+    """Share of each scrape interval [g, g + interval) during which the replica was busy."""
+    mine = busy.filter(pl.col("replica") == replica).sort("start_ms")
+    start, end = mine["start_ms"].to_numpy(), mine["end_ms"].to_numpy()
+    if len(start) == 0:
+        return np.zeros(len(grid))
+    edges = np.append(grid, grid[-1] + interval_ms).astype(float)
+    cum = np.concatenate([[0.0], np.cumsum(end - start)])
+    k = np.searchsorted(start, edges, side="right")  # spans begun by each edge
+    last = np.maximum(k - 1, 0)
+    # busy time before an edge: every span begun before it, less what of the last one lies after it
+    before = cum[k] - np.where(k > 0, np.clip(end[last] - edges, 0, None), 0.0)
+    return np.clip(np.diff(before) / interval_ms, 0.0, 1.0)
+
+
+def serve(layouts: list[PoolLayout], signals: dict[str, Signals], ts_ms: np.ndarray, interval_ms: int,
+          start_ms: int, end_ms: int, rng: np.random.Generator) -> Served:
+    """Draw the window's requests, serve them on the model at the planted coefficients, observe them.
+
+    The serving pools' device signals are drawn again, in place, from their replicas' busy time.
+    """
+    pools = [lay for lay in layouts if lay.takes_traffic]
+    fleet = planted_registry(layouts)
+    keep = {lay.pool.id for lay in pools}
+    candidate = Candidate(name="demo", policy="observed", pools={
+        lay.pool.id: PoolOverride(enabled=False) for lay in layouts if lay.pool.id not in keep and lay.pool.serving})
+    specs = {s.id: s for s in resolve_pools(fleet, candidate)}
+    traffic = pl.concat([_pool_traffic(lay, specs[lay.pool.id], rng, start_ms, end_ms) for lay in pools]).sort(
+        "arrival_ms", maintain_order=True).with_row_index("seq").with_columns(pl.col("seq").cast(pl.Int64))
+    result = run_replay(candidate, traffic.drop("code"), fleet, seed=0)
+    rows = result.requests
+    n = rows.height
+    replica = rows["replica"].fill_null(0).to_numpy()
+    outs = rows["out_tokens"].to_numpy()
+    ttft = rows["ttft_s"].to_numpy() * rng.lognormal(0, NOISE, n)
+    tpot = rows["tpot_s"].fill_null(0.0).to_numpy() * rng.lognormal(0, NOISE, n)
+    e2e = ttft + tpot * np.maximum(outs - 1, 0)
+    for lay in pools:  # device telemetry from the replicas' busy time
+        assert lay.pool.serving is not None
+        width = lay.pool.serving.devices_per_replica
+        busy = np.zeros((len(ts_ms), lay.pool.devices))
+        mine = result.busy.filter(pl.col("pool") == lay.pool.id)
+        for r in range(lay.pool.serving.replicas):
+            busy[:, r * width:(r + 1) * width] = busy_share(mine, r, ts_ms, interval_ms)[:, None]
+        signals[lay.pool.id] = device_signals(lay, ts_ms, interval_ms, rng, busy=busy)
+    step = np.clip((rows["arrival_ms"].to_numpy() - ts_ms[0]) // interval_ms, 0, len(ts_ms) - 1)
+    pool_ids = rows["pool"].to_numpy()
     failed = np.zeros(n, dtype=bool)
-    for k, lay in enumerate(pools):
-        mine = pick == k
-        m = int(mine.sum())
-        serving = lay.pool.serving
-        assert serving is not None
-        replica[mine] = rng.integers(0, serving.replicas, size=m)
-        sig = signals[lay.pool.id]
-        load = fleet_load(at[mine]) * LOAD_LEVEL.get(lay.pool.id, 0.8)
-        slow = 1.0 / np.maximum(sig.clock_ratio[step[mine]], 0.3)
-        queue[mine] = rng.exponential(0.03 + 4.0 * np.maximum(0.0, load - 0.6) ** 2, m)
-        prefill, per_token = _roofline(lay)
-        ttft[mine] = queue[mine] + prefill * ins[mine] * slow * rng.lognormal(0, 0.2, m)
-        e2e[mine] = ttft[mine] + outs[mine] * per_token * slow * (1 + 0.6 * load) * rng.lognormal(0, 0.1, m)
-        if lay.pool.id == FATAL_POOL:
-            bad_replica = (fatal_node_index(lay) + 1) * lay.devices_per_node - 1
-            bad_replica //= serving.devices_per_replica
-            failed[mine] = sig.outage[step[mine]] & (replica[mine] == bad_replica)
+    for lay in pools:
+        if lay.pool.id == FATAL_POOL and lay.pool.serving is not None:
+            bad = ((fatal_node_index(lay) + 1) * lay.devices_per_node - 1) // lay.pool.serving.devices_per_replica
+            failed |= (pool_ids == lay.pool.id) & signals[lay.pool.id].outage[step] & (replica == bad)
+    code = traffic["code"].to_numpy()
     abort = ~failed & (rng.random(n) < 0.004)
     length = outs >= np.where(code, CODE.out_max, CONVERSATION.out_max)
     reason = np.where(failed, "error", np.where(abort, "abort", np.where(length, "length", "stop")))
@@ -108,38 +195,12 @@ def serve(layouts: list[PoolLayout], signals: dict[str, Signals], ts_ms: np.ndar
     e2e = np.where(failed, rng.uniform(0.02, 0.2, n), np.where(abort, ttft + (e2e - ttft) * rng.uniform(0.1, 0.9, n),
                                                                  e2e))
     frame = pl.DataFrame({
-        "arrival_ms": at, "in_tokens": ins, "out_tokens": outs, "cached_tokens": np.zeros(n, dtype=np.int64),
-        "sla_tier": tiers, "model": models, "obs_pool": pool_ids,
-        "obs_ttft_s": np.where(failed, np.nan, np.round(ttft, 4)), "obs_e2e_s": np.round(e2e, 4),
-        "outcome": np.where(failed, "error", np.where(abort, "abort", "ok")),
+        "arrival_ms": rows["arrival_ms"], "in_tokens": rows["in_tokens"], "out_tokens": rows["out_tokens"],
+        "cached_tokens": rows["cached_tokens"], "sla_tier": rows["sla_tier"], "model": rows["model"],
+        "obs_pool": pool_ids, "obs_ttft_s": np.where(failed, np.nan, np.round(ttft, 4)),
+        "obs_e2e_s": np.round(e2e, 4), "outcome": np.where(failed, "error", np.where(abort, "abort", "ok")),
     }).with_columns(pl.col("obs_ttft_s").fill_nan(None))
-    return Served(frame, replica, queue, reason)
-
-
-def _weight(lay: PoolLayout, pools: list[PoolLayout], progress: np.ndarray) -> np.ndarray:
-    """Routing weight of a pool per request: models by capacity, canaries ramping from 5 % to 15 % of theirs."""
-    assert lay.pool.serving is not None
-    model = lay.pool.serving.model
-    peers = [p for p in pools if p.pool.serving and p.pool.serving.model == model]
-    share = sum(p.pool.devices for p in peers) / sum(p.pool.devices for p in pools)
-    canaries = [p for p in peers if p.pool.onboarding.stage == "canary"]
-    canary_share = np.minimum(0.05 + 0.10 * progress, 1.0) if len(canaries) < len(peers) else np.ones_like(progress)
-    if lay in canaries:
-        return share * canary_share / len(canaries)
-    production = [p for p in peers if p not in canaries]
-    power = {p.pool.id: p.chip.peak_tflops_bf16 * p.pool.devices for p in production}
-    rest = 1 - canary_share if canaries else np.ones_like(progress)
-    return share * rest * power[lay.pool.id] / sum(power.values())
-
-
-def _roofline(lay: PoolLayout) -> tuple[float, float]:
-    """Seconds per prompt token (compute-bound prefill) and per output token (memory-bound decode) of a replica."""
-    assert lay.model is not None and lay.pool.serving is not None
-    width = lay.pool.serving.devices_per_replica
-    cm, chip, active = lay.pool.cost_model, lay.chip, lay.model.active_params_b * 1e9
-    prefill = 2 * active / (chip.peak_tflops_bf16 * 1e12 * cm.mfu * width)
-    decode = active * lay.model.bytes_per_param / (chip.hbm_bw_tbps * 1e12 * cm.mem_bw_eff * width)
-    return prefill, decode
+    return Served(frame, replica, rows["wait_s"].fill_null(0.0).to_numpy(), reason)
 
 
 @dataclass(frozen=True)

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from replay.errors import UnknownNameError
-from replay.policies import cost_min, least_loaded, pd_split, round_robin, sla_cost
-from replay.policies.base import Chooser, Policy, State
+from replay.policies import cost_min, least_loaded, observed, pd_split, round_robin, sla_cost
+from replay.policies.base import Policy, Router, State
 
 POLICIES: dict[str, Policy] = {p.name: p for p in (
-    round_robin.POLICY, least_loaded.POLICY, cost_min.POLICY, sla_cost.POLICY, pd_split.POLICY)}
+    round_robin.POLICY, least_loaded.POLICY, cost_min.POLICY, sla_cost.POLICY, pd_split.POLICY, observed.POLICY)}
 
 
 def get_policy(name: str) -> Policy:
@@ -18,4 +18,4 @@ def get_policy(name: str) -> Policy:
         raise UnknownNameError(f"unknown policy '{name}'; known: {', '.join(POLICIES)}") from None
 
 
-__all__ = ["POLICIES", "Chooser", "Policy", "State", "get_policy"]
+__all__ = ["POLICIES", "Policy", "Router", "State", "get_policy"]

@@ -1,65 +1,106 @@
-"""What a routing policy is: given the precomputed plan and the live pool state, pick a pool per arrival.
+"""What a routing policy is: given the plan and the replicas' live state, pick where each arrival goes.
 
-A policy returns a chooser `choose(i, t) -> pool index`, or -1 when no pool satisfies its constraints
-(the simulator then applies the candidate's overflow rule). Choosers only see pools that pass the static
-hard constraints (model, memory, context: `plan.orders[plan.code[i]]`, cheapest first) and must respect
-each pool's queue limit. SLA-aware policies also require the predicted TTFT and e2e to meet the tier.
+A policy binds to one run as a Router. `route(i, t)` returns the replica request i joins, or None when no
+pool satisfies the policy's constraints (the simulator then applies the candidate's overflow rule). Routers
+only consider pools that pass the static hard constraints (model, context, KV capacity:
+`plan.orders[plan.code[i]]`, cheapest first) and must respect each pool's queue limit. SLA-aware policies also
+require the predicted TTFT and e2e to meet the tier. A split policy (`split = True`) runs prefill and decode on
+different pools: the simulator asks its router for the decode pool when a prefill ends.
+
+Within a pool every replica has its own queue, and a request goes to the replica that would start it soonest:
+one with a free sequence slot and an empty queue, the fewest running sequences first (then the lowest index);
+when every replica is full, the one whose queue is predicted to drain first (State.pick). Predictions read
+each replica's live batch, KV use and queue (Replica.predict).
 """
 
 from __future__ import annotations
 
-from collections import deque
-from collections.abc import Callable
 from typing import Protocol
 
 from replay.plan import Plan
-
-Chooser = Callable[[int, float], int]
+from replay.replica import Replica
 
 
 class State:
-    """Live pool state the simulator owns and policies read.
+    """The live replicas of every pool, as the simulator keeps them and policies read them."""
 
-    heaps[p] holds the time each slot of pool p becomes free (a min-heap, so heaps[p][0] is the earliest);
-    waiting[p] holds the start times of requests still waiting, in FCFS order (start times on a pool
-    never decrease, so entries <= now can be dropped from the left). When a policy asks for it, inflight[p]
-    holds the finish times of every request routed to p (overflow included), like a router's in-flight count.
-    """
+    def __init__(self, plan: Plan, replicas: list[list[Replica]], loads: list[int], queues: list[int]) -> None:
+        self.plan = plan
+        self.replicas = replicas
+        self.loads = loads        # per pool: requests routed there and not finished
+        self.queues = queues      # per pool: requests waiting for admission
+        self.max_queue = [p.max_queue for p in plan.pools]
+        self.slots = [float(p.slots) for p in plan.pools]
 
-    def __init__(self, plan: Plan, *, track_inflight: bool = False):
-        self.heaps: list[list[float]] = [[0.0] * p.slots for p in plan.pools]
-        self.waiting: list[deque[float]] = [deque() for _ in plan.pools]
-        self.max_queue: list[int] = [p.max_queue for p in plan.pools]
-        self.inflight: list[list[float]] | None = [[] for _ in plan.pools] if track_inflight else None
+    def pick(self, p: int, t: float) -> Replica:
+        """The replica of pool p a request arriving at t joins (see the module docstring)."""
+        reps = self.replicas[p]
+        if len(reps) == 1:
+            return reps[0]
+        best, load = None, 1 << 62
+        for r in reps:
+            if r.n_run < load and r.n_run < r.mc and not r.wait:
+                best, load = r, r.n_run
+        if best is not None:
+            return best
+        return min(reps, key=lambda r: r.wait_estimate(t))
 
-    def queue_length(self, p: int, t: float) -> int:
-        """Requests waiting on pool p at time t."""
-        q = self.waiting[p]
-        while q and q[0] <= t:
-            q.popleft()
-        return len(q)
+    def queue_length(self, p: int) -> int:
+        """Requests waiting for admission in pool p."""
+        return self.queues[p]
 
-    def predicted_wait(self, p: int, t: float) -> float:
-        """How long a request arriving now at pool p would wait for a slot (FCFS)."""
-        f = self.heaps[p][0]
-        return f - t if f > t else 0.0
+    def has_room(self, p: int, replica: Replica, t: float) -> bool:
+        """Whether a request may join: it would be admitted at once, or the pool's queue is under its limit."""
+        return self.predicted_wait(replica, t) <= 0.0 or self.queue_length(p) < self.max_queue[p]
+
+    def predicted_wait(self, replica: Replica, t: float) -> float:
+        """How long a request joining this replica now would wait for admission."""
+        return replica.wait_estimate(t)
+
+
+class Router(Protocol):
+    """A policy bound to one run."""
+
+    def route(self, i: int, t: float) -> Replica | None:
+        """The replica request i joins at arrival, or None for overflow."""
+        ...
+
+    def splits(self, p: int) -> bool:
+        """Whether requests prefilled on pool p move on to decode on another pool."""
+        ...
+
+    def decode_pool(self, i: int, p: int, t: float) -> tuple[int, bool]:
+        """For split policies: the pool that decodes request i after its prefill on pool p ended at t, and
+        whether it is predicted to meet the e2e limit; -1 when none serves the model."""
+        ...
 
 
 class Policy(Protocol):
-    """A routing policy that decides at arrival."""
+    """A routing policy: validated options, and a router per run."""
 
     name: str
     sla_aware: bool
     split: bool
-    tracks_inflight: bool
 
     def check_options(self, options: dict[str, tuple[str, ...]]) -> list[str]:
         """Problems with the candidate's policy options (empty when fine)."""
         ...
 
-    def chooser(self, plan: Plan, state: State) -> Chooser:
+    def router(self, plan: Plan, state: State, options: dict[str, tuple[str, ...]]) -> Router:
         """The per-arrival decision function for one run."""
         ...
+
+
+class AtArrival:
+    """Base of routers that decide once, at arrival: decode stays where the prefill ran."""
+
+    def splits(self, p: int) -> bool:
+        """Never: every request runs where it arrived."""
+        return False
+
+    def decode_pool(self, i: int, p: int, t: float) -> tuple[int, bool]:
+        """Decode where the prefill ran."""
+        return p, True
 
 
 def no_options(name: str, options: dict[str, tuple[str, ...]]) -> list[str]:

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from replay.plan import Plan
-from replay.policies.base import Chooser, State, no_options
+from replay.policies.base import AtArrival, State, no_options
+from replay.replica import Replica
 
 
 class CostMin:
@@ -12,29 +13,27 @@ class CostMin:
     name = "cost_min"
     sla_aware = False
     split = False
-    tracks_inflight = False
 
     def check_options(self, options: dict[str, tuple[str, ...]]) -> list[str]:
         """No options."""
         return no_options(self.name, options)
 
-    def chooser(self, plan: Plan, state: State) -> Chooser:
+    def router(self, plan: Plan, state: State, options: dict[str, tuple[str, ...]]) -> _Router:
         """Walk the request's pools cheapest first."""
-        orders, code = plan.orders, plan.code
-        heaps, waiting, maxq = state.heaps, state.waiting, state.max_queue
+        return _Router(plan, state)
 
-        def choose(i: int, t: float) -> int:
-            for p in orders[code[i]]:
-                if heaps[p][0] <= t:
-                    return p
-                q = waiting[p]
-                while q and q[0] <= t:
-                    q.popleft()
-                if len(q) < maxq[p]:
-                    return p
-            return -1
 
-        return choose
+class _Router(AtArrival):
+    def __init__(self, plan: Plan, state: State) -> None:
+        self.orders, self.code, self.state = plan.orders, plan.code, state
+
+    def route(self, i: int, t: float) -> Replica | None:
+        state = self.state
+        for p in self.orders[self.code[i]]:
+            r = state.pick(p, t)
+            if state.has_room(p, r, t):
+                return r
+        return None
 
 
 POLICY = CostMin()

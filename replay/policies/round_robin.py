@@ -6,7 +6,8 @@ The rotation starts at a pool drawn from the run's RNG, so the seed decides it a
 from __future__ import annotations
 
 from replay.plan import Plan
-from replay.policies.base import Chooser, State, no_options
+from replay.policies.base import AtArrival, State, no_options
+from replay.replica import Replica
 
 
 class RoundRobin:
@@ -15,38 +16,37 @@ class RoundRobin:
     name = "round_robin"
     sla_aware = False
     split = False
-    tracks_inflight = False
 
     def check_options(self, options: dict[str, tuple[str, ...]]) -> list[str]:
         """No options."""
         return no_options(self.name, options)
 
-    def chooser(self, plan: Plan, state: State) -> Chooser:
+    def router(self, plan: Plan, state: State, options: dict[str, tuple[str, ...]]) -> _Router:
         """A rotating pointer over pool indices."""
-        npools = len(plan.pools)
-        orders, code = plan.orders, plan.code
-        allowed = [frozenset(o) for o in orders]
-        heaps, waiting, maxq = state.heaps, state.waiting, state.max_queue
-        nxt = [int(plan.rng.integers(npools))]
+        return _Router(plan, state)
 
-        def choose(i: int, t: float) -> int:
-            ok = allowed[code[i]]
-            start = nxt[0]
-            for k in range(npools):
-                p = (start + k) % npools
-                if p not in ok:
-                    continue
-                if heaps[p][0] > t:
-                    q = waiting[p]
-                    while q and q[0] <= t:
-                        q.popleft()
-                    if len(q) >= maxq[p]:
-                        continue
-                nxt[0] = (p + 1) % npools
-                return p
-            return -1
 
-        return choose
+class _Router(AtArrival):
+    def __init__(self, plan: Plan, state: State) -> None:
+        self.npools = len(plan.pools)
+        self.allowed = [frozenset(o) for o in plan.orders]
+        self.code = plan.code
+        self.state = state
+        self.next = int(plan.rng.integers(self.npools))
+
+    def route(self, i: int, t: float) -> Replica | None:
+        ok = self.allowed[self.code[i]]
+        state, npools, start = self.state, self.npools, self.next
+        for k in range(npools):
+            p = (start + k) % npools
+            if p not in ok:
+                continue
+            r = state.pick(p, t)
+            if not state.has_room(p, r, t):
+                continue
+            self.next = (p + 1) % npools
+            return r
+        return None
 
 
 POLICY = RoundRobin()

@@ -1,14 +1,14 @@
-"""sla_cost: the cheapest pool that meets every hard constraint, including the predicted SLA (the seed's rule).
+"""sla_cost: the cheapest pool predicted to meet the request's SLA tier, under its queue limit (the seed's rule).
 
-Predicted TTFT = current FCFS wait + prefill, predicted e2e = wait + prefill + decode; both must be within the
-request's tier. The plan holds slack = min(ttft_limit - prefill, e2e_limit - service), so the check is one
-comparison of the predicted wait against it.
+For each pool, cheapest first, the request's replica is picked and its TTFT and e2e are predicted from that
+replica's live batch, KV use and queue (Replica.predict); the first pool where both are within the tier wins.
 """
 
 from __future__ import annotations
 
 from replay.plan import Plan
-from replay.policies.base import Chooser, State, no_options
+from replay.policies.base import AtArrival, State, no_options
+from replay.replica import Replica
 
 
 class SlaCost:
@@ -17,32 +17,30 @@ class SlaCost:
     name = "sla_cost"
     sla_aware = True
     split = False
-    tracks_inflight = False
 
     def check_options(self, options: dict[str, tuple[str, ...]]) -> list[str]:
         """No options."""
         return no_options(self.name, options)
 
-    def chooser(self, plan: Plan, state: State) -> Chooser:
+    def router(self, plan: Plan, state: State, options: dict[str, tuple[str, ...]]) -> _Router:
         """Walk the request's pools cheapest first; take the first that meets the SLA and has room."""
-        orders, code, slack = plan.orders, plan.code, plan.slack_rows
-        heaps, waiting, maxq = state.heaps, state.waiting, state.max_queue
+        return _Router(plan, state)
 
-        def choose(i: int, t: float) -> int:
-            for p in orders[code[i]]:
-                f = heaps[p][0]
-                if f <= t:
-                    if slack[p][i] >= 0.0:
-                        return p
-                elif f - t <= slack[p][i]:
-                    q = waiting[p]
-                    while q and q[0] <= t:
-                        q.popleft()
-                    if len(q) < maxq[p]:
-                        return p
-            return -1
 
-        return choose
+class _Router(AtArrival):
+    def __init__(self, plan: Plan, state: State) -> None:
+        self.orders, self.code, self.state = plan.orders, plan.code, state
+        self.ttft, self.e2e = plan.ttft_list, plan.e2e_list
+
+    def route(self, i: int, t: float) -> Replica | None:
+        state = self.state
+        ttft_limit, e2e_limit = self.ttft[i], self.e2e[i]
+        for p in self.orders[self.code[i]]:
+            r = state.pick(p, t)
+            ttft, e2e = r.predict(i, t)
+            if ttft <= ttft_limit and e2e <= e2e_limit and state.has_room(p, r, t):
+                return r
+        return None
 
 
 POLICY = SlaCost()

@@ -1,0 +1,97 @@
+"""Benchmark tables: CSV rows of closed-loop serving benchmarks, the evidence `replay calibrate --bench` fits.
+
+    pool,isl,osl,concurrency,ttft_ms,tpot_ms[,output_tok_s]
+    h100-a,1024,128,16,187.5,21.4
+
+One row per (pool, prompt length, output length, concurrency), with the median (or mean) TTFT and TPOT in
+milliseconds, as `vllm bench serve --max-concurrency`, SGLang's bench_serving or a vendor's table give them.
+Every value is checked; a bad one is an error naming the file, line and column.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from pathlib import Path
+
+import polars as pl
+
+from replay.errors import BenchTableError
+
+REQUIRED = ("pool", "isl", "osl", "concurrency", "ttft_ms", "tpot_ms")
+OPTIONAL = ("output_tok_s",)
+INTS = {"isl": 0, "osl": 1, "concurrency": 1}
+FLOATS = ("ttft_ms", "tpot_ms", "output_tok_s")
+SCHEMA = {"line": pl.Int64, "pool": pl.String, "isl": pl.Int64, "osl": pl.Int64, "concurrency": pl.Int64,
+          "ttft_ms": pl.Float64, "tpot_ms": pl.Float64, "output_tok_s": pl.Float64}
+
+
+def read_bench_table(path: str | Path) -> pl.DataFrame:
+    """Read and check a benchmark CSV file."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8-sig")
+    except FileNotFoundError:
+        raise BenchTableError(f"{p}: file not found") from None
+    except (IsADirectoryError, UnicodeDecodeError) as exc:
+        raise BenchTableError(f"{p}: cannot read a CSV table ({exc})") from None
+    return parse_bench_table(text, str(p))
+
+
+def parse_bench_table(text: str, source: str = "<bench>") -> pl.DataFrame:
+    """Check benchmark CSV text; the frame has a `line` column for later messages."""
+    reader = csv.reader(io.StringIO(text))
+    header = next(reader, None)
+    if not header:
+        raise BenchTableError(f"{source}:1: empty file; expected the header {','.join(REQUIRED)}")
+    names = [h.strip() for h in header]
+    missing = [c for c in REQUIRED if c not in names]
+    if missing:
+        raise BenchTableError(f"{source}:1: missing column {', '.join(missing)}; has: {', '.join(names)}")
+    unknown = [c for c in names if c not in REQUIRED + OPTIONAL]
+    if unknown:
+        raise BenchTableError(f"{source}:1: unknown column {', '.join(unknown)}; expected "
+                              f"{', '.join(REQUIRED + OPTIONAL)}")
+    rows: dict[str, list[object]] = {c: [] for c in SCHEMA}
+    for values in reader:
+        line = reader.line_num
+        if not any(v.strip() for v in values):
+            continue
+        if len(values) != len(names):
+            raise BenchTableError(f"{source}:{line}: expected {len(names)} values, got {len(values)}")
+        cell = dict(zip(names, (v.strip() for v in values), strict=True))
+        rows["line"].append(line)
+        if not cell["pool"]:
+            raise BenchTableError(f"{source}:{line}: column pool: missing pool id")
+        rows["pool"].append(cell["pool"])
+        for col, least in INTS.items():
+            rows[col].append(_int(cell[col], least, source, line, col))
+        for col in FLOATS:
+            rows[col].append(_float(cell.get(col, ""), source, line, col, required=col in REQUIRED))
+    if not rows["line"]:
+        raise BenchTableError(f"{source}: no benchmark rows after the header")
+    return pl.DataFrame(rows, schema=SCHEMA)
+
+
+def _int(text: str, least: int, source: str, line: int, col: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise BenchTableError(f"{source}:{line}: column {col}: expected a whole number, got {text!r}") from None
+    if value < least:
+        raise BenchTableError(f"{source}:{line}: column {col}: must be >= {least}, got {value}")
+    return value
+
+
+def _float(text: str, source: str, line: int, col: str, *, required: bool) -> float | None:
+    if not text:
+        if required:
+            raise BenchTableError(f"{source}:{line}: column {col}: missing value")
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        raise BenchTableError(f"{source}:{line}: column {col}: expected a number, got {text!r}") from None
+    if not value > 0 or value == float("inf"):
+        raise BenchTableError(f"{source}:{line}: column {col}: must be a positive finite number, got {text}")
+    return value

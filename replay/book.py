@@ -1,0 +1,35 @@
+"""Per-request state of one simulation, kept in plain lists indexed by request for the event loop's speed."""
+
+from __future__ import annotations
+
+WAITING, PREFILL, DECODE, DONE = 0, 1, 2, 3
+NAN = float("nan")
+
+
+class Book:
+    """What every request still has to do and what happened to it so far."""
+
+    __slots__ = ("cached", "cost", "done", "enq", "entry_step", "entry_u", "first", "held", "phase",
+                 "preempted", "rem", "todo", "wait", "where")
+
+    def __init__(self, n: int, cached: list[int]) -> None:
+        self.cached = cached            # prompt tokens served from the prefix cache
+        self.rem = [0] * n              # prompt tokens still to compute on the current replica
+        self.held = [0] * n             # KV tokens the sequence holds once admitted (prompt + generated)
+        self.todo = [0] * n             # tokens still to generate on the current replica
+        self.enq = [0.0] * n            # when it joined its current queue
+        self.wait = [0.0] * n           # seconds queued, summed over queues (both stages when split)
+        self.first = [NAN] * n          # time of its first token
+        self.done = [NAN] * n           # time it finished on its current replica
+        self.cost = [0.0] * n           # its share of busy cost so far
+        self.entry_u = [0.0] * n        # the replica's cost counter when it started decoding
+        self.entry_step = [0] * n       # the replica's pass count when it started decoding
+        self.phase = [WAITING] * n
+        self.where = [-1] * n           # replica id it was last admitted on
+        self.preempted = [0] * n
+
+    def load(self, i: int, prompt: int, context: int, tokens: int) -> None:
+        """Set what request i asks of the replica it is sent to next."""
+        self.rem[i] = prompt
+        self.held[i] = context
+        self.todo[i] = tokens

@@ -1,0 +1,66 @@
+"""What a candidate is, as plain frozen data: routing policy, per-pool what-if overrides, SLA tiers, overflow.
+
+The YAML loader (replay.candidate) builds these and checks them against the fleet and the policy registry;
+everything else in the replay reads them from here, so config, loading and policies import no cycle.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+OVERFLOW_MODES = ("queue", "reject", "degrade")
+INT_OVERRIDES = ("replicas", "max_concurrency", "devices_per_replica", "max_queue", "pp", "max_num_batched_tokens")
+RATIO_OVERRIDES = ("mfu", "mem_bw_eff", "gpu_memory_utilization")
+POSITIVE_OVERRIDES = ("hourly_cost_per_device", "replicas_scale")
+OVERRIDE_FIELDS = (*INT_OVERRIDES, *RATIO_OVERRIDES, *POSITIVE_OVERRIDES, "step_overhead_ms", "kv_cache_dtype",
+                   "enabled")
+
+
+@dataclass(frozen=True)
+class PoolOverride:
+    """What a candidate changes about one pool; None keeps the registry's value.
+
+    replicas_scale multiplies the registry's replica count (rounded, at least 1), so one candidate means the
+    same what-if on the declared fleet and on a scaled-down copy of it; replicas, when given, wins.
+    """
+
+    replicas: int | None = None
+    max_concurrency: int | None = None
+    devices_per_replica: int | None = None
+    max_queue: int | None = None
+    pp: int | None = None
+    max_num_batched_tokens: int | None = None
+    mfu: float | None = None
+    mem_bw_eff: float | None = None
+    gpu_memory_utilization: float | None = None
+    hourly_cost_per_device: float | None = None
+    replicas_scale: float | None = None
+    step_overhead_ms: float | None = None
+    kv_cache_dtype: str | None = None
+    enabled: bool = True
+
+
+@dataclass(frozen=True)
+class SlaTier:
+    """Latency limits of one SLA tier; None means no limit on that measure."""
+
+    ttft_s: float | None = None
+    e2e_s: float | None = None
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One routing and cost configuration to replay."""
+
+    name: str
+    policy: str = "sla_cost"
+    policy_options: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    overflow: str = "queue"
+    noise: float = 0.0
+    drain_s: float | None = None
+    sla_tiers: dict[str, SlaTier] = field(default_factory=dict)
+    pools: dict[str, PoolOverride] = field(default_factory=dict)
+
+    def override(self, pool_id: str) -> PoolOverride:
+        """The override for a pool, or an empty one."""
+        return self.pools.get(pool_id, PoolOverride())

@@ -1,0 +1,44 @@
+"""observed: send each request where the trace says it was served (obs_pool, and obs_replica when given).
+
+This replays the production router's decisions, so a calibrated model can be checked against what was
+observed before it is trusted for what-ifs. A request with no observed pool, or one this candidate does not
+run or cannot fit it, goes to overflow.
+"""
+
+from __future__ import annotations
+
+from replay.plan import Plan
+from replay.policies.base import AtArrival, State, no_options
+from replay.replica import Replica
+
+
+class Observed:
+    """The observed routing."""
+
+    name = "observed"
+    sla_aware = False
+    split = False
+
+    def check_options(self, options: dict[str, tuple[str, ...]]) -> list[str]:
+        """No options."""
+        return no_options(self.name, options)
+
+    def router(self, plan: Plan, state: State, options: dict[str, tuple[str, ...]]) -> _Router:
+        """Look up each request's observed pool and replica."""
+        return _Router(plan, state)
+
+
+class _Router(AtArrival):
+    def __init__(self, plan: Plan, state: State) -> None:
+        self.pool, self.replica = plan.obs_pool.tolist(), plan.obs_replica.tolist()
+        self.feasible, self.state = plan.feasible_rows, state
+
+    def route(self, i: int, t: float) -> Replica | None:
+        p = self.pool[i]
+        if p < 0 or not self.feasible[i][p]:
+            return None
+        r = self.replica[i]
+        return self.state.replicas[p][r] if r >= 0 else self.state.pick(p, t)
+
+
+POLICY = Observed()

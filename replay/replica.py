@@ -1,0 +1,409 @@
+"""One continuously batching replica, stepped in closed form from event to event.
+
+Every pass runs one token of each decoding sequence plus prompt chunks of admitted sequences, first come
+first served, up to max_num_batched_tokens (chunked prefill). Waiting requests are admitted at a pass
+boundary, in order, while fewer than max_concurrency sequences run, the pass has token budget left and the
+request's KV cache (its whole prompt, plus what it already generated) fits next to the running ones; the head
+of the queue blocks the rest. A sequence's first token ends the pass that computes its last prompt chunk.
+
+Between two events the batch does not change: only the KV it reads grows by the tokens of each pass, so pass
+j of a run takes max(a + b j, c) + overhead (costmodel.StepModel) and a run of k passes is summed in closed
+form. A run ends at the first of: a decoding sequence finishing, a prompt chunk boundary, the KV cache full,
+or an arrival the replica could admit (it joins at the next pass boundary). When decoding would overflow
+the cache, the most recently admitted sequence is preempted and later recomputed (its prompt and generated
+tokens prefilled again), as vLLM does.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections import deque
+from collections.abc import Callable
+
+from replay.book import DECODE, DONE, PREFILL, WAITING, Book
+from replay.costmodel import StepModel, passes_within, run_seconds
+
+
+class Replica:
+    """The batch, queue and KV cache of one replica, and its current run of identical passes."""
+
+    __slots__ = (
+        "a",
+        "b",
+        "book",
+        "budget",
+        "busy",
+        "c",
+        "cap",
+        "chunks",
+        "cum_u",
+        "cutting",
+        "dec",
+        "dense",
+        "end",
+        "fresh",
+        "index",
+        "k",
+        "kv_read",
+        "kv_res",
+        "kv_time",
+        "kvb",
+        "left",
+        "loads",
+        "mc",
+        "n_run",
+        "o",
+        "on_done",
+        "open",
+        "order",
+        "pool",
+        "pp",
+        "pre",
+        "push",
+        "queued",
+        "queues",
+        "rate",
+        "rid",
+        "share",
+        "span0",
+        "spans",
+        "spb",
+        "spt",
+        "steps",
+        "t0",
+        "tokens",
+        "ver",
+        "wait",
+        "wbytes",
+    )
+
+    def __init__(self, rid: int, pool: int, index: int, step: StepModel, *, max_concurrency: int, budget: int,
+                 kv_capacity: int, rate: float, book: Book, push: Callable[[tuple[float, int, int]], None],
+                 loads: list[int], queues: list[int]) -> None:
+        self.rid, self.pool, self.index, self.book, self.push = rid, pool, index, book, push
+        self.loads, self.queues = loads, queues  # per pool: requests outstanding, and waiting
+        self.pp, self.spb, self.spt, self.kvb, self.o = step.pp, step.s_per_byte, step.s_per_token, step.kv_bytes, \
+            step.overhead_s
+        self.wbytes, self.share = step.weight_bytes, step.active_share
+        self.dense = step.active_share >= 1.0
+        self.mc, self.budget, self.cap, self.rate = max_concurrency, budget, kv_capacity, rate
+        self.t0 = 0.0
+        self.steps = 0
+        self.dec: list[tuple[int, int]] = []   # (pass count at which it finishes, request)
+        self.pre: list[int] = []               # prefilling, in admission order
+        self.wait: deque[int] = deque()
+        self.order: list[int] = []             # admission order, for preemption (last in, first out)
+        self.fresh: list[int] = []             # decode-only sequences admitted at the current run's start
+        self.kv_res = 0                        # KV tokens held (whole prompts reserved at admission)
+        self.kv_read = 0                       # KV tokens the running sequences read (computed so far)
+        self.n_run = 0
+        self.queued = 0                        # tokens still to generate by the waiting requests
+        self.chunks: list[tuple[int, int]] = []
+        self.k = 0                             # passes in the current run; 0 when idle
+        self.a = self.b = self.c = 0.0
+        self.tokens = 0
+        self.left = 0
+        self.open = False                      # an arrival now would be admitted at the next boundary
+        self.cutting = False                   # the current run was shortened for an arrival
+        self.ver = 0
+        self.end = 0.0
+        self.cum_u = 0.0                       # busy cost per token position, summed over passes
+        self.busy = 0.0
+        self.kv_time = 0.0
+        self.span0 = 0.0
+        self.spans: list[float] = []           # busy spans as start, end, start, end, ...
+        self.on_done: Callable[[int, float], None] | None = None
+
+    # -- the pass model -------------------------------------------------------------------------------
+    def weight_read(self, tokens: float) -> float:
+        """Weight bytes one micro-batch of `tokens` reads."""
+        if self.dense:
+            return self.wbytes
+        return self.wbytes * (1.0 - (1.0 - self.share) ** max(tokens, 1.0))
+
+    def pass_time(self, seqs: int, tokens: int, kv: float) -> float:
+        """One pass of `seqs` sequences computing `tokens` tokens and reading `kv` KV tokens."""
+        pp = self.pp
+        m = pp if pp < seqs else (seqs or 1)
+        memory = pp * (self.weight_read(tokens / m) + self.kvb * kv / m) * self.spb
+        compute = pp * self.spt * tokens / m
+        return (memory if memory > compute else compute) + self.o
+
+    # -- events ---------------------------------------------------------------------------------------
+    def arrive(self, i: int, t: float) -> None:
+        """A request joins this replica's queue at t."""
+        book = self.book
+        book.enq[i] = t
+        book.phase[i] = WAITING
+        self.wait.append(i)
+        self.queued += book.todo[i]
+        self.loads[self.pool] += 1
+        self.queues[self.pool] += 1
+        if self.k == 0:
+            self.span0 = self.t0 = t
+            self.plan(t)
+        elif self.open and not self.cutting and self.kv_res + len(self.dec) * self.k + book.held[i] < self.cap:
+            self.cut(t)
+
+    def cut(self, t: float) -> None:
+        """End the current run at the first pass boundary at or after t, where the newcomer joins.
+
+        The run is only shortened here; the boundary is handled when its event comes, so that every request
+        arriving before it joins the same pass.
+        """
+        t0 = self.t0
+        if t <= t0:  # the run starts now: plan it again with the newcomer
+            self.plan(t0)
+            return
+        a, b, c, o = self.a, self.b, self.c, self.o
+        j = passes_within(a, b, c, o, t - t0)
+        tb = t0 + run_seconds(a, b, c, o, j)
+        if tb < t:
+            j += 1
+            tb = t0 + run_seconds(a, b, c, o, j)
+        if j >= self.k:
+            return
+        self.k, self.end = j, tb
+        self.ver += 1
+        self.cutting = True
+        self.push((tb, self.ver, self.rid))
+
+    def boundary(self, t: float) -> None:
+        """The current run ended at t (its last pass finished)."""
+        self.advance(self.k, t)
+        self.settle(t)
+
+    def advance(self, j: int, t: float) -> None:
+        """Account for the first j passes of the current run, ending at t."""
+        if j <= 0:
+            return
+        dur = t - self.t0
+        n_d = len(self.dec)
+        self.kv_time += (self.kv_res + n_d * (j - 1) / 2.0) * dur
+        self.steps += j
+        self.kv_res += n_d * j
+        self.kv_read += self.tokens * j
+        self.busy += dur
+        u = dur * self.rate / self.tokens
+        self.cum_u += u
+        book = self.book
+        if self.chunks:
+            rem, cost = book.rem, book.cost
+            for i, c in self.chunks:
+                rem[i] -= c * j
+                cost[i] += c * u
+        if self.fresh:
+            first = self.t0 + run_seconds(self.a, self.b, self.c, self.o, 1)
+            ft = book.first
+            for i in self.fresh:
+                if ft[i] != ft[i]:  # nan: no token yet
+                    ft[i] = first
+            self.fresh = []
+        self.t0 = t
+
+    def settle(self, t: float) -> None:
+        """At a pass boundary: finish sequences, turn completed prefills into decoders, admit, plan."""
+        book = self.book
+        dec, steps = self.dec, self.steps
+        while dec and dec[0][0] <= steps:
+            _, i = heapq.heappop(dec)
+            self.finish(i, t, decoded=True)
+        if self.chunks:
+            rem, todo, first, phase = book.rem, book.todo, book.first, book.phase
+            done = [i for i, _ in self.chunks if rem[i] <= 0]
+            for i in done:
+                self.pre.remove(i)
+                todo[i] -= 1
+                if first[i] != first[i]:
+                    first[i] = t
+                if todo[i] <= 0:
+                    self.finish(i, t, decoded=False)
+                else:
+                    phase[i] = DECODE
+                    book.held[i] += 1  # the first token's KV, written by the next pass
+                    self.kv_res += 1
+                    self.kv_read += 1
+                    book.entry_u[i] = self.cum_u
+                    book.entry_step[i] = steps
+                    heapq.heappush(dec, (steps + todo[i], i))
+        self.plan(t)
+
+    def finish(self, i: int, t: float, *, decoded: bool) -> None:
+        """Request i has generated all its tokens at t."""
+        book = self.book
+        held = book.held[i]
+        if decoded:
+            held += self.steps - book.entry_step[i]
+            book.cost[i] += self.cum_u - book.entry_u[i]
+            self.kv_read -= held
+        else:
+            self.kv_read -= held
+        self.kv_res -= held
+        self.n_run -= 1
+        self.loads[self.pool] -= 1
+        book.phase[i] = DONE
+        book.done[i] = t
+        if self.on_done is not None:
+            self.on_done(i, t)
+
+    def evict(self, v: int, t: float) -> None:
+        """Preempt sequence v: free its KV cache and put it first in the queue, to be recomputed."""
+        book = self.book
+        if book.phase[v] == DECODE:
+            self.dec = [(f, x) for f, x in self.dec if x != v]
+            heapq.heapify(self.dec)
+            passes = self.steps - book.entry_step[v]
+            held = book.held[v] + passes
+            book.todo[v] -= passes
+            book.cost[v] += self.cum_u - book.entry_u[v]
+            self.kv_read -= held
+            self.kv_res -= held
+            book.held[v] = held
+        else:
+            self.pre.remove(v)
+            self.kv_res -= book.held[v]
+            self.kv_read -= book.held[v] - book.rem[v]
+        book.rem[v] = book.held[v] - book.cached[v]
+        book.preempted[v] += 1
+        book.phase[v] = WAITING
+        book.enq[v] = t
+        self.n_run -= 1
+        self.queued += book.todo[v]
+        self.queues[self.pool] += 1
+        self.wait.appendleft(v)
+
+    # -- planning -------------------------------------------------------------------------------------
+    def plan(self, t: float) -> None:
+        """Choose the next run's batch at boundary t and schedule its end."""
+        book = self.book
+        rem, held, phase = book.rem, book.held, book.phase
+        cap = self.cap
+        while self.dec and self.kv_res + len(self.dec) > cap:  # decoding would overflow the cache
+            order = self.order
+            while phase[order[-1]] not in (PREFILL, DECODE) or book.where[order[-1]] != self.rid:
+                order.pop()
+            self.evict(order.pop(), t)
+        dec, pre, wait = self.dec, self.pre, self.wait
+        n_d = len(dec)
+        left = self.budget - n_d
+        tokens = n_d
+        chunks = []
+        for i in pre:
+            if left <= 0:
+                break
+            c = rem[i] if rem[i] < left else left
+            chunks.append((i, c))
+            left -= c
+            tokens += c
+        mc = self.mc
+        while wait and self.n_run < mc and left > 0:
+            i = wait[0]
+            h = held[i]
+            if self.kv_res + h + len(dec) + 1 > cap:
+                break
+            wait.popleft()
+            self.queues[self.pool] -= 1
+            self.n_run += 1
+            self.kv_res += h
+            self.kv_read += h - rem[i]
+            self.queued -= book.todo[i]
+            self.order.append(i)
+            book.where[i] = self.rid
+            book.wait[i] += t - book.enq[i]
+            if rem[i] > 0:
+                phase[i] = PREFILL
+                pre.append(i)
+                c = rem[i] if rem[i] < left else left
+                chunks.append((i, c))
+                left -= c
+                tokens += c
+            else:
+                phase[i] = DECODE
+                book.entry_u[i] = self.cum_u
+                book.entry_step[i] = self.steps
+                heapq.heappush(dec, (self.steps + book.todo[i], i))
+                self.fresh.append(i)
+                left -= 1
+                tokens += 1
+        self.chunks, self.tokens, self.left = chunks, tokens, left
+        self.ver += 1
+        self.cutting = False
+        if tokens == 0:
+            self.k = 0
+            self.open = False
+            self.spans.append(self.span0)
+            self.spans.append(t)
+            return
+        n_d = len(dec)
+        k = dec[0][0] - self.steps if n_d else 1 << 62
+        if chunks:
+            i, c = chunks[0]
+            # several chunks means all but the last finish their prompt this pass; one partial chunk keeps
+            # taking the whole budget until its remainder fits
+            k = 1 if len(chunks) > 1 or c >= rem[i] else min(k, max(1, (rem[i] - 1) // c))
+        if n_d:
+            k = min(k, (cap - self.kv_res) // n_d)
+        seqs = n_d + len(chunks)
+        pp = self.pp
+        m = pp if pp < seqs else seqs
+        spb = self.spb * pp / m
+        weights = self.wbytes if self.dense else self.weight_read(tokens / m)
+        a = (weights * m + self.kvb * self.kv_read) * spb
+        b = self.kvb * tokens * spb
+        comp = self.spt * pp * tokens / m
+        self.a, self.b, self.c, self.k, self.t0 = a, b, comp, k, t
+        self.open = not wait and self.n_run < mc and left > 0
+        o = self.o
+        # memory-bound from the first pass on (the common case): the closed form without the compute-bound part
+        end = t + (k * (a + o) + b * k * (k - 1) / 2.0 if a >= comp else run_seconds(a, b, comp, o, k))
+        self.end = end
+        self.push((end, self.ver, self.rid))
+
+    # -- what policies read ---------------------------------------------------------------------------
+    def predict(self, i: int, t: float) -> tuple[float, float]:
+        """Predicted TTFT and e2e of request i if it joined this replica's queue now."""
+        book = self.book
+        n_d = len(self.dec)
+        h = book.held[i]
+        todo = book.todo[i]
+        if not self.wait and self.n_run < self.mc and self.kv_res + h + n_d + 1 <= self.cap:
+            w = 0.5 * ((self.a if self.a > self.c else self.c) + self.o) if self.k else 0.0
+        else:
+            w = self.wait_estimate(t)
+        p = book.rem[i]
+        kv = self.kv_read + h - p
+        left = self.budget - n_d or 1
+        chunk = p if p < left else left
+        if self.pp == 1 and self.dense:  # the common case, without the pass model's calls
+            spb, kvb, spt, wb, o = self.spb, self.kvb, self.spt, self.wbytes, self.o
+            if p > 0:
+                mem, comp = (wb + kvb * (kv + p / 2.0)) * spb, spt * (n_d + chunk)
+                ttft = w + -(-p // chunk) * ((mem if mem > comp else comp) + o)
+            else:
+                mem, comp = (wb + kvb * kv) * spb, spt * (n_d + 1)
+                ttft = w + (mem if mem > comp else comp) + o
+            if todo <= 1:
+                return ttft, ttft
+            mem, comp = (wb + kvb * (kv + p + todo / 2.0)) * spb, spt * (n_d + 1)
+            return ttft, ttft + (todo - 1) * ((mem if mem > comp else comp) + o)
+        seqs = self.n_run + 1
+        if p > 0:
+            ttft = w + math.ceil(p / chunk) * self.pass_time(seqs, n_d + chunk, kv + p / 2.0)
+        else:
+            ttft = w + self.pass_time(seqs, n_d + 1, kv)
+        if todo <= 1:
+            return ttft, ttft
+        return ttft, ttft + (todo - 1) * self.pass_time(seqs, n_d + 1, kv + p + todo / 2.0)
+
+    def wait_estimate(self, t: float) -> float:
+        """Predicted wait for admission of a request joining now (0 when it would join the next pass)."""
+        if not self.wait and self.n_run < self.mc:
+            return 0.0
+        step = ((self.a if self.a > self.c else self.c) + self.o) if self.k else self.o
+        if self.dec and self.dec[0][0] - self.steps == self.k:  # the current run ends with a completion
+            w = self.end - t + self.queued * step / self.mc
+        else:
+            first_free = (self.dec[0][0] - self.steps) * step if self.dec else step
+            w = self.t0 - t + first_free + self.queued * step / self.mc
+        return w if w > 0.0 else 0.0

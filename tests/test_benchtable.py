@@ -1,0 +1,45 @@
+"""Benchmark tables: every bad value is an error naming file, line and column."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from replay import BenchTableError, parse_bench_table, read_bench_table
+
+HEAD = "pool,isl,osl,concurrency,ttft_ms,tpot_ms\n"
+
+
+def test_a_good_table_reads_with_lines() -> None:
+    t = parse_bench_table(HEAD + "h100-a,1024,128,16,187.5,21.4\n\nh100-a,1024,128,32,250,30\n", "b.csv")
+    assert t["line"].to_list() == [2, 4] and t["concurrency"].to_list() == [16, 32]
+    assert t["output_tok_s"].to_list() == [None, None]
+    t = parse_bench_table("pool,isl,osl,concurrency,ttft_ms,tpot_ms,output_tok_s\na,1,2,3,4.5,6,700\n")
+    assert t["output_tok_s"].to_list() == [700.0]
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("", "b.csv:1: empty file; expected the header pool,isl,osl,concurrency,ttft_ms,tpot_ms"),
+    ("pool,isl,osl,ttft_ms,tpot_ms\n", "b.csv:1: missing column concurrency"),
+    (HEAD.strip() + ",gpu\n", "b.csv:1: unknown column gpu"),
+    (HEAD, "b.csv: no benchmark rows after the header"),
+    (HEAD + "a,1024,128,16,187.5\n", "b.csv:2: expected 6 values, got 5"),
+    (HEAD + ",1024,128,16,1,2\n", "b.csv:2: column pool: missing pool id"),
+    (HEAD + "a,1k,128,16,1,2\n", "b.csv:2: column isl: expected a whole number, got '1k'"),
+    (HEAD + "a,1024,0,16,1,2\n", "b.csv:2: column osl: must be >= 1, got 0"),
+    (HEAD + "a,1024,128,0,1,2\n", "b.csv:2: column concurrency: must be >= 1, got 0"),
+    (HEAD + "a,1024,128,16,fast,2\n", "b.csv:2: column ttft_ms: expected a number, got 'fast'"),
+    (HEAD + "a,1024,128,16,1,-2\n", "b.csv:2: column tpot_ms: must be a positive finite number, got -2"),
+    (HEAD + "a,1024,128,16,1,\n", "b.csv:2: column tpot_ms: missing value"),
+    (HEAD + "a,1,1,1,1,1\na,1,1,1,inf,1\n", "b.csv:3: column ttft_ms: must be a positive finite number, got inf"),
+])
+def test_bad_tables(text: str, message: str) -> None:
+    with pytest.raises(BenchTableError) as exc:
+        parse_bench_table(text, "b.csv")
+    assert str(exc.value) == message or str(exc.value).startswith(message)
+
+
+def test_a_missing_file_is_named(tmp_path: Path) -> None:
+    with pytest.raises(BenchTableError, match=r"nope\.csv: file not found"):
+        read_bench_table(tmp_path / "nope.csv")

@@ -1,0 +1,64 @@
+"""The demo tells one story: calibrating on it finds the planted coefficients, and replaying its traffic with
+them reproduces each pool's observed TTFT and the console's busy utilization."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import polars as pl
+import pytest
+import yaml
+
+from app.cli import main
+from app.demo.story import PLANTED
+from replay import calibrate, calibrated_candidate, load_candidate_text, run_replay
+from store import connect, require_registry
+from store.requests import read_requests
+from store.views.cost import busy_device_hours, paid_hours
+from store.views.window import Window, data_span
+
+HOUR_MS = 3_600_000
+
+
+@pytest.fixture(scope="module")
+def demo8(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Six hours of the demo at its default size (8 devices per pool), where every pool holds its model."""
+    path = tmp_path_factory.mktemp("demo8") / "demo.duckdb"
+    assert main(["--db", str(path), "demo", "--days", "0.25", "--devices-per-pool", "8",
+                 "--end", "2026-11-29T08:00:00Z"]) == 0
+    return path
+
+
+@pytest.mark.slow
+def test_calibration_finds_the_planted_coefficients_and_the_replay_reproduces_the_demo(demo8: Path) -> None:
+    con = connect(demo8, read_only=True)
+    try:
+        registry, requests = require_registry(con), read_requests(con)
+        span = data_span(con)
+        assert span is not None
+        window = Window(span[0] - span[0] % HOUR_MS, span[1] - span[1] % HOUR_MS + HOUR_MS)
+        busy = dict(busy_device_hours(con, window).rows())
+        hours = paid_hours(con, window)
+    finally:
+        con.close()
+    fits, unknown = calibrate(requests, registry)
+    assert unknown == {} and {f.pool for f in fits} == set(PLANTED)
+    for f in fits:
+        mfu, eff, overhead = PLANTED[f.pool]
+        assert f.mfu == pytest.approx(mfu, rel=0.05), f.pool
+        assert f.mem_bw_eff == pytest.approx(eff, rel=0.05), f.pool
+        # the overhead splits the decode pass with the bandwidth; see tests/test_calibrate.py
+        assert f.step_overhead_ms == pytest.approx(overhead, rel=0.2), f.pool
+    candidate = load_candidate_text(yaml.safe_dump(calibrated_candidate(fits)), registry)
+    result = run_replay(candidate, requests, registry, 0)
+    observed = requests.sort("arrival_ms", "trace", "seq", maintain_order=True)
+    rows = result.requests.with_columns(observed["obs_ttft_s"].alias("obs_ttft"),
+                                        observed["outcome"].alias("obs_outcome"))
+    for f in fits:
+        ok = rows.filter((pl.col("pool") == f.pool) & (pl.col("obs_outcome") == "ok"))
+        for q in (0.5, 0.99):
+            assert ok["ttft_s"].quantile(q) == pytest.approx(ok["obs_ttft"].quantile(q), rel=0.10), (f.pool, q)
+        devices = registry.pool(f.pool).devices
+        console = busy[f.pool] / (devices * hours)
+        model = result.summary.pools[f.pool].busy_s / (registry.pool(f.pool).serving.replicas * hours * 3600)  # type: ignore[union-attr]
+        assert model == pytest.approx(console, rel=0.10), f.pool
