@@ -88,6 +88,7 @@ class IngestRun:
         self._before: tuple[int, int] | None = None  # ts range stored before this run, once read
         self._before_read = False
         self._inserted: tuple[int, int] | None = None  # ts range of rows this run inserted
+        self._nodes: set[str] = set()  # nodes of the rows it inserted: only their rollups change
 
     # -- staging ------------------------------------------------------------------------------
     def add_read(self, n: int) -> None:
@@ -195,7 +196,7 @@ class IngestRun:
             raise StoreError(f"ingest of {self.source!r} lost records: read {c.read} != stored {c.stored} + "
                              f"rejected {c.rejected} + duplicates {c.duplicates}")
         if self.stored_span is not None:
-            refresh_rollups(con, *self.stored_span)
+            refresh_rollups(con, *self.stored_span, nodes=sorted(self._nodes))
         con.execute(
             "UPDATE ingest_runs SET finished_at = ?, window_start = ?, window_end = ?, read = ?, stored = ?, "
             "rejected = ?, duplicates = ?, status = ?, warnings = ? WHERE run_id = ?",
@@ -247,6 +248,7 @@ class IngestRun:
         if span is not None:
             self._inserted = span if self._inserted is None else (
                 min(span[0], self._inserted[0]), max(span[1], self._inserted[1]))
+            self._nodes.update(unique.get_column("node").cast(pl.String).unique().to_list())
         self.note_stored(stored, offered - stored + in_batch_dupes, rows, span)
 
     def _may_overlap(self, con: duckdb.DuckDBPyConnection, lo: int, hi: int) -> bool:

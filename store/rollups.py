@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import duckdb
 
 from store.db import fetch_one
@@ -26,11 +28,14 @@ def raw_horizon(con: duckdb.DuckDBPyConnection) -> int | None:
     return int(row[0]) if row else None
 
 
-def refresh_rollups(con: duckdb.DuckDBPyConnection, start_ms: int, end_ms: int) -> tuple[int, int]:
+def refresh_rollups(con: duckdb.DuckDBPyConnection, start_ms: int, end_ms: int,
+                    nodes: Sequence[str] | None = None) -> tuple[int, int]:
     """Recompute the 1m buckets holding [start_ms, end_ms] from raw, then their hours from 1m.
 
-    Runs inside the caller's transaction. Buckets before the retention horizon are final (their raw
-    samples are gone) and are left alone. Returns the number of 1m and 1h rows written.
+    `nodes` narrows the work to the series of those nodes (the ones a run wrote): a node's buckets never
+    depend on another node's samples, so one node's file does not recompute the whole fleet's day. Runs inside
+    the caller's transaction. Buckets before the retention horizon are final (their raw samples are gone) and
+    are left alone. Returns the number of 1m and 1h rows written.
     """
     lo_m, hi_m = floor_to(start_ms, MINUTE_MS), floor_to(end_ms, MINUTE_MS) + MINUTE_MS
     horizon = raw_horizon(con)
@@ -38,24 +43,26 @@ def refresh_rollups(con: duckdb.DuckDBPyConnection, start_ms: int, end_ms: int) 
         lo_m = max(lo_m, floor_to(horizon + HOUR_MS - 1, HOUR_MS))
     if lo_m >= hi_m:
         return (0, 0)
-    con.execute("DELETE FROM rollup_1m WHERE bucket >= ? AND bucket < ?", [lo_m, hi_m])
+    extra: list[object] = [] if nodes is None else [list(nodes)]
+    only = "" if nodes is None else " AND list_contains(?, node)"
+    con.execute(f"DELETE FROM rollup_1m WHERE bucket >= ? AND bucket < ?{only}", [lo_m, hi_m, *extra])
     for lo in range(lo_m, hi_m, SLICE_MS):  # slices start on minute boundaries: each bucket is in one slice
         con.execute(
             f"INSERT INTO rollup_1m SELECT ts - ts % {MINUTE_MS} AS bucket, {_DIMS}, count(*), sum(value), "
             f"avg(value), min(value), max(value), arg_max(value, ts), max(ts) FROM samples "
-            f"WHERE ts >= ? AND ts < ? GROUP BY ALL", [lo, min(lo + SLICE_MS, hi_m)])
-    minute_rows = _changes(con, "rollup_1m", lo_m, hi_m)
+            f"WHERE ts >= ? AND ts < ?{only} GROUP BY ALL", [lo, min(lo + SLICE_MS, hi_m), *extra])
+    minute_rows = _changes(con, "rollup_1m", lo_m, hi_m, only, extra)
     lo_h, hi_h = floor_to(lo_m, HOUR_MS), floor_to(hi_m - 1, HOUR_MS) + HOUR_MS
-    con.execute("DELETE FROM rollup_1h WHERE bucket >= ? AND bucket < ?", [lo_h, hi_h])
+    con.execute(f"DELETE FROM rollup_1h WHERE bucket >= ? AND bucket < ?{only}", [lo_h, hi_h, *extra])
     con.execute(
         f"INSERT INTO rollup_1h SELECT bucket - bucket % {HOUR_MS} AS hour, {_DIMS}, sum(count), sum(sum), "
         f"sum(sum) / sum(count), min(min), max(max), arg_max(last, last_ts), max(last_ts) FROM rollup_1m "
-        f"WHERE bucket >= ? AND bucket < ? GROUP BY ALL", [lo_h, hi_h])
-    return minute_rows, _changes(con, "rollup_1h", lo_h, hi_h)
+        f"WHERE bucket >= ? AND bucket < ?{only} GROUP BY ALL", [lo_h, hi_h, *extra])
+    return minute_rows, _changes(con, "rollup_1h", lo_h, hi_h, only, extra)
 
 
-def _changes(con: duckdb.DuckDBPyConnection, table: str, lo: int, hi: int) -> int:
-    row = fetch_one(con, f"SELECT count(*) FROM {table} WHERE bucket >= ? AND bucket < ?", [lo, hi])
+def _changes(con: duckdb.DuckDBPyConnection, table: str, lo: int, hi: int, only: str, extra: list[object]) -> int:
+    row = fetch_one(con, f"SELECT count(*) FROM {table} WHERE bucket >= ? AND bucket < ?{only}", [lo, hi, *extra])
     return int(row[0]) if row else 0
 
 

@@ -90,3 +90,18 @@ def test_prune_keeps_rollups_and_refuses_older_samples(con: duckdb.DuckDBPyConne
     reason = con.execute("SELECT DISTINCT reason FROM rejects WHERE source = 'late'").fetchall()
     assert reason == [(f"older than the raw retention horizon {horizon} ms (pruned by 'hetpool prune')",)]
     assert stored(con, "rollup_1m") == before_1m
+
+
+def test_a_run_refreshes_only_its_own_nodes_and_the_result_is_the_same(con: duckdb.DuckDBPyConnection) -> None:
+    raw = make(3000, seed=5)
+    n1, n2 = raw.filter(pl.col("node") == "n1"), raw.filter(pl.col("node") == "n2")
+    ingest(con, n1)
+    before_n1 = [r for r in stored(con, "rollup_1m") if r[1] == "n1"]
+    con.execute("UPDATE rollup_1m SET count = -1 WHERE node = 'n1'")  # a mark a refresh of n1 would erase
+    ingest(con, n2)
+    after = stored(con, "rollup_1m")
+    assert {r[2] for r in after if r[1] == "n1"} == {-1}  # n2's run left n1's buckets alone
+    assert [r for r in after if r[1] == "n2"] == [r for r in expected(raw, MINUTE_MS) if r[1] == "n2"]
+    assert refresh_rollups(con, T0, T0 + 3 * HOUR_MS, nodes=["n1"])[0] == len(before_n1)
+    assert stored(con, "rollup_1m") == expected(raw, MINUTE_MS)
+    assert stored(con, "rollup_1h") == expected(raw, HOUR_MS)
