@@ -54,6 +54,7 @@ def sizes(db: Path) -> tuple[int, int, int, float]:
 
 def raw_baseline(db: Path, window_h: int) -> float:
     """Seconds to compute the Fleet health tiles from raw samples: the same query, window shifted by 1 ms."""
+    from canonical.timeunits import HOUR_MS
     from store import connect
     from store.views.health import pool_tiles
     from store.views.window import Window, data_span
@@ -62,9 +63,9 @@ def raw_baseline(db: Path, window_h: int) -> float:
     try:
         span = data_span(con)
         assert span is not None
-        end = span[1] - span[1] % 3_600_000 + 3_600_000
+        end = span[1] - span[1] % HOUR_MS + HOUR_MS
         pools = ["h100-a", "mi300x-a", "ascend-a", "gaudi3-a", "mlu370-a"]
-        seconds, _ = timed(lambda: pool_tiles(con, Window(end - window_h * 3_600_000 + 1, end), pools))
+        seconds, _ = timed(lambda: pool_tiles(con, Window(end - window_h * HOUR_MS + 1, end), pools))
         return seconds
     finally:
         con.close()

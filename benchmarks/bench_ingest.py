@@ -28,7 +28,7 @@ REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-METRICS = [
+DCGM_FIELDS = [
     ("DCGM_FI_DEV_SM_CLOCK", lambda r: r.choice((1410, 1755, 1980))),
     ("DCGM_FI_DEV_MEM_CLOCK", lambda r: 2619),
     ("DCGM_FI_DEV_MEMORY_TEMP", lambda r: r.randint(30, 80)),
@@ -58,7 +58,7 @@ def generate(path: Path, scrapes: int, seed: int = 7) -> int:
         for s in range(scrapes):
             ts = T0 + s * STEP_MS
             out = []
-            for name, make in METRICS:
+            for name, make in DCGM_FIELDS:
                 out.append(f"# HELP {name} {name}.\n# TYPE {name} gauge\n")
                 for d in range(DEVICES):
                     if name.endswith("ENERGY_CONSUMPTION"):
@@ -73,7 +73,7 @@ def generate(path: Path, scrapes: int, seed: int = 7) -> int:
                         value = make(rng)
                     out.append(f"{name}{{{labels[d]}}} {value} {ts}\n")
             f.write("".join(out))
-    return scrapes * DEVICES * len(METRICS)
+    return scrapes * DEVICES * len(DCGM_FIELDS)
 
 
 def _one_thread() -> None:

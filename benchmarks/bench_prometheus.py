@@ -26,7 +26,7 @@ from store import Held, connect, save_registry  # noqa: E402
 from store.rollups import refresh_rollups  # noqa: E402
 from tests.promserver import STEP_S, T0_S, PrometheusServer  # noqa: E402
 
-METRICS = (  # (name, value at step k for series i)
+FIELDS = (  # (name, value at step k for series i)
     ("DCGM_FI_DEV_GPU_UTIL", lambda i, k: (i * 7 + k) % 101),
     ("DCGM_FI_DEV_FB_USED", lambda i, k: 1000 + (i + k) % 5000),
     ("DCGM_FI_DEV_FB_FREE", lambda i, k: 80000 - (i + k) % 5000),
@@ -49,7 +49,7 @@ class BigFleet:
     def openmetrics(self) -> Iterator[str]:
         """The history as OpenMetrics text, one series at a time."""
         times = [str(T0_S + k * STEP_S) for k in range(self.steps)]
-        for name, fn in METRICS:
+        for name, fn in FIELDS:
             yield f"# TYPE {name} gauge\n"
             for i in range(self.devices):
                 node, gpu = f"h100-a-{i // 8:02d}", i % 8
@@ -65,7 +65,7 @@ def main() -> None:
     ap.add_argument("--devices", type=int, default=256)
     args = ap.parse_args()
     fleet = BigFleet(args.hours, args.devices)
-    samples = fleet.steps * fleet.devices * len(METRICS)
+    samples = fleet.steps * fleet.devices * len(FIELDS)
     with tempfile.TemporaryDirectory(prefix="hetpool-bench-") as tmp:
         work = Path(tmp)
         t = time.perf_counter()
@@ -74,7 +74,7 @@ def main() -> None:
         try:
             start_ms, end_ms = T0_S * 1000 - 1, fleet.end_s * 1000
             opts = PullOptions(url=server.url, profiles=("dcgm",), start_ms=start_ms, end_ms=end_ms)
-            names = [n for n, _ in METRICS]
+            names = [n for n, _ in FIELDS]
             session = requests.Session()
             t = time.perf_counter()
             fetched = 0

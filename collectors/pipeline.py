@@ -17,6 +17,7 @@ from pathlib import Path
 import duckdb
 import polars as pl
 
+from canonical.schemas import KEY
 from collectors.scrape import check_url, scrape, url_host
 from normalizers import (
     Context,
@@ -29,7 +30,7 @@ from normalizers import (
     RawBatch,
     load_profiles,
 )
-from store import KEY, Access, IngestCounts, IngestRun, commit_run, latest_registry
+from store import Access, IngestCounts, IngestRun, commit_run, latest_registry
 from store.error_state import prior_error_state
 from store.ingest import StaleStage
 
@@ -130,15 +131,13 @@ class BatchWriter:
     Each batch's rows are unique on the natural key, so the store can skip its own deduplication. The rows
     of a batch's newest timestamp wait for the next batch: a scrape cut by a chunk boundary then lands in one
     insert, consecutive inserts of a time-ordered file never overlap in time (no anti-join against stored
-    rows), and only rows at the boundary timestamp need deduplicating again. Versions are kept as first and
-    last seen per version until the end.
+    rows), and only rows at the boundary timestamp need deduplicating again.
     """
 
     def __init__(self, run: IngestRun, report: IngestReport):
         self.run = run
         self.report = report
         self.pending: pl.DataFrame | None = None
-        self.versions: pl.DataFrame | None = None  # first and last seen per version so far
 
     def raw(self, batch: RawBatch) -> None:
         self.run.add_read(batch.reads)
@@ -154,11 +153,7 @@ class BatchWriter:
         self._rejects(out.rejects)
         self.run.add_duplicates(out.folded)
         self.run.add_error_state(out.state)
-        if out.versions.height:
-            seen = out.versions if self.versions is None else pl.concat([self.versions, out.versions])
-            self.versions = seen.group_by("pool", "node", "device", "component", "version").agg(
-                pl.col("ts").min()).vstack(seen.group_by("pool", "node", "device", "component", "version").agg(
-                    pl.col("ts").max()))
+        self.run.add_versions(out.versions)
         rows, edge = out.samples, None
         if self.pending is not None and self.pending.height:
             edge = self.pending.get_column("ts").first()
@@ -179,9 +174,6 @@ class BatchWriter:
         if self.pending is not None and self.pending.height:
             self.run.add_samples(self.pending)
         self.pending = None
-        if self.versions is not None:
-            self.run.add_versions(self.versions)
-            self.versions = None
 
 
 def ingest_exposition(store: Access, chunks: Chunks, *, kind: str, source: str, options: IngestOptions,

@@ -17,18 +17,19 @@ from urllib.parse import urlparse
 import duckdb
 import polars as pl
 
+from canonical.prometheus import SAMPLE_SUFFIXES
+from canonical.schemas import REJECT_SCHEMA
+from canonical.timeunits import HOUR_MS
 from collectors.errors import CollectorError
 from collectors.pipeline import RESTAGES, BatchWriter, IngestOptions, IngestReport, StatePrior, make_context
 from collectors.promhttp import ChunkFailed, PromClient, PromUnavailable
 from collectors.promjson import RangeVector
 from normalizers import Context, Normalizer, Options, Profile, RawBatch
-from normalizers.exposition import REJECT_SCHEMA
 from store import Access, IngestRun, StaleStage, commit_run
 from store.watermarks import Coverage, extend_coverage, get_coverage
 
 MAX_POINTS_PER_SERIES = 11_000  # Prometheus refuses range queries with more points per series
 FETCHERS = 2  # chunks fetched ahead in parallel: Prometheus encodes each query on one core
-_PARTS = ("_bucket", "_sum", "_count", "_total", "_created")
 
 
 @dataclass(frozen=True)
@@ -39,9 +40,9 @@ class PullOptions:
     profiles: tuple[str, ...] = ()        # empty: every profile that knows a metric on the server
     start_ms: int | None = None           # explicit window start (exclusive); overrides the watermark
     end_ms: int | None = None             # explicit window end (inclusive); default now - one step
-    since_ms: int = 3_600_000             # first pull without a watermark goes this far back
+    since_ms: int = HOUR_MS                 # first pull without a watermark goes this far back
     step_ms: int = 15_000                 # the scrape interval the data was collected at
-    chunk_ms: int = 3_600_000             # at most this much time per query
+    chunk_ms: int = HOUR_MS                 # at most this much time per query
     profiles_dirs: tuple[Path, ...] = ()
     pool: str | None = None
 
@@ -84,7 +85,8 @@ def known_names(profile: Profile, server_names: list[str]) -> list[str]:
     names = profile.names()
     out = []
     for name in server_names:
-        base = next((name[: -len(p)] for p in _PARTS if name.endswith(p) and name[: -len(p)] in names), None)
+        base = next((name[: -len(p)] for p in SAMPLE_SUFFIXES if name.endswith(p) and name[: -len(p)] in names),
+                    None)
         if name in names or base is not None:
             out.append(name)
     return sorted(out)

@@ -20,15 +20,14 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 
+from canonical.prometheus import family_of
+from canonical.schemas import RECORD_MAX_CHARS, REJECT_SCHEMA
 from normalizers.textformat import SECONDS_BELOW, LineError, parse_line, parse_series, render_series
 
 MAX_LINE_BYTES = 1 << 20  # longer lines are rejected without being held in memory
 SEARCH_BYTES = 8 << 20  # newlines are searched this many bytes at a time: a small scratch that stays in cache
-RECORD_CHARS = 500
 
-SAMPLE_SCHEMA = {"line": pl.Int64, "key": pl.Categorical, "value": pl.Float64, "ts_ms": pl.Int64,
-                 "text": pl.String}
-REJECT_SCHEMA = {"line": pl.Int64, "record": pl.String, "reason": pl.String}
+RAW_SCHEMA = {"line": pl.Int64, "key": pl.Categorical, "value": pl.Float64, "ts_ms": pl.Int64, "text": pl.String}
 
 Series = tuple[str, dict[str, str]]  # metric name as written, labels
 _UNSEEN, _VALID, _INVALID = 0, 1, 2
@@ -40,7 +39,7 @@ Buffer = bytes | bytearray | memoryview
 class RawBatch:
     """Parsed samples of one chunk: each row points at its series by `key` (the series text)."""
 
-    samples: pl.DataFrame                      # SAMPLE_SCHEMA, one row per sample line
+    samples: pl.DataFrame                      # RAW_SCHEMA, one row per sample line
     series: dict[str, Series]                  # key -> (name, labels), for every key in samples (and more)
     rejects: pl.DataFrame                      # REJECT_SCHEMA, lines that are not valid exposition
     types: dict[str, str] = field(default_factory=dict)  # metric family -> # TYPE, as seen so far
@@ -67,16 +66,12 @@ class RawBatch:
 
 def family_type(name: str, types: dict[str, str]) -> str | None:
     """The # TYPE of the family a sample name belongs to (histogram parts, counter _total...)."""
-    if name in types:
-        return types[name]
-    for suffix in ("_bucket", "_sum", "_count", "_total", "_created", "_gsum", "_gcount", "_info"):
-        if name.endswith(suffix) and name[: -len(suffix)] in types:
-            return types[name[: -len(suffix)]]
-    return None
+    family = family_of(name, types)
+    return None if family is None else types[family]
 
 
 def _record(text: str) -> str:
-    return text.rstrip("\r\n")[:RECORD_CHARS]
+    return text.rstrip("\r\n")[:RECORD_MAX_CHARS]
 
 
 class ExpositionParser:
@@ -139,7 +134,7 @@ class ExpositionParser:
 
     def _reject_long(self, rejects: list[dict[str, object]], head: bytes) -> None:
         self._line += 1
-        rejects.append({"line": self._line, "record": head[:RECORD_CHARS].decode("utf-8", "replace"),
+        rejects.append({"line": self._line, "record": head[:RECORD_MAX_CHARS].decode("utf-8", "replace"),
                         "reason": f"line longer than {self.max_line_bytes} bytes"})
         self._carry, self._skipping = b"", True
 
@@ -192,7 +187,7 @@ class ExpositionParser:
             try:
                 texts.append(raw.decode("utf-8") + "\n")
             except UnicodeDecodeError as exc:
-                rejects.append({"line": self._line, "record": raw[:RECORD_CHARS].decode("utf-8", "replace"),
+                rejects.append({"line": self._line, "record": raw[:RECORD_MAX_CHARS].decode("utf-8", "replace"),
                                 "reason": f"not UTF-8 text (byte 0x{raw[exc.start]:02x} at column {exc.start + 1})"})
                 texts.append("#\n")  # a placeholder comment keeps the numbering; comments are not reads
         return pa.array(texts, type=pa.large_string())
@@ -239,7 +234,7 @@ class ExpositionParser:
             self._series.setdefault(key, (parsed.name, parsed.labels))
             for col, value in zip(rows, (line, key, parsed.value, parsed.ts_ms, text), strict=True):
                 rows[col].append(value)
-        return pl.DataFrame(rows, schema=SAMPLE_SCHEMA)
+        return pl.DataFrame(rows, schema=RAW_SCHEMA)
 
     def _resolve(self, samples: pl.DataFrame, rejects: list[dict[str, object]]) -> pl.DataFrame:
         """Parse each new series text once; drop (and reject) lines whose series text is invalid.
@@ -315,7 +310,7 @@ def _valid_utf8(block: Buffer) -> bool:
 
 
 def _empty_samples() -> pl.DataFrame:
-    return pl.DataFrame(schema=SAMPLE_SCHEMA)
+    return pl.DataFrame(schema=RAW_SCHEMA)
 
 
 def _split(frame: pl.DataFrame, first: int, block_flags: tuple[bool, bool]) -> pl.DataFrame:

@@ -9,12 +9,13 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
-from normalizers.canonical import ERRORS_METRIC
+from canonical.metrics import ERRORS_METRIC
 from normalizers.profile import STICKY, Derived, ValueRule
 from normalizers.series import Resolution
 
 RowKey = tuple[str, str, str, str, str]  # pool, node, device, metric, attributes
-ROLES = {"reject": 0, "direct": 1, "input": 2, "error": 3}
+# Roles of a series: what its samples become (a rejected series, its own canonical row, an input, an error).
+REJECTED, DIRECT, INPUT, ERROR = 0, 1, 2, 3
 
 _SERIES_SCHEMA = {
     "sid": pl.UInt32, "role": pl.Int8, "cid": pl.UInt32, "did": pl.UInt32, "inp": pl.UInt8,
@@ -64,10 +65,10 @@ class Ids:
         """Register a resolved series; returns its id."""
         sid = len(self.series)
         self.series.append(r)
-        role = ROLES["reject"] if r.reason else ROLES[{"input": "input", "error": "error"}.get(r.kind, "direct")]
+        role = REJECTED if r.reason else {"input": INPUT, "error": ERROR}.get(r.kind, DIRECT)
         cid = self.canonical((r.pool, r.node, r.device, r.metric, r.attributes)) if r.metric and not r.reason \
             else None
-        if cid is not None and role == ROLES["direct"]:
+        if cid is not None and role == DIRECT:
             self._produce(cid)
         did = inp = None
         consumed = False

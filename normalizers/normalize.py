@@ -16,22 +16,19 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from normalizers.exposition import RECORD_CHARS, REJECT_SCHEMA, RawBatch
-from normalizers.ids import Ids
+from canonical.schemas import RECORD_MAX_CHARS, REJECT_SCHEMA, STATE_SCHEMA, VERSION_SCHEMA
+from canonical.timeunits import DAY_MS
+from normalizers.exposition import RawBatch
+from normalizers.ids import DIRECT, ERROR, REJECTED, Ids
 from normalizers.series import Context, resolve
-from normalizers.stateful import STATE_SCHEMA, error_rows
+from normalizers.stateful import error_rows
 from normalizers.textformat import render_series
 
-DAY_MS = 86_400_000
 # Text columns are Categorical: few distinct values per batch, and the store keeps them dictionary-encoded.
 ROW_SCHEMA: dict[str, pl.DataType] = {
     "ts": pl.Int64(), "pool": pl.Categorical(), "node": pl.Categorical(), "device": pl.Categorical(),
     "metric": pl.Categorical(), "value": pl.Float64(), "attributes": pl.Categorical(), "n_src": pl.Int64(),
 }
-VERSION_SCHEMA = {"pool": pl.String, "node": pl.String, "device": pl.String, "component": pl.String,
-                  "version": pl.String, "ts": pl.Int64}
-# Roles of a series: what its samples become.
-REJECTED, DIRECT, INPUT, ERROR = 0, 1, 2, 3
 # Check codes of a sample; 0 is fine, the first failed check wins.
 (OK, SERIES, DUP, AHEAD, NEGATIVE_TS, NAN, INF, SENTINEL, BELOW, ABOVE, RULE_REJECT, RULE_VALUES) = range(12)
 
@@ -131,30 +128,6 @@ class Normalizer:
         rejects = _derived_leftovers(held, self.ids) if held is not None else pl.DataFrame(schema=REJECT_SCHEMA)
         return Normalized(pl.DataFrame(schema=ROW_SCHEMA), rejects, pl.DataFrame(schema=VERSION_SCHEMA), 0,
                           pl.DataFrame(schema=STATE_SCHEMA))
-
-    def normalize_frame(self, frame: pl.DataFrame, prior: StateLookup | None = None) -> Normalized:
-        """Normalize already-parsed raw samples: name, labels (list of {name, value}), value, ts_ms[, line].
-
-        This is the path for sources that are not exposition text, such as a Prometheus HTTP API pull.
-        """
-        if "line" not in frame.columns:
-            frame = frame.with_row_index("line", offset=1)
-        keys: list[str] = []
-        series: dict[str, tuple[str, dict[str, str]]] = {}
-        for name, labels in zip(frame.get_column("name").to_list(), frame.get_column("labels").to_list(),
-                                strict=True):
-            as_dict = {p["name"]: p["value"] for p in labels or []}
-            key = render_series(name, as_dict)
-            series.setdefault(key, (name, as_dict))
-            keys.append(key)
-        samples = pl.DataFrame({
-            "line": frame.get_column("line").cast(pl.Int64),
-            "key": pl.Series(keys, dtype=pl.String).cast(pl.Categorical),
-            "value": frame.get_column("value").cast(pl.Float64),
-            "ts_ms": frame.get_column("ts_ms").cast(pl.Int64),
-            "text": pl.Series([None] * frame.height, dtype=pl.String),
-        })
-        return self.normalize(RawBatch(samples, series, pl.DataFrame(schema=REJECT_SCHEMA)), prior)
 
     # -- the batch ------------------------------------------------------------------------------
     def _codes(self) -> pl.Expr:
@@ -295,7 +268,7 @@ def _records(bad: pl.DataFrame) -> pl.DataFrame:
     record = pl.coalesce(
         pl.col("text").str.strip_chars_end("\r\n"),
         pl.format("{} {} {}", pl.col("sname"), pl.col("value"), pl.col("ts_ms")),
-    ).str.slice(0, RECORD_CHARS)
+    ).str.slice(0, RECORD_MAX_CHARS)
     if "sname" not in bad.columns:
         bad = bad.with_columns(sname=pl.lit(""))
     return bad.select(pl.col("line").cast(pl.Int64), record.alias("record"), pl.col("reason").cast(pl.String))

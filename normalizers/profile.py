@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from normalizers.canonical import ErrorClass
+from canonical.metrics import ErrorClass
 
 STICKY = "sticky_code"  # the value is the last code seen (0: none); an event is a change to a non-zero code
 COUNTER = "counter"     # the value counts events since the exporter started; increases are events

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from yaml.nodes import MappingNode, Node, SequenceNode
 
-from normalizers.canonical import ERROR_CLASSES, METRICS, RESERVED_ATTRIBUTES, SEVERITIES, ErrorClass
+from canonical.metrics import ERROR_CLASSES, METRICS, RESERVED_ATTRIBUTES, SEVERITIES, ErrorClass
 from normalizers.errors import ProfileError
 from normalizers.profile import (
     ERROR_KINDS,

@@ -8,7 +8,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field, replace
 
-from normalizers.canonical import METRICS, ErrorClass
+from canonical.metrics import METRICS, ErrorClass
+from canonical.prometheus import COUNTER_SUFFIX, CREATED_SUFFIX, HISTOGRAM_PARTS
 from normalizers.profile import Derived, ErrorMap, MetricMap, Profile, Sentinel, ValueRule
 from normalizers.profile_set import ProfileSet
 from pool_registry import Pool
@@ -105,19 +106,20 @@ def _target(profile: Profile, name: str, labels: dict[str, str]) -> _Target | st
         return _Target(mapping=chosen, stat=chosen.stat, inputs=inputs)
     if inputs:
         return _Target(inputs=inputs)
-    for suffix, stat in (("_bucket", "bucket"), ("_sum", "sum"), ("_count", "count")):
+    for suffix, stat in zip(HISTOGRAM_PARTS, ("bucket", "sum", "count"), strict=True):
         base = name[: -len(suffix)]
         if name.endswith(suffix) and base in profile.metrics:
             chosen = next((m for m in profile.metrics[base] if m.matches(labels)), None)
             if chosen is not None and METRICS[chosen.metric].kind == "histogram" and chosen.stat is None:
                 return _Target(mapping=chosen, stat=stat)
-    if name.endswith("_total") and name[:-6] in profile.metrics:
-        chosen = next((m for m in profile.metrics[name[:-6]] if m.matches(labels)), None)
+    counter = name[: -len(COUNTER_SUFFIX)]
+    if name.endswith(COUNTER_SUFFIX) and counter in profile.metrics:
+        chosen = next((m for m in profile.metrics[counter] if m.matches(labels)), None)
         if chosen is not None:
             return _Target(mapping=chosen, stat=chosen.stat)
-    if name.endswith("_created"):
-        base = name[:-8]
-        if base in profile.metrics or f"{base}_total" in profile.metrics:
+    if name.endswith(CREATED_SUFFIX):
+        base = name[: -len(CREATED_SUFFIX)]
+        if base in profile.metrics or f"{base}{COUNTER_SUFFIX}" in profile.metrics:
             return f"'{name}' is the creation time of counter '{base}', not a sample"
     return f"metric '{name}' is not mapped by profile '{profile.name}'"
 

@@ -16,13 +16,13 @@ from typing import TYPE_CHECKING
 import numpy as np
 import polars as pl
 
+from canonical.schemas import STATE_SCHEMA
 from normalizers.series import canonical_json, error_class_of
 
 if TYPE_CHECKING:
     from normalizers.ids import Ids
     from normalizers.normalize import StateLookup
 
-STATE_SCHEMA = {"node": pl.String, "device": pl.String, "source": pl.String, "ts": pl.Int64, "value": pl.Float64}
 _EVENT_SCHEMA = {"ts": pl.Int64, "cid": pl.UInt32, "value": pl.Float64, "n_src": pl.Int64}
 
 

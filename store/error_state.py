@@ -5,9 +5,11 @@ from __future__ import annotations
 import duckdb
 import polars as pl
 
-STATE_COLUMNS = ("node", "device", "source", "ts", "value")
-PRIOR_SCHEMA = {"node": pl.String, "device": pl.String, "source": pl.String, "before": pl.Int64, "ts": pl.Int64,
-                "value": pl.Float64}
+from canonical.schemas import STATE_KEY, STATE_SCHEMA
+
+# the answer to a lookup: per key and `before`, the newest stored change point strictly before it
+PRIOR_SCHEMA = {**{k: STATE_SCHEMA[k] for k in STATE_KEY}, "before": pl.Int64(), "ts": pl.Int64(),
+                "value": pl.Float64()}
 
 
 def prior_error_state(con: duckdb.DuckDBPyConnection, keys: pl.DataFrame) -> pl.DataFrame:
@@ -29,7 +31,7 @@ def record_error_state(con: duckdb.DuckDBPyConnection, changes: pl.DataFrame) ->
     """Keep change points (inside the caller's transaction); ones already stored are left alone."""
     if changes.height == 0:
         return 0
-    con.register("_hp_state", changes.select(STATE_COLUMNS).to_arrow())
+    con.register("_hp_state", changes.select(list(STATE_SCHEMA)).to_arrow())
     try:
         rows = con.execute(
             "INSERT INTO error_state SELECT node, device, source, ts, value FROM _hp_state "

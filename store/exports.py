@@ -15,14 +15,15 @@ from pathlib import Path
 import duckdb
 import polars as pl
 
+from canonical.timeunits import DAY_MS
 from store.db import fetch_one
 from store.errors import StoreError
 from store.rollups import raw_horizon
 
 FORMATS = ("csv", "jsonl", "parquet")
 RESOLUTIONS = ("auto", "raw", "1m", "1h")
-RAW_UP_TO_MS = 2 * 86_400_000      # auto: raw rows for windows up to 2 days...
-MINUTES_UP_TO_MS = 14 * 86_400_000  # ...1-minute buckets up to 14 days, hourly beyond
+RAW_UP_TO_MS = 2 * DAY_MS      # auto: raw rows for windows up to 2 days...
+MINUTES_UP_TO_MS = 14 * DAY_MS  # ...1-minute buckets up to 14 days, hourly beyond
 _SOURCES = {"raw": ("samples", "ts", "value", ""),
             "1m": ("rollup_1m", "bucket", "avg", ", min, max, last, count"),
             "1h": ("rollup_1h", "bucket", "avg", ", min, max, last, count")}

@@ -16,23 +16,12 @@ from dataclasses import asdict, dataclass
 import duckdb
 import polars as pl
 
+from canonical.schemas import KEY, RECORD_MAX_CHARS, SAMPLE_COLUMNS, SAMPLE_SCHEMA, VERSION_SCHEMA
 from store.db import Access, fetch_one, transaction
 from store.error_state import record_error_state
 from store.errors import StoreError
 from store.rollups import raw_horizon, refresh_rollups
 
-SAMPLE_COLUMNS = ("ts", "pool", "node", "device", "metric", "value", "attributes")
-SAMPLE_SCHEMA: dict[str, pl.DataType] = {
-    "ts": pl.Int64(), "pool": pl.String(), "node": pl.String(), "device": pl.String(),
-    "metric": pl.String(), "value": pl.Float64(), "attributes": pl.String(),
-}
-KEY = ("ts", "pool", "node", "device", "metric", "attributes")
-REJECT_SCHEMA: dict[str, pl.DataType] = {"line": pl.Int64(), "record": pl.String(), "reason": pl.String()}
-VERSION_SCHEMA: dict[str, pl.DataType] = {
-    "pool": pl.String(), "node": pl.String(), "device": pl.String(), "component": pl.String(),
-    "version": pl.String(), "ts": pl.Int64(),
-}
-RECORD_MAX_CHARS = 500
 _KEY_SQL = ", ".join(KEY)
 
 Hook = Callable[[duckdb.DuckDBPyConnection, "IngestRun"], None]  # more work inside the run's transaction

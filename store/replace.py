@@ -32,11 +32,12 @@ def discard(path: Path) -> None:
 def remove_stale(target: Path) -> list[Path]:
     """Remove builds for `target` whose process is gone (killed before it could clean up); returns them."""
     gone = []
-    for path in target.parent.glob(f".{target.name}{_BUILDING}*"):
-        pid = path.name.rsplit("-", 1)[-1]
-        if pid.isdigit() and not _alive(int(pid)):
-            discard(path)
-            gone.append(path)
+    for path in sorted(target.parent.glob(f".{target.name}{_BUILDING}*")):
+        build = path.with_name(path.name.removesuffix(".wal"))  # a log can outlive its file
+        pid = build.name.rsplit("-", 1)[-1]
+        if pid.isdigit() and not _alive(int(pid)) and build not in gone:
+            discard(build)
+            gone.append(build)
     return gone
 
 

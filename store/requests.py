@@ -62,10 +62,3 @@ def read_requests(con: duckdb.DuckDBPyConnection, *, trace: str | None = None, s
     clause = f"WHERE {' AND '.join(where)}" if where else ""
     frame = con.sql(f"SELECT {_COLS} FROM requests {clause} ORDER BY arrival_ms, trace, seq", params=params).pl()
     return frame.with_columns(pl.col(c).cast(pl.Int64) for c in ("in_tokens", "out_tokens", "cached_tokens"))
-
-
-def list_traces(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
-    """One row per stored trace: request count and arrival window."""
-    return con.sql(
-        "SELECT trace, count(*) AS requests, min(arrival_ms) AS first_ms, max(arrival_ms) AS last_ms "
-        "FROM requests GROUP BY trace ORDER BY trace").pl()

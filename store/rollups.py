@@ -6,10 +6,9 @@ from collections.abc import Sequence
 
 import duckdb
 
+from canonical.timeunits import HOUR_MS, MINUTE_MS
 from store.db import fetch_one
 
-MINUTE_MS = 60_000
-HOUR_MS = 3_600_000
 ROLLUP_TABLES = {"1m": ("rollup_1m", MINUTE_MS), "1h": ("rollup_1h", HOUR_MS)}
 # 1m buckets are recomputed a slice of this many hours at a time: the aggregation's table of groups then stays
 # small enough for the cache (a day of 2,750 series is 4M groups, an hour 165k)

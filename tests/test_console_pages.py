@@ -1,7 +1,7 @@
 """Every console page under Streamlit's AppTest, on the small demo database and on empty ones.
 
 The Fleet health tiles are checked against numbers computed here from raw samples (not the rollups the page
-reads), and p99 TTFT against store.quantiles, the feed's own histogram code.
+reads), and p99 TTFT against a quantile computed here from the raw bucket samples.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from streamlit.testing.v1 import AppTest
 
 from pool_registry import Registry
 from store import ENV_DB, Held, IngestRun, commit_run, connect, require_registry
-from store.quantiles import histogram_quantiles
 from tests.conftest import REPO
+from tests.oracles import raw_quantile
 
 MAIN = str(REPO / "app" / "console" / "main.py")
 PAGES = ("screens/health.py", "screens/reliability.py", "screens/cost.py", "screens/export.py", "screens/fleet.py")
@@ -80,8 +80,7 @@ def raw_tiles(con: duckdb.DuckDBPyConnection) -> dict[str, list[str]]:
         ref = per["accelerator.clock"].max()
         throttled = (busy.filter(pl.col("accelerator.clock") < 0.9 * ref).height / busy.height
                      if busy.height else None)
-        p99 = histogram_quantiles(con, "serving.time_to_first_token", START - 1, END - 1, pool=pool,
-                                  quantiles=(0.99,))[0.99]
+        p99 = raw_quantile(con, "serving.time_to_first_token", START, END, 0.99, pool=pool)
         out[pool] = [
             f"{reporting} / {declared[pool]}", f"{util:.1%}", f"{hbm:.1%}", f"{power / 1000:,.1f} kW", f"{temp:.1f} °C",
             f"{throttled:.1%}" if throttled is not None else "–", f"{fatal:,.0f}",

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import polars as pl
 import pytest
@@ -194,14 +193,3 @@ def test_derived_total_across_chunks_and_when_a_part_is_missing() -> None:
     assert reasons(out) == ["DCGM_FI_DEV_FB_FREE feeds only accelerator.memory.total, which also needs "
                             "DCGM_FI_DEV_FB_RESERVED at the same time"]
 
-
-def test_frame_entry_point_matches_text(tmp_path: Path) -> None:
-    text = (FIXTURES / "gaudi.prom").read_text()
-    from_text, _ = normalize(text)
-    parser = ExpositionParser()
-    frame = parser.feed(text.encode()).to_frame().drop("type")
-    n = Normalizer(Context(PROFILES, pool="p"), Options(default_ts_ms=T0, now_ms=T0))
-    from_frame = n.normalize_frame(frame)
-    key = ["metric", "device", "attributes"]
-    assert from_frame.samples.sort(key).equals(from_text.samples.sort(key))
-    assert from_frame.rejects["reason"].sort().to_list() == from_text.rejects["reason"].sort().to_list()

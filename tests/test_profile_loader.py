@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from canonical.metrics import ErrorClass
 from normalizers import ProfileError, load_profile, load_profile_text, load_profiles
-from normalizers.canonical import ErrorClass
 from normalizers.profile_set import builtin_profiles
 
 GOOD = """\

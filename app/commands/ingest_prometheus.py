@@ -8,6 +8,7 @@ from pathlib import Path
 
 from app.commands._base import Context, add_command, duration_ms, timestamp_ms
 from app.errors import UsageError
+from canonical.timeunits import HOUR_MS
 from collectors.prometheus import PullOptions, PullReport, follow, pull
 from collectors.promhttp import ENV_PASSWORD, ENV_TOKEN, ENV_USER, PromAuth, PromClient, RetryPolicy
 
@@ -25,14 +26,14 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
         handler=run, common=common)
     p.add_argument("--url", required=True, help="base URL of the Prometheus HTTP API")
     window = p.add_mutually_exclusive_group()
-    window.add_argument("--since", type=duration_ms, default=3_600_000, metavar="DURATION",
+    window.add_argument("--since", type=duration_ms, default=HOUR_MS, metavar="DURATION",
                         help="how far back the first pull goes when no watermark exists (default 1h)")
     window.add_argument("--start", type=timestamp_ms, metavar="ISO_TIME",
                         help="pull this exact window instead of continuing from the watermark (with --end)")
     p.add_argument("--end", type=timestamp_ms, metavar="ISO_TIME", help="end of the window (default: now - step)")
     p.add_argument("--step", type=duration_ms, default=15_000, metavar="DURATION",
                    help="scrape interval of the data; sizes chunks and --follow's polling (default 15s)")
-    p.add_argument("--chunk", type=duration_ms, default=3_600_000, metavar="DURATION",
+    p.add_argument("--chunk", type=duration_ms, default=HOUR_MS, metavar="DURATION",
                    help="longest time window per query (default 1h; capped at 11,000 steps)")
     p.add_argument("--profile", action="append", default=[], metavar="NAME",
                    help="pull only this profile's metrics (repeatable; default: every profile with metrics there)")

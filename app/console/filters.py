@@ -8,9 +8,8 @@ from dataclasses import dataclass
 import streamlit as st
 
 from app.console import data
+from canonical.timeunits import DAY_MS, HOUR_MS
 
-HOUR_MS = 3_600_000
-DAY_MS = 24 * HOUR_MS
 PRESETS = {"Last 6 hours": 6 * HOUR_MS, "Last 24 hours": DAY_MS, "Last 7 days": 7 * DAY_MS, "All data": 0}
 CUSTOM = "Custom days"
 DEFAULT_PRESET = "Last 24 hours"

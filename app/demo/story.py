@@ -12,11 +12,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from canonical.timeunits import DAY_MS, HOUR_MS, MINUTE_MS
 from pool_registry import ONBOARDING_STAGES, Chip, Model, Pool, Registry, Serving
-
-DAY_MS = 86_400_000
-HOUR_MS = 3_600_000
-MINUTE_MS = 60_000
 
 FATAL_POOL = "h100-a"        # one of its nodes loses a GPU off the bus again and again (XID 79)
 THROTTLE_POOL = "ascend-a"   # runs hot under afternoon load and drops its AI-core clock

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from canonical.timeunits import HOUR_MS
 from collectors.prometheus import PullOptions, pull, source_key
 from collectors.promhttp import PromAuth, PromClient, RetryPolicy
 from collectors.service.base import Outcome, StopCheck
@@ -19,8 +20,8 @@ class PrometheusPull:
     url: str
     every_s: float = 15.0  # also the data's step
     max_lag_s: float = 120.0
-    since_ms: int = 3_600_000
-    chunk_ms: int = 3_600_000
+    since_ms: int = HOUR_MS
+    chunk_ms: int = HOUR_MS
     profiles: tuple[str, ...] = ()
     profiles_dirs: tuple[Path, ...] = ()
     pool: str | None = None

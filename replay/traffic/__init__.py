@@ -9,7 +9,6 @@ from replay.traffic import azure, burstgpt, csvfmt, jsonl, mooncake, parquet
 from replay.traffic.base import (
     DEFAULT_START,
     DEFAULT_TIER,
-    REJECT_SCHEMA,
     TRAFFIC_SCHEMA,
     Parsed,
     ParseOptions,
@@ -65,6 +64,6 @@ def read_traffic(path: str | Path, fmt: str = "auto",
 
 
 __all__ = [
-    "DEFAULT_START", "DEFAULT_TIER", "FORMATS", "REJECT_SCHEMA", "TRAFFIC_SCHEMA", "ParseOptions", "Parsed",
+    "DEFAULT_START", "DEFAULT_TIER", "FORMATS", "TRAFFIC_SCHEMA", "ParseOptions", "Parsed",
     "TrafficFormat", "detect_format", "epoch_ms", "get_format", "parse_traffic", "read_traffic", "scale_time",
 ]

@@ -13,17 +13,17 @@ from typing import Protocol
 
 import polars as pl
 
+from canonical.schemas import RECORD_MAX_CHARS
+
 TRAFFIC_SCHEMA: dict[str, pl.DataType] = {
     "seq": pl.Int64(), "arrival_ms": pl.Int64(), "in_tokens": pl.Int64(), "out_tokens": pl.Int64(),
     "cached_tokens": pl.Int64(), "sla_tier": pl.String(), "model": pl.String(), "obs_pool": pl.String(),
     "obs_ttft_s": pl.Float64(), "obs_e2e_s": pl.Float64(), "outcome": pl.String(),
 }
-REJECT_SCHEMA: dict[str, pl.DataType] = {"line": pl.Int64(), "record": pl.String(), "reason": pl.String()}
 
 # Relative-time traces (Mooncake, BurstGPT) start here unless told otherwise, so re-ingest is idempotent.
 DEFAULT_START = dt.datetime(2025, 1, 1, tzinfo=dt.UTC)
 DEFAULT_TIER = "standard"
-RECORD_CHARS = 300
 
 
 def epoch_ms(when: dt.datetime) -> int:
@@ -134,7 +134,7 @@ def finalize(raw: pl.DataFrame, options: ParseOptions, read: int) -> Parsed:
         ).alias("reason"),
     )
     rejects = typed.filter(pl.col("reason").is_not_null()).select(
-        pl.col("line").cast(pl.Int64), pl.col("record").cast(pl.String).str.slice(0, RECORD_CHARS),
+        pl.col("line").cast(pl.Int64), pl.col("record").cast(pl.String).str.slice(0, RECORD_MAX_CHARS),
         pl.col("reason"))
     good = typed.filter(pl.col("reason").is_null())
     tier, model = options.sla_tier or DEFAULT_TIER, options.model or ""
@@ -163,8 +163,3 @@ def scale_time(frame: pl.DataFrame, x: float) -> pl.DataFrame:
     t0 = pl.col("arrival_ms").min()
     return frame.with_columns(
         (t0 + ((pl.col("arrival_ms") - t0).cast(pl.Float64) / x).round(0).cast(pl.Int64)).alias("arrival_ms"))
-
-
-def empty_parsed(read: int = 0) -> Parsed:
-    """A Parsed with no rows, for empty files."""
-    return Parsed(pl.DataFrame(schema=TRAFFIC_SCHEMA), pl.DataFrame(schema=REJECT_SCHEMA), read)

@@ -14,8 +14,8 @@ from __future__ import annotations
 import duckdb
 import polars as pl
 
+from canonical.timeunits import HOUR_MS
 from pool_registry import Registry
-from store.rollups import HOUR_MS
 from store.views.health import UTIL, primary
 from store.views.reliability import hour_window
 from store.views.window import Window, counter_increments, data_span, frame, pool_filter

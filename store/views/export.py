@@ -7,6 +7,7 @@ import io
 import duckdb
 import polars as pl
 
+from canonical.timeunits import HOUR_MS
 from store.errors import StoreError
 from store.exports import ExportFilter, export_count, export_frame
 from store.views.window import Window, frame, pool_filter
@@ -22,7 +23,7 @@ def metrics_in(con: duckdb.DuckDBPyConnection, w: Window) -> list[str]:
     """Canonical metrics with rollup rows in the window, for the export picker (cheap: reads the hourly rollup)."""
     pools, params = pool_filter(w)
     got = frame(con, f"SELECT DISTINCT metric FROM rollup_1h WHERE bucket >= ? AND bucket < ?{pools} ORDER BY metric",
-                [w.start_ms - w.start_ms % 3_600_000, w.end_ms, *params])
+                [w.start_ms - w.start_ms % HOUR_MS, w.end_ms, *params])
     return got["metric"].to_list()
 
 

@@ -21,7 +21,8 @@ from __future__ import annotations
 import duckdb
 import polars as pl
 
-from store.rollups import MINUTE_MS, floor_to
+from canonical.timeunits import MINUTE_MS
+from store.rollups import floor_to
 from store.views.window import (
     STALE_MS,
     Window,

@@ -19,7 +19,7 @@ from __future__ import annotations
 import duckdb
 import polars as pl
 
-from store.rollups import HOUR_MS
+from canonical.timeunits import HOUR_MS
 from store.views.health import ERRORS, HEALTH, UTIL
 from store.views.window import STALE_MS, Window, effective_end, frame, pool_filter, rollup_source, table_for
 

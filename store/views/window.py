@@ -8,8 +8,8 @@ import duckdb
 import numpy as np
 import polars as pl
 
+from canonical.timeunits import HOUR_MS, MINUTE_MS
 from store.db import fetch_one
-from store.rollups import HOUR_MS, MINUTE_MS
 
 STALE_MS = 5 * MINUTE_MS  # a device with no sample in the last 5 minutes of the window stopped reporting
 

@@ -1,4 +1,4 @@
-"""Counter increases with resets, and p50/p95/p99 from stored buckets against a known distribution."""
+"""The window views' counter increases (with resets) and quantiles, by hand and against a known distribution."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ import pytest
 from collectors.files import read_chunks
 from collectors.pipeline import IngestOptions, ingest_exposition
 from store import Held
-from store.errors import StoreError
-from store.quantiles import bucket_quantile, histogram_quantiles, increase
+from store.views.window import Window, counter_increments, histogram_quantile, histogram_quantiles
+from tests.oracles import raw_increase, raw_quantile
 
 BOUNDS = [0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0]
 T1 = 1_790_000_000_000
@@ -27,14 +27,14 @@ T1 = 1_790_000_000_000
     (0.95, 0.5),                 # rank 95 falls in +Inf: the largest finite bound
 ])
 def test_bucket_quantile_by_hand(q: float, expected: float) -> None:
-    buckets = [(0.5, 90.0), (0.1, 10.0), (math.inf, 100.0), (0.2, 30.0)]
-    assert bucket_quantile(q, buckets) == pytest.approx(expected)
+    assert histogram_quantile([0.1, 0.2, 0.5, math.inf], [10.0, 30.0, 90.0, 100.0], q) == pytest.approx(expected)
 
 
-def test_bucket_quantile_without_data() -> None:
-    assert bucket_quantile(0.5, []) is None
-    assert bucket_quantile(0.5, [(1.0, 3.0)]) is None           # no +Inf bucket
-    assert bucket_quantile(0.5, [(1.0, 0.0), (math.inf, 0.0)]) is None
+def test_bucket_quantile_without_data_and_with_counts_that_go_down() -> None:
+    assert histogram_quantile([], [], 0.5) is None
+    assert histogram_quantile([1.0, math.inf], [0.0, 0.0], 0.5) is None
+    # a count below an earlier one is repaired upwards, as Prometheus does
+    assert histogram_quantile([1.0, 2.0, math.inf], [10.0, 5.0, 10.0], 0.5) == pytest.approx(0.5)
 
 
 def exposition(counts: list[int], total: int, total_sum: float, ts: int, model: str = "m") -> str:
@@ -71,28 +71,34 @@ def test_quantiles_of_an_exponential_distribution(con: duckdb.DuckDBPyConnection
     inside = [rng.expovariate(rate) for _ in range(40_000)]      # observed inside it
     after_restart = [rng.expovariate(rate) for _ in range(20_000)]  # the exporter restarted: counts from zero
     both = before + inside
-    text = (exposition(cumulative(before), len(before), sum(before), T1)
-            + exposition(cumulative(both), len(both), sum(both), T1 + 60_000)
-            + exposition(cumulative(after_restart), len(after_restart), sum(after_restart), T1 + 120_000)
+    text = (exposition(cumulative(before), len(before), sum(before), T1 - 60_000)
+            + exposition(cumulative(both), len(both), sum(both), T1)
+            + exposition(cumulative(after_restart), len(after_restart), sum(after_restart), T1 + 60_000)
             + exposition([0] * len(BOUNDS), 0, 0, T1, model="other"))
     ingest_text(con, tmp_path, text)
-    got = histogram_quantiles(con, "serving.time_to_first_token", T1, T1 + 120_000, pool="p")
-    for q, estimate in got.items():
+    window = Window(T1, T1 + 120_000, ("p",))  # whole minutes: read from the 1-minute rollup
+    for q in (0.5, 0.95, 0.99):
+        got = histogram_quantiles(con, window, "serving.time_to_first_token", q)
         true = -math.log(1 - q) / rate
-        assert estimate is not None and abs(estimate - true) <= width_at(true), (q, estimate, true)
-    only_window = histogram_quantiles(con, "serving.time_to_first_token", T1, T1 + 60_000, pool="p",
-                                      match={"model": "m"}, quantiles=(0.5,))
-    assert only_window[0.5] == pytest.approx(-math.log(0.5) / rate, abs=width_at(0.3466))
-    assert histogram_quantiles(con, "serving.time_to_first_token", T1, T1 + 60_000, pool="nope") == {
-        0.5: None, 0.95: None, 0.99: None}
+        estimate = got["value"].item()
+        assert abs(estimate - true) <= width_at(true), (q, estimate, true)
+        assert estimate == pytest.approx(raw_quantile(con, "serving.time_to_first_token", T1, T1 + 120_000, q))
+    first_minute = histogram_quantiles(con, Window(T1, T1 + 60_000, ("p",)), "serving.time_to_first_token", 0.5)
+    assert first_minute["value"].item() == pytest.approx(-math.log(0.5) / rate, abs=width_at(0.3466))
+    assert histogram_quantiles(con, Window(T1, T1 + 60_000, ("nope",)), "serving.time_to_first_token", 0.5).is_empty()
 
 
 def test_increase_treats_a_drop_as_a_restart(con: duckdb.DuckDBPyConnection, tmp_path: Path) -> None:
-    values = [(T1, 10), (T1 + 15_000, 15), (T1 + 30_000, 3), (T1 + 45_000, 8)]
+    m0 = T1 - T1 % 60_000  # a whole minute
+    values = [(m0, 10), (m0 + 15_000, 15), (m0 + 30_000, 3), (m0 + 45_000, 8), (m0 + 75_000, 20)]
     ingest_text(con, tmp_path, "".join(f'vllm:prompt_tokens_total{{model_name="m"}} {v} {t}\n' for t, v in values))
-    got = increase(con, "serving.tokens.prompt", T1, T1 + 45_000, pool="p")
-    assert got.select("node", "increase").rows() == [("vllm-1", 5 + 3 + 5)]  # 10->15, restart at 3, 3->8
-    first_seen = increase(con, "serving.tokens.prompt", T1 - 1, T1 + 15_000)
-    assert first_seen["increase"].to_list() == [15.0]  # a series first seen in the window counts from zero
-    with pytest.raises(StoreError, match="empty window"):
-        increase(con, "serving.tokens.prompt", T1, T1)
+    window = Window(m0 + 60_000, m0 + 120_000, ("p",))
+    got = counter_increments(con, window, "serving.tokens.prompt")
+    assert got["inc"].to_list() == [12.0]  # the minute before ends at 8: 8 -> 20
+    assert raw_increase(con, "serving.tokens.prompt", m0 + 60_000, m0 + 120_000)["increase"].to_list() == [12.0]
+    whole = counter_increments(con, Window(m0, m0 + 120_000, ("p",)), "serving.tokens.prompt", step_ms=60_000)
+    # first minute: first seen, counts from zero to its last value 8 (the rise 10->15 before the reset is the one
+    # thing a rollup cannot see); second minute: 8 -> 20
+    assert whole.select("t", "inc").rows() == [(m0, 8.0), (m0 + 60_000, 12.0)]
+    # from raw samples: first seen at 10 (counted from zero), 10 -> 15, the restart at 3, 3 -> 8
+    assert raw_increase(con, "serving.tokens.prompt", m0, m0 + 60_000)["increase"].to_list() == [10 + 5 + 3 + 5]

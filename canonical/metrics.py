@@ -1,4 +1,4 @@
-"""The canonical metric catalog and error taxonomy: the contract every profile maps into."""
+"""The canonical metric catalog and error taxonomy: the contract every profile maps into and the feed carries."""
 
 from __future__ import annotations
 
@@ -7,11 +7,21 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class Canonical:
-    """One canonical metric: its unit and how its values behave over time."""
+    """One canonical metric: its unit, how its values behave over time, and whether it describes a device.
+
+    A per-device metric may have several series on one device (an engine, a memory pool, a secondary
+    sensor); the profiles mark those `scope: component`, and the console's device views read only the
+    series that describe the device as a whole.
+    """
 
     name: str
     unit: str
     kind: str  # gauge, counter, histogram, events
+
+    @property
+    def per_device(self) -> bool:
+        """True for the accelerator metrics, whose device-wide series the device views read."""
+        return self.name.startswith("accelerator.")
 
 
 # Names, units and kinds from the design's canonical schema table.
@@ -59,3 +69,6 @@ class ErrorClass:
 
     def __str__(self) -> str:
         return f"{self.error_class}/{self.severity}"
+
+
+CATALOG_VERSION = "1"  # raised whenever a metric, unit, kind, error class or severity above changes
