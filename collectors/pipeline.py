@@ -17,11 +17,10 @@ from pathlib import Path
 import duckdb
 import polars as pl
 
-from canonical.schemas import KEY
 from collectors.scrape import check_url, scrape, url_host
+from collectors.sources import Chunks, ExpositionSource, Source
 from normalizers import (
     Context,
-    ExpositionParser,
     Normalized,
     Normalizer,
     NormalizerError,
@@ -32,11 +31,11 @@ from normalizers import (
 )
 from store import Access, IngestCounts, IngestRun, commit_run, latest_registry
 from store.error_state import prior_error_state
+from store.ingest import Hook as WriteHook
 from store.ingest import StaleStage
 
 Clock = Callable[[], float]  # seconds since the epoch
 Hook = Callable[[int], None]  # called with the batch number after each batch is staged
-Chunks = Iterable[bytes | memoryview] | Callable[[], Iterable[bytes | memoryview]]
 RESTAGES = 3  # commits refused because stored error state changed under the staging, before giving up
 _STATE_KEYS = ["node", "device", "source"]
 
@@ -128,16 +127,14 @@ class StatePrior:
 class BatchWriter:
     """Stages normalized batches into a run.
 
-    Each batch's rows are unique on the natural key, so the store can skip its own deduplication. The rows
-    of a batch's newest timestamp wait for the next batch: a scrape cut by a chunk boundary then lands in one
-    insert, consecutive inserts of a time-ordered file never overlap in time (no anti-join against stored
-    rows), and only rows at the boundary timestamp need deduplicating again.
+    Each batch holds whole scrapes and its rows are unique on the natural key, so the store skips its own
+    deduplication of the batch; consecutive batches of a time-ordered source never share a timestamp, so
+    their inserts never need a search of stored rows either.
     """
 
     def __init__(self, run: IngestRun, report: IngestReport):
         self.run = run
         self.report = report
-        self.pending: pl.DataFrame | None = None
 
     def raw(self, batch: RawBatch) -> None:
         self.run.add_read(batch.reads)
@@ -154,80 +151,65 @@ class BatchWriter:
         self.run.add_duplicates(out.folded)
         self.run.add_error_state(out.state)
         self.run.add_versions(out.versions)
-        rows, edge = out.samples, None
-        if self.pending is not None and self.pending.height:
-            edge = self.pending.get_column("ts").first()
-            rows = pl.concat([self.pending, rows])
-        if rows.height == 0:
-            return
-        newest = rows.get_column("ts").max()
-        self.pending = rows.filter(pl.col("ts") == newest)
-        send = rows.filter(pl.col("ts") < newest)
-        if edge is not None:  # the held rows and this batch may both hold a row for the same key there
-            at_edge = send.filter(pl.col("ts") == edge)
-            if at_edge.select(KEY).is_duplicated().any():
-                self.run.add_samples(at_edge)
-                send = send.filter(pl.col("ts") != edge)
-        self.run.add_samples(send, assume_unique=True)
-
-    def flush(self) -> None:
-        if self.pending is not None and self.pending.height:
-            self.run.add_samples(self.pending)
-        self.pending = None
+        self.run.add_samples(out.samples, assume_unique=True)
 
 
-def ingest_exposition(store: Access, chunks: Chunks, *, kind: str, source: str, options: IngestOptions,
-                      clock: Clock = time.time, context: Context | None = None,
-                      after_batch: Hook | None = None) -> IngestReport:
-    """Parse, normalize and stage exposition text arriving as byte chunks, then commit it as one ingest run.
+def ingest(store: Access, source: Source, *, options: IngestOptions, clock: Clock = time.time,
+           context: Context | None = None, normalizer: Normalizer | None = None, hooks: Iterable[WriteHook] = (),
+           after_batch: Hook | None = None) -> IngestReport:
+    """The one ingest path: stage a source's batches through the normalizer, then commit them as one run.
 
-    `chunks` is the text in pieces, or a function returning them: only then can a run whose commit found the
-    stored error state changed be staged again from its source.
+    `hooks` run inside the commit's transaction (a watermark). `normalizer` may be shared by the runs of one
+    pull, so series are resolved once. A commit refused because stored error state changed meanwhile is
+    staged again from the source, when the source can be read again.
     """
     ctx = context or make_context(store, options)
-    with store.writing(f"hetpool {kind} ingest of {source}"):
+    now_ms = int(clock() * 1000)
+    default_ts = options.at_ms if options.at_ms is not None else now_ms
+    normalizer = normalizer or Normalizer(ctx, Options(default_ts_ms=default_ts, now_ms=now_ms))
+    mark = normalizer.mark()
+    with store.writing(f"hetpool {source.kind} ingest of {source.name}"):
         for attempt in range(1, RESTAGES + 1):
-            pieces = chunks() if callable(chunks) else chunks
-            run, report = _stage_exposition(store, pieces, kind, source, options, clock, ctx, after_batch)
+            run, report = _stage(store, source, normalizer, default_ts, after_batch)
+            for hook in hooks:
+                run.also(hook)
             try:
                 commit_run(store, run)
             except StaleStage:
-                if attempt == RESTAGES or iter(pieces) is pieces:  # a one-shot iterator cannot be read again
+                if attempt == RESTAGES or not source.again():
                     raise
+                normalizer.reset(mark)
                 continue
             return report.written(run)
     raise AssertionError("unreachable")
 
 
-def _stage_exposition(store: Access, chunks: Iterable[bytes | memoryview], kind: str, source: str,
-                      options: IngestOptions, clock: Clock, ctx: Context, after_batch: Hook | None,
-                      ) -> tuple[IngestRun, IngestReport]:
-    now_ms = int(clock() * 1000)
-    normalizer = Normalizer(ctx, Options(default_ts_ms=options.at_ms if options.at_ms is not None else now_ms,
-                                         now_ms=now_ms))
-    parser = ExpositionParser()
-    run = IngestRun(kind, source)
-    report = IngestReport(source, 0, run.counts)
+def _stage(store: Access, source: Source, normalizer: Normalizer, default_ts: int, after_batch: Hook | None
+           ) -> tuple[IngestRun, IngestReport]:
+    run = IngestRun(source.kind, source.name)
+    report = IngestReport(source.name, 0, run.counts)
     writer = BatchWriter(run, report)
     prior = StatePrior(store, run)
-    for n, batch in enumerate(_batches(parser, chunks), start=1):
+    for n, batch in enumerate(source.batches(default_ts), start=1):
         writer.raw(batch)
         if batch.samples.height:
-            writer.normalized(normalizer.normalize(batch, prior, last=False))
+            writer.normalized(normalizer.normalize(batch, prior))
         if after_batch is not None:
             after_batch(n)
-    writer.normalized(normalizer.finish())
-    writer.flush()
-    if run.staged.read == 0:
-        run.warn(f"{source}: no samples (empty input, or only comments)")
+    for warning in source.warnings:
+        run.warn(warning)
+    if run.staged.read == 0 and source.when_empty:
+        run.warn(source.when_empty)
     run.check(prior.check)
     return run, report
 
 
-def _batches(parser: ExpositionParser, chunks: Iterable[bytes | memoryview]) -> Iterable[RawBatch]:
-    for data in chunks:
-        yield parser.feed(data)
-    yield parser.finish()
+def ingest_exposition(store: Access, chunks: Chunks, *, kind: str, source: str, options: IngestOptions,
+                      clock: Clock = time.time, context: Context | None = None,
+                      after_batch: Hook | None = None) -> IngestReport:
+    """Exposition text arriving as byte chunks, or a function returning them (then a run can be staged again)."""
+    return ingest(store, ExpositionSource(kind, source, chunks), options=options, clock=clock, context=context,
+                  after_batch=after_batch)
 
 
 def with_node(options: IngestOptions, node: str | None) -> IngestOptions:

@@ -21,11 +21,11 @@ from canonical.prometheus import SAMPLE_SUFFIXES
 from canonical.schemas import REJECT_SCHEMA
 from canonical.timeunits import HOUR_MS
 from collectors.errors import CollectorError
-from collectors.pipeline import RESTAGES, BatchWriter, IngestOptions, IngestReport, StatePrior, make_context
+from collectors.pipeline import IngestOptions, IngestReport, ingest, make_context
 from collectors.promhttp import ChunkFailed, PromClient, PromUnavailable
 from collectors.promjson import RangeVector
 from normalizers import Context, Normalizer, Options, Profile, RawBatch
-from store import Access, IngestRun, StaleStage, commit_run
+from store import Access, IngestRun, commit_run
 from store.watermarks import Coverage, extend_coverage, get_coverage
 
 MAX_POINTS_PER_SERIES = 11_000  # Prometheus refuses range queries with more points per series
@@ -204,34 +204,34 @@ def _prefetched(client: PromClient, names: list[str], windows: Iterator[tuple[in
             yield ahead.popleft()
 
 
+@dataclass
+class PromChunk:
+    """One (profile, time chunk) of a pull: a Source of exactly one batch, which holds whole scrapes."""
+
+    kind: str
+    name: str
+    vectors: list[RangeVector]
+    when_empty: str | None = None  # an empty chunk is normal: nothing was scraped then
+
+    @property
+    def warnings(self) -> list[str]:
+        """Partial responses Prometheus reported for the chunk's queries."""
+        return [f"prometheus warning: {w}" for vector in self.vectors for w in vector.warnings]
+
+    def batches(self, default_ts_ms: int) -> Iterator[RawBatch]:
+        """The chunk's raw samples (each Prometheus sample carries its own timestamp)."""
+        yield to_batch(self.vectors)
+
+    def again(self) -> bool:
+        """The vectors are kept until the chunk commits."""
+        return True
+
+
 def _store_chunk(store: Access, url: str, profile: str, vectors: list[RangeVector], normalizer: Normalizer,
                  lo: int, hi: int, *, advance: bool) -> IngestReport:
-    batch = to_batch(vectors)
-    mark = normalizer.mark()
-    for attempt in range(1, RESTAGES + 1):
-        run = IngestRun("prometheus", f"{url} {profile}")
-        report = IngestReport(run.source, 0, run.counts)
-        writer = BatchWriter(run, report)
-        writer.raw(batch)
-        for vector in vectors:
-            for warning in vector.warnings:
-                run.warn(f"prometheus warning: {warning}")
-        prior = StatePrior(store, run)
-        if batch.samples.height:
-            writer.normalized(normalizer.normalize(batch, prior))
-        writer.flush()
-        run.check(prior.check)
-        if advance:
-            run.also(lambda con, _run: _extend(con, url, profile, lo, hi))
-        try:
-            commit_run(store, run)
-        except StaleStage:
-            if attempt == RESTAGES:
-                raise
-            normalizer.reset(mark)
-            continue
-        return report.written(run)
-    raise AssertionError("unreachable")
+    hooks = [lambda con, _run: _extend(con, url, profile, lo, hi)] if advance else []
+    return ingest(store, PromChunk("prometheus", f"{url} {profile}", vectors), options=IngestOptions(),
+                  context=normalizer.ctx, normalizer=normalizer, hooks=hooks)
 
 
 def _extend(con: duckdb.DuckDBPyConnection, url: str, profile: str, lo: int, hi: int) -> None:

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from canonical.schemas import RECORD_MAX_CHARS, REJECT_SCHEMA, STATE_SCHEMA, VERSION_SCHEMA
+from canonical.schemas import RECORD_MAX_CHARS, REJECT_SCHEMA, VERSION_SCHEMA
 from canonical.timeunits import DAY_MS
 from normalizers.exposition import RawBatch
 from normalizers.ids import DIRECT, ERROR, REJECTED, Ids
@@ -67,16 +67,15 @@ class Normalizer:
         self._sid: dict[str, int] = {}
         self._by_series: dict[str, int] = {}
         self._code_sid = np.full(0, -1, dtype=np.int64)  # dictionary code of a key -> series id, -1 unknown
-        self._held: pl.DataFrame | None = None  # derived inputs waiting for their partners (next batch)
         self._last: pl.DataFrame | None = None  # newest raw value of each error series in this ingest
 
-    def mark(self) -> tuple[pl.DataFrame | None, pl.DataFrame | None]:
+    def mark(self) -> pl.DataFrame | None:
         """What carries over between batches, so that a batch can be normalized again from the same point."""
-        return self._held, self._last
+        return self._last
 
-    def reset(self, mark: tuple[pl.DataFrame | None, pl.DataFrame | None]) -> None:
+    def reset(self, mark: pl.DataFrame | None) -> None:
         """Go back to a `mark` (series resolutions are kept: they do not depend on the data)."""
-        self._held, self._last = mark
+        self._last = mark
 
     def sid(self, key: str, name: str, labels: dict[str, str]) -> int:
         """The series id of a key, resolving the series the first time it is seen."""
@@ -91,18 +90,17 @@ class Normalizer:
         return got
 
     # -- entry points ----------------------------------------------------------------------------
-    def normalize(self, batch: RawBatch, prior: StateLookup | None = None, *, last: bool = True) -> Normalized:
-        """Normalize one parsed batch; `prior` supplies stored error state (none: every series is new).
+    def normalize(self, batch: RawBatch, prior: StateLookup | None = None) -> Normalized:
+        """Normalize one batch of whole scrapes; `prior` supplies stored error state (none: every series is new).
 
-        A streaming caller passes last=False for all but the final batch: derived inputs of the batch's
-        newest timestamp, whose partners may come in the next batch, are then held back until the next
-        call or `finish`.
+        Sources cut their batches on whole scrapes (collectors.sources), so the inputs of a derived row are
+        always in the batch that needs them: an incomplete group is rejected here, not held.
         """
         key = batch.samples.get_column("key")
         if key.dtype != pl.Categorical:
             key = key.cast(pl.Categorical)
         sid = self._sids(key, batch.series)
-        return self._run(batch.samples.drop("key").with_columns(sid=pl.Series(sid, dtype=pl.UInt32)), prior, last)
+        return self._run(batch.samples.drop("key").with_columns(sid=pl.Series(sid, dtype=pl.UInt32)), prior)
 
     def _sids(self, key: pl.Series, series: dict[str, tuple[str, dict[str, str]]]) -> np.ndarray:
         """Series id per sample, by the key's dictionary code; only codes not seen before are resolved."""
@@ -121,13 +119,6 @@ class Normalizer:
                 self._code_sid[code] = self.sid(k, *series[k])
             sid = self._code_sid[codes]
         return sid
-
-    def finish(self) -> Normalized:
-        """Reject derived inputs still held when the input ends."""
-        held, self._held = self._held, None
-        rejects = _derived_leftovers(held, self.ids) if held is not None else pl.DataFrame(schema=REJECT_SCHEMA)
-        return Normalized(pl.DataFrame(schema=ROW_SCHEMA), rejects, pl.DataFrame(schema=VERSION_SCHEMA), 0,
-                          pl.DataFrame(schema=STATE_SCHEMA))
 
     # -- the batch ------------------------------------------------------------------------------
     def _codes(self) -> pl.Expr:
@@ -159,7 +150,7 @@ class Normalizer:
                 expr = expr.when(pl.col("rule") == rid).then(v.replace_strict(rule.values, default=v))
         return expr.otherwise(v)
 
-    def _run(self, samples: pl.DataFrame, prior: StateLookup | None, last: bool) -> Normalized:
+    def _run(self, samples: pl.DataFrame, prior: StateLookup | None) -> Normalized:
         table = self.ids.series_frame()
         frame = pl.concat([samples, table.drop("sid")[samples.get_column("sid")]], how="horizontal").with_columns(
             ts=pl.col("ts_ms").fill_null(self.options.default_ts_ms))
@@ -178,7 +169,7 @@ class Normalizer:
         rows = [good.lazy().filter(pl.col("role") == DIRECT).select(
             "ts", "cid", (pl.col("value") * pl.col("scale")).alias("value"), pl.lit(1, pl.Int64).alias("n_src"))
             .collect()]
-        derived, left, self._held = _derived(good, self._held, self.ids, last)
+        derived, left = _derived(good, self.ids)
         rows.append(derived)
         rejects.append(left)
         errors = good.lazy().filter(pl.col("role") == ERROR).select("sid", "eid", "line", "ts", "value").collect()
@@ -274,20 +265,14 @@ def _records(bad: pl.DataFrame) -> pl.DataFrame:
     return bad.select(pl.col("line").cast(pl.Int64), record.alias("record"), pl.col("reason").cast(pl.String))
 
 
-def _derived(good: pl.DataFrame, held: pl.DataFrame | None, ids: Ids, last: bool
-             ) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame | None]:
-    """Rows computed from several inputs (memory total = used + free + reserved).
-
-    Inputs of the newest timestamp of an unfinished batch wait for the next batch, since a scrape can be cut
-    in two by a chunk boundary; other incomplete groups reject their consumed-only inputs.
-    """
+def _derived(good: pl.DataFrame, ids: Ids) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Rows computed from several inputs (memory total = used + free + reserved), and the rejects of groups
+    that are not complete (their consumed-only inputs)."""
     cols = ["line", "sid", "ts", "ts_ms", "value", "text", "did", "inp", "consumed"]
     inputs = good.lazy().filter(pl.col("did").is_not_null()).select(cols).collect()
-    if held is not None:
-        inputs = pl.concat([held, inputs])
     empty = pl.DataFrame(schema={"ts": pl.Int64, "cid": pl.UInt32, "value": pl.Float64, "n_src": pl.Int64})
     if inputs.height == 0:
-        return empty, pl.DataFrame(schema=REJECT_SCHEMA), None
+        return empty, pl.DataFrame(schema=REJECT_SCHEMA)
     summed = inputs.group_by("did", "ts").agg(
         pl.col("value").sum().alias("total"), pl.col("inp").n_unique().alias("have"),
         pl.col("consumed").sum().cast(pl.Int64).alias("n_src"))
@@ -297,14 +282,8 @@ def _derived(good: pl.DataFrame, held: pl.DataFrame | None, ids: Ids, last: bool
         "ts", pl.col("did").alias("cid"), (pl.col("total") * pl.col("factor")).alias("value"), "n_src")
     partial = summed.filter(pl.col("have") != pl.col("need")).select("did", "ts")
     if partial.height == 0:
-        return complete, pl.DataFrame(schema=REJECT_SCHEMA), None
-    waiting = inputs.join(partial, on=["did", "ts"], how="semi")
-    newest = good.get_column("ts").max() if good.height else None
-    keep = None
-    if not last and newest is not None:
-        keep = waiting.filter(pl.col("ts") == newest)
-        waiting = waiting.filter(pl.col("ts") != newest)
-    return complete, _derived_leftovers(waiting, ids), keep if keep is not None and keep.height else None
+        return complete, pl.DataFrame(schema=REJECT_SCHEMA)
+    return complete, _derived_leftovers(inputs.join(partial, on=["did", "ts"], how="semi"), ids)
 
 
 def _derived_leftovers(waiting: pl.DataFrame, ids: Ids) -> pl.DataFrame:

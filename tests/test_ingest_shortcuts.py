@@ -89,14 +89,21 @@ def test_state_of_earlier_batches_answers_a_later_lookup(con: duckdb.DuckDBPyCon
     assert con.execute("SELECT ts, value FROM error_state ORDER BY ts").fetchall() == [(AT, 48.0), (AT + 30_000, 0.0)]
 
 
-def test_a_line_repeated_across_a_chunk_boundary_is_one_row(con: duckdb.DuckDBPyConnection, tmp_path: Path) -> None:
+def test_a_line_repeated_across_a_chunk_boundary_is_a_duplicate_in_one_scrape(con: duckdb.DuckDBPyConnection,
+                                                                             tmp_path: Path) -> None:
     first, second = (TEMP.format(gpu=g, model="a", value=40 + g, ts=AT) for g in (0, 1))
     later = TEMP.format(gpu=0, model="a", value=50, ts=AT + 15_000)
     text = first + second + PAD + second.replace(" 41 ", " 99 ") + first.replace(" 40 ", " 77 ") + later
     report = ingest(con, write(tmp_path, text), chunk=4096)
-    assert report.counts.as_dict() == {"read": 5, "stored": 3, "rejected": 0, "duplicates": 2}
+    # wherever the chunks fall, the scrape at AT is read whole: its repeated series are rejected as in one chunk
+    assert report.counts.as_dict() == {"read": 5, "stored": 3, "rejected": 2, "duplicates": 0}
+    assert set(report.reasons) == {"duplicate series in one scrape: same series and timestamp as an earlier line"}
     assert con.execute("SELECT ts, device, value FROM samples ORDER BY ALL").fetchall() == [
         (AT, "0", 40.0), (AT, "1", 41.0), (AT + 15_000, "0", 50.0)]
+    whole = tmp_path / "one"
+    whole.mkdir()
+    again = ingest(connect(whole / "w.duckdb"), write(whole, text), chunk=1 << 20)
+    assert again.counts.as_dict() == report.counts.as_dict()
 
 
 def test_the_lookup_combines_stored_and_staged_state(con: duckdb.DuckDBPyConnection) -> None:

@@ -7,6 +7,7 @@ import json
 import polars as pl
 import pytest
 
+from collectors.sources import whole_scrapes
 from normalizers import Context, ExpositionParser, Normalized, Normalizer, Options, load_profiles
 from pool_registry import Registry
 from tests.conftest import REPO
@@ -24,14 +25,13 @@ def normalize(text: str | bytes, *, pool: str | None = "p", node: str | None = N
     n = Normalizer(ctx, Options(default_ts_ms=T0, now_ms=T0))
     parser = ExpositionParser()
     step = max(1, len(data) // chunks + 1)
-    batches = [parser.feed(data[i:i + step]) for i in range(0, len(data), step)] + [parser.finish()]
+    fed = (parser.feed(data[i:i + step]) for i in range(0, len(data), step))
     outs, reads, raw_rejects = [], 0, []
-    for b in batches:
+    for b in whole_scrapes(fed, parser.finish, T0):  # as every source cuts its batches
         reads += b.reads
         raw_rejects.append(b.rejects)
         if b.samples.height:
-            outs.append(n.normalize(b, last=False))
-    outs.append(n.finish())
+            outs.append(n.normalize(b))
     merged = Normalized(
         pl.concat([o.samples for o in outs]), pl.concat([*raw_rejects, *(o.rejects for o in outs)]),
         pl.concat([o.versions for o in outs]), sum(o.folded for o in outs), pl.concat([o.state for o in outs]))

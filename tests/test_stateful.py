@@ -67,8 +67,8 @@ def test_a_later_batch_uses_the_earlier_batch_not_the_store() -> None:
     n = Normalizer(Context(PROFILES, pool="p"), Options(default_ts_ms=T0, now_ms=T0))
     parser = ExpositionParser()
     text = scrapes(XID, [48, 48, 48, 48]).encode()
-    first = n.normalize(parser.feed(text[: len(text) // 2 + 1]), prior, last=False)
-    second = n.normalize(parser.feed(text[len(text) // 2 + 1:]), prior, last=False)
+    first = n.normalize(parser.feed(text[: len(text) // 2 + 1]), prior)
+    second = n.normalize(parser.feed(text[len(text) // 2 + 1:]), prior)
     assert calls == [1]
     assert first.samples.height + second.samples.height == 1
 

@@ -8,9 +8,8 @@ from pathlib import Path
 
 from app.commands._base import Context, add_command
 from app.errors import UsageError
+from collectors.traffic import ingest_traffic
 from replay.traffic import DEFAULT_START, FORMATS, ParseOptions, epoch_ms, read_traffic
-from store import IngestRun, commit_run
-from store.requests import add_requests
 
 SHOW_REJECTS = 5
 
@@ -69,11 +68,8 @@ def run(ctx: Context) -> int:
     args = ctx.args
     fmt, parsed = read_traffic(args.path, args.format, parse_options(args))
     trace = args.trace or Path(args.path).name
-    ingest = IngestRun("traffic", str(args.path))
-    ingest.add_read(parsed.read)
-    ingest.add_rejects(parsed.rejects)
-    add_requests(ingest, trace, parsed.frame)
-    counts = commit_run(ctx.store(), ingest)
+    ingest = ingest_traffic(ctx.store().ensure("hetpool ingest traffic"), parsed, trace=trace, source=str(args.path))
+    counts = ingest.counts
     lines = [f"{args.path} ({fmt}) as trace {trace!r}: read {counts.read}, stored {counts.stored}, "
              f"rejected {counts.rejected}, duplicates {counts.duplicates}"]
     for row in parsed.rejects.head(SHOW_REJECTS).iter_rows(named=True):

@@ -33,10 +33,10 @@ from app.demo.story import (
 )
 from app.demo.traffic import TRACE, EngineSeries, Served, engine_series, serve
 from collectors.pipeline import IngestOptions, ingest_exposition, make_context
+from collectors.traffic import ingest_traffic
 from pool_registry import Registry
 from replay.traffic import FORMATS, ParseOptions
-from store import Access, IngestRun, commit_run, save_registry
-from store.requests import add_requests
+from store import Access, save_registry
 
 Progress = Callable[[float, str], None]
 
@@ -203,8 +203,4 @@ def ingest_requests(store: Access, frame: pl.DataFrame, source: str) -> int:
     buf = io.BytesIO()
     frame.write_csv(buf)
     parsed = FORMATS["csv"].parse(buf.getvalue(), ParseOptions())
-    run = IngestRun("traffic", source)
-    run.add_read(parsed.read)
-    run.add_rejects(parsed.rejects)
-    add_requests(run, TRACE, parsed.frame)
-    return commit_run(store, run).stored
+    return ingest_traffic(store, parsed, trace=TRACE, source=source).counts.stored
