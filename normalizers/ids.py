@@ -10,7 +10,8 @@ from dataclasses import dataclass, field
 import polars as pl
 
 from canonical.metrics import ERRORS_METRIC
-from normalizers.profile import STICKY, Derived, ValueRule
+from canonical.schemas import DEVICE_WIDE
+from normalizers.profile import DEVICE, STICKY, Derived, ValueRule
 from normalizers.series import Resolution
 
 RowKey = tuple[str, str, str, str, str]  # pool, node, device, metric, attributes
@@ -43,6 +44,7 @@ class Ids:
     # batch's rows need deduplicating on (canonical id, ts); until then they are unique by construction
     shared: bool = False
     produced: set[int] = field(default_factory=set)  # canonical ids that series or derived groups produce
+    parts: set[int] = field(default_factory=set)  # canonical ids of series that describe one part of a device
     _rows: dict[str, list[object]] = field(default_factory=lambda: {c: [] for c in _SERIES_SCHEMA})
     _cache: dict[str, pl.DataFrame] = field(default_factory=dict)
 
@@ -70,6 +72,8 @@ class Ids:
             else None
         if cid is not None and role == DIRECT:
             self._produce(cid)
+            if not r.device_wide:
+                self._part(cid)
         did = inp = None
         consumed = False
         if r.derived and not r.reason:
@@ -77,6 +81,8 @@ class Ids:
             did = self.canonical((r.pool, r.node, r.device, use.derived.metric, use.attributes))
             if did not in self.derived:
                 self._produce(did)
+                if use.derived.scope != DEVICE:
+                    self._part(did)
             self.derived.setdefault(did, _DerivedGroup(use.derived, use.derived.inputs))
             inp = use.derived.inputs.index(use.name)
             consumed = use.consumed_only
@@ -91,6 +97,10 @@ class Ids:
             self._rows[column].append(value)
         self._cache.clear()
         return sid
+
+    def _part(self, cid: int) -> None:
+        self.parts.add(cid)
+        self._cache.pop("canonical", None)
 
     def _produce(self, cid: int) -> None:
         if cid in self.produced:
@@ -116,12 +126,14 @@ class Ids:
         return self._cache["text"]
 
     def canonical_frame(self) -> pl.DataFrame:
-        """Row i: pool, node, device, metric, attributes of canonical id i (dictionary-encoded text)."""
+        """Row i: pool, node, device, metric, attributes (dictionary-encoded text) and device_wide of canonical id i."""
         if "canonical" not in self._cache:
             keys = list(self.canon)  # in id order: row i is canonical id i
+            columns = ("pool", "node", "device", "metric", "attributes")
             self._cache["canonical"] = pl.DataFrame(
-                {c: [k[i] for k in keys] for i, c in enumerate(("pool", "node", "device", "metric", "attributes"))},
-                schema={c: pl.Categorical for c in ("pool", "node", "device", "metric", "attributes")})
+                {**{c: [k[i] for k in keys] for i, c in enumerate(columns)},
+                 DEVICE_WIDE: [cid not in self.parts for cid in range(len(keys))]},
+                schema={**{c: pl.Categorical for c in columns}, DEVICE_WIDE: pl.Boolean})
         return self._cache["canonical"]
 
     def derived_frame(self) -> pl.DataFrame:

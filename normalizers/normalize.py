@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from canonical.schemas import RECORD_MAX_CHARS, REJECT_SCHEMA, VERSION_SCHEMA
+from canonical.schemas import DEVICE_WIDE, RECORD_MAX_CHARS, REJECT_SCHEMA, VERSION_SCHEMA
 from canonical.timeunits import DAY_MS
 from normalizers.exposition import RawBatch
 from normalizers.ids import DIRECT, ERROR, REJECTED, Ids
@@ -28,6 +28,7 @@ from normalizers.textformat import render_series
 ROW_SCHEMA: dict[str, pl.DataType] = {
     "ts": pl.Int64(), "pool": pl.Categorical(), "node": pl.Categorical(), "device": pl.Categorical(),
     "metric": pl.Categorical(), "value": pl.Float64(), "attributes": pl.Categorical(), "n_src": pl.Int64(),
+    DEVICE_WIDE: pl.Boolean(),
 }
 # Check codes of a sample; 0 is fine, the first failed check wins.
 (OK, SERIES, DUP, AHEAD, NEGATIVE_TS, NAN, INF, SENTINEL, BELOW, ABOVE, RULE_REJECT, RULE_VALUES) = range(12)

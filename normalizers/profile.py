@@ -10,6 +10,8 @@ STICKY = "sticky_code"  # the value is the last code seen (0: none); an event is
 COUNTER = "counter"     # the value counts events since the exporter started; increases are events
 ERROR_KINDS = (STICKY, COUNTER)
 STATS = ("bucket", "sum", "count")
+DEVICE, COMPONENT = "device", "component"
+SCOPES = (DEVICE, COMPONENT)  # a series describes its device as a whole, or one part of it
 
 
 @dataclass(frozen=True)
@@ -51,6 +53,7 @@ class MetricMap:
     derive: tuple[Derive, ...] = ()
     rule: ValueRule = field(default_factory=ValueRule)
     stat: str | None = None  # a counter standing for one part of a canonical histogram (sum or count)
+    scope: str = DEVICE
 
     def matches(self, labels: dict[str, str]) -> bool:
         """True when every `when` label has the wanted value."""
@@ -65,6 +68,7 @@ class Derived:
     unit: str
     factor: float
     inputs: tuple[str, ...]
+    scope: str = DEVICE
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,9 @@ from yaml.nodes import MappingNode, Node, SequenceNode
 from canonical.metrics import ERROR_CLASSES, METRICS, RESERVED_ATTRIBUTES, SEVERITIES, ErrorClass
 from normalizers.errors import ProfileError
 from normalizers.profile import (
+    DEVICE,
     ERROR_KINDS,
+    SCOPES,
     STATS,
     STICKY,
     Derive,
@@ -33,7 +35,8 @@ _LABEL = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
 _TOP = ("vendor", "description", "detect", "node_labels", "device_labels", "labels", "versions", "sentinels",
         "metrics", "derived", "errors")
 _NO_NAMES: tuple[str, ...] = ()
-_MAP_KEYS = ("unit", "when", "attributes", "labels", "derive", "min", "max", "reject_values", "values", "stat")
+_MAP_KEYS = ("unit", "when", "attributes", "labels", "derive", "min", "max", "reject_values", "values", "stat",
+             "scope")
 
 
 def load_profile(path: str | Path) -> Profile:
@@ -160,7 +163,7 @@ def _metric_map(r: Reader, path: str, node: Node, source: str) -> MetricMap:
     return MetricMap(
         source=source, metric=metric, unit=unit, factor=mult,
         when=r.optional(f, "when", path, r.string_map, {}),
-        attributes=attributes, labels=labels, derive=derive, stat=stat,
+        attributes=attributes, labels=labels, derive=derive, stat=stat, scope=_scope(r, f, path),
         rule=ValueRule(
             min=r.optional(f, "min", path, r.number, None),
             max=r.optional(f, "max", path, r.number, None),
@@ -198,13 +201,18 @@ def _derive(r: Reader, path: str, attribute: str, node: Node) -> Derive:
 
 
 def _derived(r: Reader, path: str, node: Node) -> Derived:
-    f = r.mapping(node, path, required=("metric", "sum", "unit"))
+    f = r.mapping(node, path, required=("metric", "sum", "unit"), optional=("scope",))
     metric = _canonical(r, f.get("metric"), f"{path}.metric")
     unit, mult = _unit(r, f.get("unit"), f"{path}.unit", metric)
     inputs = r.optional(f, "sum", path, r.string_list, _NO_NAMES)
     if "sum" in f and len(inputs) < 2:
         r.fail(f["sum"], f"{path}.sum", "expected at least two source metrics to add up")
-    return Derived(metric=metric, unit=unit, factor=mult, inputs=inputs)
+    return Derived(metric=metric, unit=unit, factor=mult, inputs=inputs, scope=_scope(r, f, path))
+
+
+def _scope(r: Reader, f: dict[str, Node], path: str) -> str:
+    """device (the default) or component: whether a series describes its device as a whole."""
+    return r.optional(f, "scope", path, lambda n, p: r.choice(n, p, SCOPES), DEVICE)
 
 
 def _versions(r: Reader, node: Node | None) -> tuple[VersionLabel, ...]:

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field, replace
 
 from canonical.metrics import METRICS, ErrorClass
 from canonical.prometheus import COUNTER_SUFFIX, CREATED_SUFFIX, HISTOGRAM_PARTS
-from normalizers.profile import Derived, ErrorMap, MetricMap, Profile, Sentinel, ValueRule
+from normalizers.profile import DEVICE, Derived, ErrorMap, MetricMap, Profile, Sentinel, ValueRule
 from normalizers.profile_set import ProfileSet
 from pool_registry import Pool
 
@@ -79,6 +79,7 @@ class Resolution:
     error: ErrorUse | None = None
     versions: tuple[tuple[str, str, bool], ...] = ()  # (component, version, per device)
     kind: str = "gauge"
+    device_wide: bool = True  # false for a series of one part of its device (profile `scope: component`)
 
 
 @dataclass
@@ -204,7 +205,7 @@ def resolve(ctx: Context, name: str, labels: dict[str, str]) -> Resolution:
         if target.stat != "sum":
             scale = 1.0  # bucket and count values are counts of observations, not in the metric's unit
     return replace(common, metric=m.metric, attributes=canonical_json(attrs), scale=scale, rule=m.rule,
-                   kind=canon.kind)
+                   kind=canon.kind, device_wide=m.scope == DEVICE)
 
 
 def _error_use(spec: ErrorMap, name: str, labels: dict[str, str], base: dict[str, str]) -> ErrorUse:

@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass
 import duckdb
 import polars as pl
 
-from canonical.schemas import KEY, RECORD_MAX_CHARS, SAMPLE_COLUMNS, SAMPLE_SCHEMA, VERSION_SCHEMA
+from canonical.schemas import DEVICE_WIDE, KEY, RECORD_MAX_CHARS, SAMPLE_COLUMNS, SAMPLE_SCHEMA, VERSION_SCHEMA
 from store.db import Access, fetch_one, transaction
 from store.error_state import record_error_state
 from store.errors import StoreError
@@ -120,8 +120,11 @@ class IngestRun:
         weights = frame["n_src"].cast(pl.Int64) if "n_src" in frame.columns else pl.repeat(
             1, frame.height, dtype=pl.Int64, eager=True)
         # Categorical text columns stay dictionary-encoded: half the memory while staged and inside DuckDB
+        wide = frame[DEVICE_WIDE] if DEVICE_WIDE in frame.columns else pl.repeat(
+            True, frame.height, dtype=pl.Boolean, eager=True).alias(DEVICE_WIDE)
         batch = frame.select([pl.col(c) if t == pl.String() and frame.schema[c] == pl.Categorical() else
-                              pl.col(c).cast(t) for c, t in SAMPLE_SCHEMA.items()]).with_columns(weights.alias("n_src"))
+                              pl.col(c).cast(t) for c, t in SAMPLE_SCHEMA.items()]).with_columns(
+            weights.alias("n_src"), wide)
         if any(batch.select(SAMPLE_COLUMNS).null_count().row(0)):  # null counts are known per column: no pass
             raise StoreError(f"ingest of {self.source!r} produced a sample with a null field")
         self.widen(int(batch["ts"].min()), int(batch["ts"].max()))  # type: ignore[arg-type]
@@ -228,7 +231,7 @@ class IngestRun:
                 span = (int(got[2]), int(got[3])) if rows else None
             else:
                 source, rows, stored, span = "_hp_batch", unique.height, offered, (lo, hi)
-            cols = ", ".join(SAMPLE_COLUMNS)
+            cols = ", ".join((*SAMPLE_COLUMNS, DEVICE_WIDE))
             con.execute(f"INSERT INTO samples ({cols}) SELECT {cols} FROM {source}")
             if source == "_hp_new":
                 con.execute("DROP TABLE _hp_new")

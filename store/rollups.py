@@ -13,7 +13,8 @@ ROLLUP_TABLES = {"1m": ("rollup_1m", MINUTE_MS), "1h": ("rollup_1h", HOUR_MS)}
 # 1m buckets are recomputed a slice of this many hours at a time: the aggregation's table of groups then stays
 # small enough for the cache (a day of 2,750 series is 4M groups, an hour 165k)
 SLICE_MS = HOUR_MS
-_DIMS = "pool, node, device, metric, attributes"
+_DIMS = "pool, node, device, metric, attributes, device_wide"
+_VALUES = "count, sum, avg, min, max, last, last_ts"
 
 
 def floor_to(ts: int, width: int) -> int:
@@ -47,16 +48,16 @@ def refresh_rollups(con: duckdb.DuckDBPyConnection, start_ms: int, end_ms: int,
     con.execute(f"DELETE FROM rollup_1m WHERE bucket >= ? AND bucket < ?{only}", [lo_m, hi_m, *extra])
     for lo in range(lo_m, hi_m, SLICE_MS):  # slices start on minute boundaries: each bucket is in one slice
         con.execute(
-            f"INSERT INTO rollup_1m SELECT ts - ts % {MINUTE_MS} AS bucket, {_DIMS}, count(*), sum(value), "
-            f"avg(value), min(value), max(value), arg_max(value, ts), max(ts) FROM samples "
+            f"INSERT INTO rollup_1m (bucket, {_DIMS}, {_VALUES}) SELECT ts - ts % {MINUTE_MS} AS bucket, {_DIMS}, "
+            f"count(*), sum(value), avg(value), min(value), max(value), arg_max(value, ts), max(ts) FROM samples "
             f"WHERE ts >= ? AND ts < ?{only} GROUP BY ALL", [lo, min(lo + SLICE_MS, hi_m), *extra])
     minute_rows = _changes(con, "rollup_1m", lo_m, hi_m, only, extra)
     lo_h, hi_h = floor_to(lo_m, HOUR_MS), floor_to(hi_m - 1, HOUR_MS) + HOUR_MS
     con.execute(f"DELETE FROM rollup_1h WHERE bucket >= ? AND bucket < ?{only}", [lo_h, hi_h, *extra])
     con.execute(
-        f"INSERT INTO rollup_1h SELECT bucket - bucket % {HOUR_MS} AS hour, {_DIMS}, sum(count), sum(sum), "
-        f"sum(sum) / sum(count), min(min), max(max), arg_max(last, last_ts), max(last_ts) FROM rollup_1m "
-        f"WHERE bucket >= ? AND bucket < ?{only} GROUP BY ALL", [lo_h, hi_h, *extra])
+        f"INSERT INTO rollup_1h (bucket, {_DIMS}, {_VALUES}) SELECT bucket - bucket % {HOUR_MS} AS hour, {_DIMS}, "
+        f"sum(count), sum(sum), sum(sum) / sum(count), min(min), max(max), arg_max(last, last_ts), max(last_ts) "
+        f"FROM rollup_1m WHERE bucket >= ? AND bucket < ?{only} GROUP BY ALL", [lo_h, hi_h, *extra])
     return minute_rows, _changes(con, "rollup_1h", lo_h, hi_h, only, extra)
 
 

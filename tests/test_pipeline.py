@@ -306,5 +306,5 @@ def test_versions_first_and_last_seen(con: duckdb.DuckDBPyConnection, tmp_path: 
 def test_rows_frame_of_a_run_matches_the_canonical_schema(con: duckdb.DuckDBPyConnection) -> None:
     ingest(con, FIXTURES / "gaudi.prom")
     frame = con.sql("SELECT * FROM samples").pl()
-    assert frame.columns == ["ts", "pool", "node", "device", "metric", "value", "attributes"]
+    assert frame.columns == ["ts", "pool", "node", "device", "metric", "value", "attributes", "device_wide"]
     assert frame.filter(pl.col("metric") == "accelerator.power").sort("device")["value"].to_list() == [350.0, 412.5]

@@ -66,7 +66,8 @@ def test_incremental_ingests_end_equal_to_one_ingest(con: duckdb.DuckDBPyConnect
 
 
 def test_refresh_touches_only_the_window(con: duckdb.DuckDBPyConnection) -> None:
-    con.execute("INSERT INTO rollup_1m VALUES (0, 'x', 'x', 'x', 'x', '{}', 1, 1, 1, 1, 1, 1, 0)")
+    con.execute("INSERT INTO rollup_1m (bucket, pool, node, device, metric, attributes, count, sum, avg, min, "
+                "max, last, last_ts) VALUES (0, 'x', 'x', 'x', 'x', '{}', 1, 1, 1, 1, 1, 1, 0)")
     ingest(con, make(100, seed=3))
     assert con.execute("SELECT count(*) FROM rollup_1m WHERE bucket = 0").fetchone() == (1,)
     assert refresh_rollups(con, T0 + 10 * HOUR_MS, T0 + 10 * HOUR_MS) == (0, 0)

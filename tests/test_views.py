@@ -57,19 +57,19 @@ def fleet_rows() -> pl.DataFrame:
                                   ("accelerator.power", power), ("accelerator.temperature", temp),
                                   ("accelerator.memory.used", 40.0 * GIB), ("accelerator.memory.total", 80.0 * GIB),
                                   ("accelerator.health", healthy)):
-                rows.append((ts, pool, node, dev, metric, value, "{}"))
-            # a secondary engine's utilization must not count in the pool's utilization
-            rows.append((ts, pool, node, dev, "accelerator.utilization", 0.01, attrs(engine="dram")))
+                rows.append((ts, pool, node, dev, metric, value, "{}", True))
+            # a secondary engine's utilization (a profile's `scope: component`) must not count in the pool's
+            rows.append((ts, pool, node, dev, "accelerator.utilization", 0.01, attrs(engine="dram"), False))
         for le, per_step in (("0.5", 1), ("1", 3), ("2", 4), ("+Inf", 4)):
             rows.append((ts, "h100-a", "n1", "", "serving.time_to_first_token", float(per_step * k),
-                         attrs(le=le, stat="bucket")))
+                         attrs(le=le, stat="bucket"), True))
         prompt = 1000.0 * k if k < 120 else 3000.0 * (k - 120)
-        rows.append((ts, "h100-a", "n1", "", "serving.tokens.prompt", prompt, "{}"))
+        rows.append((ts, "h100-a", "n1", "", "serving.tokens.prompt", prompt, "{}", True))
     rows.append((T0 + 65 * MINUTE_MS, "h100-a", "n2", "0", "accelerator.errors", 1.0,
-                 attrs(code="79", error_class="device_lost", severity="fatal")))
+                 attrs(code="79", error_class="device_lost", severity="fatal"), True))
     rows.append((T0 + 30 * MINUTE_MS, "ascend-a", "n1", "0", "accelerator.errors", 1.0,
-                 attrs(code="80E01801", error_class="application", severity="recoverable")))
-    return pl.DataFrame(rows, schema=["ts", "pool", "node", "device", "metric", "value", "attributes"],
+                 attrs(code="80E01801", error_class="application", severity="recoverable"), True))
+    return pl.DataFrame(rows, schema=["ts", "pool", "node", "device", "metric", "value", "attributes", "device_wide"],
                         orient="row")
 
 

@@ -40,7 +40,7 @@ CREATE TABLE versions (
     pool       VARCHAR NOT NULL,
     node       VARCHAR NOT NULL,
     device     VARCHAR NOT NULL,   -- '' when the version is per node
-    component  VARCHAR NOT NULL,   -- driver, firmware, vbios, cann, vllm, ...
+    component  VARCHAR NOT NULL,   -- driver, firmware, runtime, serving engine, ...
     version    VARCHAR NOT NULL,
     first_seen BIGINT  NOT NULL,   -- epoch ms
     last_seen  BIGINT  NOT NULL,

@@ -1,5 +1,5 @@
 -- Change points of stateful error sources (a sticky last-error code, an error counter) per node and device,
--- so that event detection carries across ingest runs: five scrapes of the same XID are one event even when
+-- so that event detection carries across ingest runs: five scrapes of the same sticky error code are one event even when
 -- each scrape is its own run. source = the exporter metric name plus the labels that tell its series apart.
 CREATE TABLE error_state (
     node   VARCHAR NOT NULL,

@@ -21,6 +21,7 @@ from __future__ import annotations
 import duckdb
 import polars as pl
 
+from canonical.metrics import METRICS
 from canonical.timeunits import MINUTE_MS
 from store.rollups import floor_to
 from store.views.window import (
@@ -42,24 +43,10 @@ THROTTLE_RATIO = 0.9     # busy and below this share of the reference clock = th
 STRAGGLER_RATIO = 0.85   # mean clock below this share of the pool median = straggler
 HOT_C = 85.0             # a device at or above this temperature is hot
 
-# Which series of a metric describe the device as a whole: profiles map secondary engines, memory pools,
-# package power, memory clocks and memory sensors onto the same canonical metric with a telling attribute.
-PRIMARY = {
-    UTIL: "attributes NOT LIKE '%\"engine\":%'",
-    MEM_USED: "attributes NOT LIKE '%\"memory\":%'",
-    MEM_TOTAL: "attributes NOT LIKE '%\"memory\":%'",
-    POWER: "attributes NOT LIKE '%\"scope\":%'",
-    TEMP: ("attributes NOT LIKE '%\"sensor\":\"memory\"%' AND attributes NOT LIKE '%\"sensor\":\"hbm\"%' "
-           "AND attributes NOT LIKE '%\"sensor\":\"edge\"%'"),
-    CLOCK: ("(attributes NOT LIKE '%\"clock\":%' OR attributes LIKE '%\"clock\":\"sm\"%' "
-            "OR attributes LIKE '%\"clock\":\"system\"%' OR attributes LIKE '%\"clock\":\"aicore\"%' "
-            "OR (attributes LIKE '%\"clock\":\"soc\"%' AND attributes NOT LIKE '%\"clock_index\"%'))"),
-}
-
-
 def primary(metrics: list[str]) -> tuple[str, list[object]]:
-    """A clause keeping only the device-wide series of each metric, and its parameters."""
-    parts = [f"(metric = ? AND {PRIMARY[m]})" if m in PRIMARY else "metric = ?" for m in metrics]
+    """A clause keeping, of each per-device metric, the series that describe the device as a whole (the
+    profiles mark the others `scope: component`), and its parameters."""
+    parts = ["(metric = ? AND device_wide)" if METRICS[m].per_device else "metric = ?" for m in metrics]
     return "(" + " OR ".join(parts) + ")", list(metrics)
 
 

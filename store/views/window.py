@@ -49,8 +49,8 @@ def table_for(w: Window, step_ms: int | None = None) -> tuple[str, int]:
 def rollup_source(table: str) -> str:
     """A FROM clause with rollup columns, raw samples seen as one-sample buckets when table is 'samples'."""
     if table == "samples":
-        return ("(SELECT ts AS bucket, pool, node, device, metric, attributes, 1 AS count, value AS sum, "
-                "value AS min, value AS max, value AS last, ts AS last_ts FROM samples)")
+        return ("(SELECT ts AS bucket, pool, node, device, metric, attributes, device_wide, 1 AS count, "
+                "value AS sum, value AS min, value AS max, value AS last, ts AS last_ts FROM samples)")
     return table
 
 
