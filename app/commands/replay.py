@@ -28,6 +28,7 @@ from replay import (
     run_sweep,
 )
 from replay.fleet import resolve_pools
+from replay.sweep import EXECUTORS
 from replay.whatif import Traffic, file_traffic, run_whatif, stored_traffic
 from replay.whatif import fmt_s as _fmt
 from store import require_registry
@@ -77,7 +78,11 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
                             "--grid examples/grid.yaml --workers 2", handler=sweep_cmd, common=common)
     p.add_argument("--candidate", required=True, metavar="FILE", help="base candidate YAML")
     p.add_argument("--grid", required=True, metavar="FILE", help="grid YAML")
-    p.add_argument("--workers", type=int, default=1, help="parallel processes (default 1)")
+    p.add_argument("--workers", type=int, default=1, help="parallel processes (default 1; the process executor)")
+    p.add_argument("--executor", choices=EXECUTORS, default="process",
+                   help="where the points run: local processes (default) or a Ray cluster")
+    p.add_argument("--address", metavar="ADDR", help="Ray cluster to join, as host:port or ray://host:port "
+                                                     "(default with --executor ray: a local cluster for this sweep)")
     p.add_argument("--seed", type=int, default=0, help="RNG seed of every point (default 0)")
     p.add_argument("--out", metavar="FILE", help="also write the table as CSV")
     _source_options(p)
@@ -189,14 +194,19 @@ def sweep_cmd(ctx: Context) -> int:
     args = ctx.args
     if args.workers < 1:
         raise UsageError(f"--workers must be >= 1, got {args.workers}")
+    if args.address and args.executor != "ray":
+        raise UsageError("--address names a Ray cluster; pass --executor ray too")
     with ctx.store().read() as con:
         registry = require_registry(con)
         base = load_candidate(args.candidate, registry)
         grid = load_grid(args.grid, registry)
         traffic = _traffic(ctx, con)
     points = expand(grid, base)
-    ctx.note(f"sweeping {len(points)} candidates over {traffic.described} on {args.workers} worker(s)")
-    table = run_sweep(points, traffic.frame, registry, args.seed, args.workers).sort("busy_cost_usd")
+    where = (f"a Ray cluster{f' at {args.address}' if args.address else ' started here'}" if args.executor == "ray"
+             else f"{args.workers} worker(s)")
+    ctx.note(f"sweeping {len(points)} candidates over {traffic.described} on {where}")
+    table = run_sweep(points, traffic.frame, registry, args.seed, args.workers, executor=args.executor,
+                      address=args.address).sort("busy_cost_usd")
     if args.out:
         table.write_csv(args.out)
     params = [n for n, _ in grid.parameters]
