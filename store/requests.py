@@ -69,3 +69,16 @@ def list_traces(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
     return con.sql(
         "SELECT trace, count(*) AS requests, min(arrival_ms) AS first_ms, max(arrival_ms) AS last_ms "
         "FROM requests GROUP BY trace ORDER BY trace").pl()
+
+
+def count_requests(con: duckdb.DuckDBPyConnection, *, trace: str | None = None, start_ms: int | None = None,
+                   end_ms: int | None = None) -> int:
+    """How many stored requests read_requests would return for the same arguments."""
+    where: list[str] = []
+    params: list[object] = []
+    for clause, value in (("trace = ?", trace), ("arrival_ms >= ?", start_ms), ("arrival_ms < ?", end_ms)):
+        if value is not None:
+            where.append(clause)
+            params.append(value)
+    sql = f"SELECT count(*) FROM requests {'WHERE ' + ' AND '.join(where) if where else ''}"
+    return int(con.execute(sql, params).fetchall()[0][0])
