@@ -101,8 +101,9 @@ def editor(registry: Registry) -> None:
     for tier in st.session_state.get("wi.tiers", []):
         t1, t2, t3 = st.columns([1, 2, 2])
         t1.markdown(f"`{tier}`")
-        t2.number_input(f"{tier}: TTFT limit (s)", key=f"wi.tier.{tier}.ttft_s", step=0.1, format="%.2f")
-        t3.number_input(f"{tier}: e2e limit (s)", key=f"wi.tier.{tier}.e2e_s", step=1.0, format="%.1f")
+        # value=None lets a limit be emptied (no limit); the value itself comes from the session state
+        t2.number_input(f"{tier}: TTFT limit (s)", key=f"wi.tier.{tier}.ttft_s", value=None, step=0.1, format="%.2f")
+        t3.number_input(f"{tier}: e2e limit (s)", key=f"wi.tier.{tier}.e2e_s", value=None, step=1.0, format="%.1f")
     st.markdown("**Pools** (values start from the registry)")
     for pool, tab in zip(base, st.tabs(list(base)), strict=True):
         with tab:
@@ -167,13 +168,12 @@ def gate() -> tuple[Gate | None, list[str]]:
     on = st.checkbox("Gate the candidate against the baseline", key="wi.gate_on")
     cols = st.columns(3)
     for col, f in zip(cols, GATE_FIELDS, strict=True):
-        col.number_input(GATE_LABELS[f], key=f"wi.gate.{f}", step=0.5, format="%.2f", disabled=not on,
+        col.number_input(GATE_LABELS[f], key=f"wi.gate.{f}", value=None, step=0.5, format="%.2f", disabled=not on,
                          help="Leave empty to leave this measure ungated; a negative limit demands an improvement.")
     if not on:
         return None, []
     values = {f: s.get(f"wi.gate.{f}") for f in GATE_FIELDS}
-    text = yaml.safe_dump({f: v for f, v in values.items() if v is not None}) if any(
-        v is not None for v in values.values()) else ""
+    text = yaml.safe_dump({f: v for f, v in values.items() if v is not None})
     try:
         return load_gate_text(text, "gate"), []
     except GateError as exc:
