@@ -1,6 +1,7 @@
 """What a page draws from a replay: per-pool utilization, KV use and routing share over time, latency CDFs.
 
-Utilization is exact: each replica's busy spans cut into time buckets, over replicas x bucket length. KV use
+Utilization is exact: each replica's busy spans cut into time buckets, over replicas x bucket length (the last
+bucket ends with the run). KV use
 over time is estimated from each served request's life: from admission (arrival + wait) to its first token
 it holds its prompt, then its cache grows by one token per output token until it finishes (preemptions are
 left out), over the pool's KV capacity; its average over the run agrees with the summary's exact KV use to
@@ -63,7 +64,9 @@ def pool_timeline(result: ReplayResult, pools: tuple[PoolSpec, ...], step_ms: in
     t0 = int(req["arrival_ms"].min())  # type: ignore[arg-type]
     step = step_ms or bucket_ms(result.summary.window_s)
     n_buckets = max(1, int(np.ceil(result.summary.window_s * 1000 / step)))
-    edges = t0 + step * np.arange(n_buckets + 1, dtype=np.float64)
+    # the last bucket ends with the run, so a part-filled bucket is not drawn as a drop
+    edges = np.minimum(t0 + step * np.arange(n_buckets + 1, dtype=np.float64), t0 + result.summary.window_s * 1000)
+    length = np.maximum(np.diff(edges), 1.0)
     bucket = ((req["arrival_ms"] - t0) // step).clip(0, n_buckets - 1).alias("b")
     counts = req.select(bucket, pl.col("pool").fill_null(REJECTED)).group_by("b", "pool").len()
     total = counts.group_by("b").agg(pl.col("len").sum().alias("all"))
@@ -82,9 +85,9 @@ def pool_timeline(result: ReplayResult, pools: tuple[PoolSpec, ...], step_ms: in
         if spec is not None:
             spans = result.busy.filter(pl.col("pool") == name)
             util = _overlap(spans["start_ms"].to_numpy(), spans["end_ms"].to_numpy(), edges) / (
-                spec.replicas * step)
-            kv = _kv_tokens_ms(served.filter(pl.col("pool") == name), edges) / max(
-                1.0, float(spec.kv_capacity_tokens) * spec.replicas * step)
+                spec.replicas * length)
+            kv = _kv_tokens_ms(served.filter(pl.col("pool") == name), edges) / (
+                max(1.0, float(spec.kv_capacity_tokens) * spec.replicas) * length)
         elif not n.any():
             continue
         rows.append(pl.DataFrame({"t": edges[:-1].astype(np.int64), "pool": name, "utilization": util,

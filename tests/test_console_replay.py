@@ -87,7 +87,7 @@ def money(v: float | None, places: int = 2) -> str:
 
 def tiles(s: Summary) -> dict[str, str]:
     return {"Busy cost": money(s.busy_cost_usd), "Provisioned cost": money(s.provisioned_cost_usd),
-            "Busy cost per million tokens": money(s.cost_per_mtok, 4), "p99 TTFT": f"{s.ttft_p99:.3f} s",
+            "Busy cost / M tokens": money(s.cost_per_mtok, 4), "p99 TTFT": f"{s.ttft_p99:.3f} s",
             "p99 e2e": f"{s.e2e_p99:.3f} s", "SLA violation rate": f"{s.sla_violation_rate:.2%}"}
 
 

@@ -41,7 +41,9 @@ def pool_over_time(df: pl.DataFrame, column: str, title: str, pools: list[str]) 
 def routing_share(df: pl.DataFrame, pools: list[str]) -> alt.FacetChart:
     """Share of arrivals per pool over time, stacked to 100 %, candidate beside baseline; df has run, t, pool,
     share, requests."""
-    data = with_time(df).select("run", "time", "pool", "share", "requests").to_pandas()
+    arrived = df.group_by("run", "t").agg(pl.col("requests").sum().alias("all"))
+    data = with_time(df.join(arrived, on=["run", "t"]).filter(pl.col("all") > 0)).select(
+        "run", "time", "pool", "share", "requests").to_pandas()  # buckets after the last arrival have no mix
     domain = pools + sorted(set(df["pool"].to_list()) - set(pools))
     return alt.Chart(data, height=CHART_HEIGHT - 40, width=420).mark_area().encode(
         x=alt.X("time:T", title=None),

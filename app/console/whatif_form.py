@@ -97,17 +97,27 @@ def editor(registry: Registry) -> None:
         d1, d2 = st.columns(2)
         d1.multiselect("Prefill pools", list(base), key="wi.prefill")
         d2.multiselect("Decode pools", list(base), key="wi.decode")
-    st.markdown("**SLA tiers** (seconds; leave a limit empty for none)")
-    for tier in st.session_state.get("wi.tiers", []):
-        t1, t2, t3 = st.columns([1, 2, 2])
-        t1.markdown(f"`{tier}`")
-        # value=None lets a limit be emptied (no limit); the value itself comes from the session state
-        t2.number_input(f"{tier}: TTFT limit (s)", key=f"wi.tier.{tier}.ttft_s", value=None, step=0.1, format="%.2f")
-        t3.number_input(f"{tier}: e2e limit (s)", key=f"wi.tier.{tier}.e2e_s", value=None, step=1.0, format="%.1f")
-    st.markdown("**Pools** (values start from the registry)")
-    for pool, tab in zip(base, st.tabs(list(base)), strict=True):
-        with tab:
-            _pool_inputs(pool, base[pool])
+    tiers = st.session_state.get("wi.tiers", [])
+    with st.expander(f"SLA tiers: {', '.join(tiers)} (seconds; leave a limit empty for none)"):
+        for tier in tiers:
+            t1, t2, t3 = st.columns([1, 2, 2])
+            t1.markdown(f"`{tier}`")
+            # value=None lets a limit be emptied (no limit); the value itself comes from the session state
+            t2.number_input(f"{tier}: TTFT limit (s)", key=f"wi.tier.{tier}.ttft_s", value=None, step=0.1,
+                            format="%.2f")
+            t3.number_input(f"{tier}: e2e limit (s)", key=f"wi.tier.{tier}.e2e_s", value=None, step=1.0,
+                            format="%.1f")
+    changed = [p for p in base if _changes(p, base[p]) or not st.session_state.get(key(p, "enabled"), True)]
+    summary = f"changed: {', '.join(changed)}" if changed else "all as in the registry"
+    with st.expander(f"Pools: replicas, concurrency, batching, coefficients and cost ({summary})"):
+        for pool, tab in zip(base, st.tabs(list(base)), strict=True):
+            with tab:
+                _pool_inputs(pool, base[pool])
+
+
+def _changes(pool: str, registry_value: dict[str, Any]) -> list[str]:
+    return [f"{LABELS[f].lower()} {registry_value[f]} → {st.session_state.get(key(pool, f))}" for f in POOL_FIELDS
+            if st.session_state.get(key(pool, f), registry_value[f]) != registry_value[f]]
 
 
 def _pool_inputs(pool: str, registry_value: dict[str, Any]) -> None:
@@ -121,8 +131,7 @@ def _pool_inputs(pool: str, registry_value: dict[str, Any]) -> None:
             col.number_input(LABELS[f], key=key(pool, f), step=1)
         else:
             col.number_input(LABELS[f], key=key(pool, f), step=0.01, format=FORMATS[f])
-    changed = [f"{LABELS[f].lower()} {registry_value[f]} → {st.session_state.get(key(pool, f))}" for f in POOL_FIELDS
-               if st.session_state.get(key(pool, f)) != registry_value[f]]
+    changed = _changes(pool, registry_value)
     st.caption("Changed from the registry: " + "; ".join(changed) if changed else "As in the registry.")
 
 

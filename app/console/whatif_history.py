@@ -87,7 +87,8 @@ def _opened(run: dict[str, Any], registry: Registry) -> None:
     if run["verdict"] == "pass":
         st.success(f"**Gate passed** against '{base_name}'.")
     elif run["verdict"] == "fail":
-        st.error(f"**Gate failed** against '{base_name}':\n\n" + "\n".join(f"- ❌ {r}" for r in run["reasons"]))
+        st.error(f"**Gate failed** against '{base_name}':\n\n"
+                 + "\n".join(f"- :material/cancel: {r}" for r in run["reasons"]))
     else:
         st.info("No gate ran on this run.")
     st.dataframe(kpi_table([("candidate", cand)] + ([("baseline", base)] if base else [])), hide_index=True,

@@ -108,7 +108,7 @@ def tiles(s: Summary, b: Summary | None) -> None:
         ("Busy cost", _money(s.busy_cost_usd), s.busy_cost_usd, b.busy_cost_usd if b else None),
         ("Provisioned cost", _money(s.provisioned_cost_usd), s.provisioned_cost_usd,
          b.provisioned_cost_usd if b else None),
-        ("Busy cost per million tokens", _money(s.cost_per_mtok, 4), s.cost_per_mtok, b.cost_per_mtok if b else None),
+        ("Busy cost / M tokens", _money(s.cost_per_mtok, 4), s.cost_per_mtok, b.cost_per_mtok if b else None),
         ("p99 TTFT", _secs(s.ttft_p99), s.ttft_p99, b.ttft_p99 if b else None),
         ("p99 e2e", _secs(s.e2e_p99), s.e2e_p99, b.e2e_p99 if b else None)]
     for col, (label, value, cand, base) in zip(cols, pairs, strict=False):
@@ -123,7 +123,8 @@ def verdict_box(verdict: Verdict | None, candidate: str, baseline: str | None) -
         st.info(f"No gate ran: {'no baseline was replayed' if baseline is None else 'the gate is switched off'}. "
                 "The numbers below are the candidate's" + (f" beside '{baseline}'." if baseline else "."))
         return
-    lines = "\n".join(f"- {'✅' if c.passed else '❌'} {c.message}" for c in verdict.checks)
+    lines = "\n".join(f"- {':material/check_circle:' if c.passed else ':material/cancel:'} {c.message}"
+                      for c in verdict.checks)
     if verdict.passed:
         st.success(f"**Gate passed**: candidate '{candidate}' stays within every tolerance against baseline "
                    f"'{baseline}'. It may go live.\n\n{lines}")
