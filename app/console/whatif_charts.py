@@ -76,7 +76,7 @@ def pareto(df: pl.DataFrame, chosen: str | None) -> alt.LayerChart:
                            .alias("front")).to_pandas()
     base = alt.Chart(data, title="Busy cost against p99 TTFT (lower left is better)", height=CHART_HEIGHT + 60)
     x = alt.X("busy_cost_usd:Q", title="busy cost (USD)", axis=alt.Axis(format="$,.2f"), scale=alt.Scale(zero=False))
-    y = alt.Y("ttft_p99:Q", title="p99 TTFT (s)", scale=alt.Scale(zero=False))
+    y = alt.Y("ttft_p99:Q", title="p99 TTFT (s)", scale=alt.Scale(zero=False), axis=alt.Axis(format=".3f"))
     points = base.mark_circle(size=90).encode(
         x=x, y=y, color=alt.Color("front:N", scale=alt.Scale(domain=["on the front", "beaten"],
                                                              range=[PALETTE[5], "#BBBBBB"]), title=None),

@@ -219,4 +219,5 @@ def _save(outcome: Outcome, path: str) -> None:
             st.error(str(exc))
             return
         st.session_state["wi.saved_as"] = run_id
+        st.session_state["wi.open"] = run_id  # History (drawn after this) opens the run just saved
         st.success(f"Saved as run {run_id}. It is listed under History.")
