@@ -14,6 +14,7 @@ MAPE and R^2 of TTFT and TPOT at the fitted values say how well the model explai
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -278,8 +279,10 @@ def fit_pool(spec: PoolSpec, rows: pl.DataFrame | None, bench: pl.DataFrame | No
 
 
 def calibrate(requests: pl.DataFrame | None, registry: Registry, *, bench: pl.DataFrame | None = None,
-              base: Candidate | None = None) -> tuple[tuple[PoolFit, ...], dict[str, int]]:
-    """Fit every pool that has evidence; also return counts of observed pools the fleet does not serve."""
+              base: Candidate | None = None, progress: Callable[[float, str], None] | None = None,
+              ) -> tuple[tuple[PoolFit, ...], dict[str, int]]:
+    """Fit every pool that has evidence; also return counts of observed pools the fleet does not serve.
+    `progress(share done, what)` hears of each pool before its fit starts."""
     observed = None
     if requests is not None:
         if "obs_pool" not in requests.columns or requests.filter(pl.col("obs_pool").is_not_null()).height == 0:
@@ -303,8 +306,14 @@ def calibrate(requests: pl.DataFrame | None, registry: Registry, *, bench: pl.Da
             raise ReplayError(f"benchmark table line {bad['line'][0]}: column pool: unknown pool "
                               f"'{bad['pool'][0]}'; replayable: {', '.join(specs)}")
         tables = {str(k[0]): v for k, v in bench.group_by("pool", maintain_order=True)}
-    fits = [fit_pool(spec, by_pool.get(pid), tables.get(pid)) for pid, spec in specs.items()
-            if pid in by_pool or pid in tables]
+    todo = [(pid, spec) for pid, spec in specs.items() if pid in by_pool or pid in tables]
+    fits = []
+    for k, (pid, spec) in enumerate(todo):
+        if progress:
+            progress(k / len(todo), f"fitting {pid} ({k + 1} of {len(todo)})")
+        fits.append(fit_pool(spec, by_pool.get(pid), tables.get(pid)))
+    if progress:
+        progress(1.0, "done")
     return tuple(fits), unknown
 
 

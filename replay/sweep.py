@@ -1,4 +1,4 @@
-"""Sweeps: a grid of candidate variations, replayed in parallel processes, and their cost/p99-TTFT front.
+"""Sweeps: a grid of candidate variations, replayed in parallel processes or on Ray, and their cost/p99-TTFT front.
 
 Grid YAML: every key is a parameter, every value a list; the sweep is the cartesian product.
 
@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import multiprocessing
+from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -125,6 +126,8 @@ def expand(grid: Grid, base: Candidate) -> list[tuple[dict[str, Any], Candidate]
 
 
 BATCHES_PER_WORKER = 4  # few enough that the traffic is pickled rarely, enough to even out uneven points
+EXECUTORS = ("process", "ray")
+Progress = Callable[[float, str], None]
 
 
 def _evaluate(job: tuple[list[Candidate], pl.DataFrame, Registry, int]) -> list[dict[str, Any]]:
@@ -133,20 +136,40 @@ def _evaluate(job: tuple[list[Candidate], pl.DataFrame, Registry, int]) -> list[
     return [replay_summary(c, traffic, registry, seed).to_dict() for c in candidates]
 
 
+def batches(candidates: list[Candidate], workers: int) -> list[list[Candidate]]:
+    """The points cut into about BATCHES_PER_WORKER batches per worker, in order."""
+    size = max(1, -(-len(candidates) // (workers * BATCHES_PER_WORKER)))
+    return [candidates[k:k + size] for k in range(0, len(candidates), size)]
+
+
 def run_sweep(points: list[tuple[dict[str, Any], Candidate]], traffic: pl.DataFrame, registry: Registry,
-              seed: int = 0, workers: int = 1) -> pl.DataFrame:
-    """Replay every point (in `workers` processes when > 1); one row per point with a `pareto` flag."""
+              seed: int = 0, workers: int = 1, *, executor: str = "process", address: str | None = None,
+              progress: Progress | None = None) -> pl.DataFrame:
+    """Replay every point (in `workers` processes when > 1, or on a Ray cluster); one row per point with a
+    `pareto` flag. Every point is a pure function of its candidate and the traffic, so where it runs does not
+    change its numbers."""
+    if executor not in EXECUTORS:
+        raise UnknownNameError(f"unknown sweep executor '{executor}'; known: {', '.join(EXECUTORS)}")
     candidates = [c for _, c in points]
-    if workers <= 1:
-        summaries = [replay_summary(c, traffic, registry, seed).to_dict() for c in candidates]
+    say = progress or (lambda share, what: None)
+    summaries: list[dict[str, Any]] = []
+    if executor == "ray":
+        from replay.sweep_ray import ray_summaries
+
+        summaries = ray_summaries(batches(candidates, max(1, workers)), traffic, registry, seed, address, say)
+    elif workers <= 1:
+        for k, c in enumerate(candidates):
+            say(k / len(candidates), f"point {k + 1} of {len(candidates)}: {c.name}")
+            summaries.append(replay_summary(c, traffic, registry, seed).to_dict())
     else:
         # spawn, not fork: a forked child can inherit Polars' thread pool mid-operation and deadlock.
         ctx = multiprocessing.get_context("spawn")
-        size = max(1, -(-len(candidates) // (workers * BATCHES_PER_WORKER)))
-        batches = [candidates[k:k + size] for k in range(0, len(candidates), size)]
         with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
-            done = pool.map(_evaluate, [(batch, traffic, registry, seed) for batch in batches])
-            summaries = [s for batch in done for s in batch]
+            done = pool.map(_evaluate, [(batch, traffic, registry, seed) for batch in batches(candidates, workers)])
+            for batch in done:
+                summaries += batch
+                say(len(summaries) / len(candidates), f"{len(summaries)} of {len(candidates)} points")
+    say(1.0, "done")
     rows = []
     for (settings, cand), s in zip(points, summaries, strict=True):
         rows.append({**{k: str(v) for k, v in settings.items()}, "candidate": cand.name,

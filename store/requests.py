@@ -45,20 +45,30 @@ def _insert_requests(con: duckdb.DuckDBPyConnection, run: IngestRun, batch: pl.D
     run.note_stored(stored, batch.height - stored, stored, None)
 
 
+def _where(trace: str | None, start_ms: int | None, end_ms: int | None) -> tuple[str, list[object]]:
+    """The WHERE clause of a trace and arrival window, and its parameters."""
+    parts = [(c, v) for c, v in (("trace = ?", trace), ("arrival_ms >= ?", start_ms), ("arrival_ms < ?", end_ms))
+             if v is not None]
+    return (f"WHERE {' AND '.join(c for c, _ in parts)}" if parts else ""), [v for _, v in parts]
+
+
 def read_requests(con: duckdb.DuckDBPyConnection, *, trace: str | None = None, start_ms: int | None = None,
                   end_ms: int | None = None) -> pl.DataFrame:
     """Stored requests in [start_ms, end_ms), optionally of one trace, in arrival order."""
-    where: list[str] = []
-    params: list[object] = []
-    if trace is not None:
-        where.append("trace = ?")
-        params.append(trace)
-    if start_ms is not None:
-        where.append("arrival_ms >= ?")
-        params.append(start_ms)
-    if end_ms is not None:
-        where.append("arrival_ms < ?")
-        params.append(end_ms)
-    clause = f"WHERE {' AND '.join(where)}" if where else ""
+    clause, params = _where(trace, start_ms, end_ms)
     frame = con.sql(f"SELECT {_COLS} FROM requests {clause} ORDER BY arrival_ms, trace, seq", params=params).pl()
     return frame.with_columns(pl.col(c).cast(pl.Int64) for c in ("in_tokens", "out_tokens", "cached_tokens"))
+
+
+def count_requests(con: duckdb.DuckDBPyConnection, *, trace: str | None = None, start_ms: int | None = None,
+                   end_ms: int | None = None) -> int:
+    """How many stored requests read_requests would return for the same arguments."""
+    clause, params = _where(trace, start_ms, end_ms)
+    return int(con.execute(f"SELECT count(*) FROM requests {clause}", params).fetchall()[0][0])
+
+
+def list_traces(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
+    """One row per stored trace: request count and arrival window."""
+    return con.sql(
+        "SELECT trace, count(*) AS requests, min(arrival_ms) AS first_ms, max(arrival_ms) AS last_ms "
+        "FROM requests GROUP BY trace ORDER BY trace").pl()

@@ -5,36 +5,32 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
-from typing import Any
 
 import duckdb
-import polars as pl
 import yaml
 
 from app.commands._base import Context, add_command, add_group
 from app.commands.ingest_traffic import add_traffic_options, parse_options, parse_time
 from app.errors import UsageError
-from pool_registry import Registry
 from replay import (
     Candidate,
-    Summary,
     calibrate,
     calibrated_candidate,
     candidate_to_dict,
     closed_loop,
     default_requests,
-    evaluate,
     expand,
     load_candidate,
     load_gate,
     load_grid,
     read_bench_table,
     read_traffic,
-    run_replay,
     run_sweep,
 )
-from replay.errors import ReplayError
 from replay.fleet import resolve_pools
+from replay.sweep import EXECUTORS
+from replay.whatif import Traffic, file_traffic, run_whatif, stored_traffic
+from replay.whatif import fmt_s as _fmt
 from store import require_registry
 from store.replay_runs import save_replay_run
 from store.requests import read_requests
@@ -82,7 +78,11 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
                             "--grid examples/grid.yaml --workers 2", handler=sweep_cmd, common=common)
     p.add_argument("--candidate", required=True, metavar="FILE", help="base candidate YAML")
     p.add_argument("--grid", required=True, metavar="FILE", help="grid YAML")
-    p.add_argument("--workers", type=int, default=1, help="parallel processes (default 1)")
+    p.add_argument("--workers", type=int, default=1, help="parallel processes (default 1; the process executor)")
+    p.add_argument("--executor", choices=EXECUTORS, default="process",
+                   help="where the points run: local processes (default) or a Ray cluster")
+    p.add_argument("--address", metavar="ADDR", help="Ray cluster to join, as host:port or ray://host:port "
+                                                     "(default with --executor ray: a local cluster for this sweep)")
     p.add_argument("--seed", type=int, default=0, help="RNG seed of every point (default 0)")
     p.add_argument("--out", metavar="FILE", help="also write the table as CSV")
     _source_options(p)
@@ -109,57 +109,20 @@ def _int_list(text: str) -> list[int]:
     return values
 
 
-def _traffic(ctx: Context, con: duckdb.DuckDBPyConnection) -> tuple[pl.DataFrame, str]:
+def _traffic(ctx: Context, con: duckdb.DuckDBPyConnection) -> Traffic:
     args = ctx.args
     if getattr(args, "traffic", None):
         if args.trace or args.start or args.end:
             raise UsageError("--traffic replays a file; --trace, --start and --end select stored requests")
         fmt, parsed = read_traffic(args.traffic, args.format, parse_options(args))
-        if parsed.rejects.height:
-            ctx.note(f"{args.traffic}: {parsed.rejects.height} rows rejected, first: "
-                     f"line {parsed.rejects['line'][0]}: {parsed.rejects['reason'][0]}")
-        return parsed.frame, f"file {args.traffic} ({fmt}, {parsed.frame.height} requests)"
+        traffic = file_traffic(args.traffic, fmt, parsed)
+        for note in traffic.notes:
+            ctx.note(note)
+        return traffic
     start = parse_time(args.start, "--start") if args.start else None
     end = parse_time(args.end, "--end") if args.end else None
     frame = read_requests(con, trace=args.trace, start_ms=start, end_ms=end)
-    what = f"stored requests{f' of trace {args.trace!r}' if args.trace else ''}" + (
-        f" from {args.start}" if args.start else "") + (f" until {args.end}" if args.end else "")
-    if frame.height == 0:
-        raise ReplayError(f"no {what}; load some with 'hetpool ingest traffic PATH' or pass --traffic")
-    return frame, f"{what} ({frame.height} requests)"
-
-
-def _fmt(v: float | None, unit: str = "s") -> str:
-    return "-" if v is None else f"{v:.3f}{unit}"
-
-
-def _summary_lines(runs: list[tuple[str, Summary]]) -> list[str]:
-    head = f"{'':<22}" + "".join(f"{name:>18}" for name, _ in runs)
-    rows = [
-        ("requests", lambda s: str(s.requests)), ("served", lambda s: str(s.served)),
-        ("rejected", lambda s: str(s.rejected)), ("still queued", lambda s: str(s.still_queued)),
-        ("busy cost", lambda s: f"${s.busy_cost_usd:,.2f}"),
-        ("provisioned cost", lambda s: f"${s.provisioned_cost_usd:,.2f}"),
-        ("busy cost per Mtok", lambda s: "-" if s.cost_per_mtok is None else f"${s.cost_per_mtok:,.4f}"),
-        ("ttft p50/p99", lambda s: f"{_fmt(s.ttft_p50)}/{_fmt(s.ttft_p99)}"),
-        ("tpot p50/p99 ms", lambda s: f"{_ms(s.tpot_p50)}/{_ms(s.tpot_p99)}"),
-        ("e2e p50/p99", lambda s: f"{_fmt(s.e2e_p50)}/{_fmt(s.e2e_p99)}"),
-        ("sla violations", lambda s: f"{s.sla_violation_rate * 100:.2f}%"),
-        ("overflow q/d/r", lambda s: f"{s.overflow['queue']}/{s.overflow['degrade']}/{s.overflow['reject']}"),
-    ]
-    lines = [head] + [f"{label:<22}" + "".join(f"{get(s):>18}" for _, s in runs) for label, get in rows]
-    for pool in runs[0][1].utilization:
-        lines.append(f"{'util / kv ' + pool:<22}" + "".join(
-            f"{s.utilization.get(pool, 0.0) * 100:>10.1f}% /{s.kv_use.get(pool, 0.0) * 100:>4.0f}%" for _, s in runs))
-    return lines
-
-
-def _ms(v: float | None) -> str:
-    return "-" if v is None else f"{v * 1000:.1f}"
-
-
-def _registry(con: duckdb.DuckDBPyConnection) -> Registry:
-    return require_registry(con)
+    return stored_traffic(frame, trace=args.trace, start=args.start, end=args.end, start_ms=start, end_ms=end)
 
 
 def run(ctx: Context) -> int:
@@ -169,41 +132,26 @@ def run(ctx: Context) -> int:
         raise UsageError("--gate compares against a baseline; pass --baseline FILE too")
     store = ctx.store()
     with store.read() as con:
-        registry = _registry(con)
+        registry = require_registry(con)
         candidate = load_candidate(args.candidate, registry)
         baseline = load_candidate(args.baseline, registry) if args.baseline else None
         gate = load_gate(args.gate) if args.gate else None
-        traffic, described = _traffic(ctx, con)
-    ctx.note(f"replaying {described} under {candidate.name!r}")
-    result = run_replay(candidate, traffic, registry, args.seed)
-    base = run_replay(baseline, traffic, registry, args.seed) if baseline else None
-    verdict = evaluate(gate, base.summary, result.summary) if gate and base else None
+        traffic = _traffic(ctx, con)
+    ctx.note(f"replaying {traffic.described} under {candidate.name!r}")
+    whatif = run_whatif(candidate, traffic, registry, baseline=baseline, gate=gate, seed=args.seed)
     with store.transaction("hetpool replay run") as con:
-        run_id = save_replay_run(
-            con, candidate=candidate_to_dict(candidate),
-            baseline=candidate_to_dict(baseline) if baseline else None, traffic=described, seed=args.seed,
-            summary=result.summary.to_dict(), baseline_summary=base.summary.to_dict() if base else None,
-            verdict=verdict.verdict if verdict else None, reasons=verdict.reasons if verdict else [])
-    data: dict[str, Any] = {"run_id": run_id, "traffic": described, "candidate": result.summary.to_dict(),
-                            "baseline": base.summary.to_dict() if base else None}
-    if verdict:
-        data.update(verdict=verdict.verdict, reasons=verdict.reasons,
-                    checks=[c.__dict__ for c in verdict.checks])
+        run_id = save_replay_run(con, **whatif.run_record())
+    data = {"run_id": run_id, **whatif.data()}
     if args.out:
         out = Path(args.out)
         out.mkdir(parents=True, exist_ok=True)
-        result.requests.write_parquet(out / "requests.parquet")
-        if base:
-            base.requests.write_parquet(out / "baseline_requests.parquet")
+        whatif.result.requests.write_parquet(out / "requests.parquet")
+        if whatif.base_result:
+            whatif.base_result.requests.write_parquet(out / "baseline_requests.parquet")
         (out / "summary.json").write_text(json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")
-    runs = [(candidate.name[:17], result.summary)] + ([(baseline.name[:17], base.summary)]
-                                                      if baseline and base else [])
-    lines = [f"replay run {run_id}: {described}", *_summary_lines(runs)]
-    if verdict:
-        lines.append(f"gate: {verdict.verdict.upper()}")
-        lines += [f"  {'ok  ' if c.passed else 'FAIL'} {c.message}" for c in verdict.checks]
+    lines = [f"replay run {run_id}: {traffic.described}", *whatif.report_lines()]
     ctx.emit(data, "\n".join(lines))
-    return GATE_FAILED if verdict and not verdict.passed else 0
+    return GATE_FAILED if whatif.failed else 0
 
 
 def calibrate_cmd(ctx: Context) -> int:
@@ -211,12 +159,13 @@ def calibrate_cmd(ctx: Context) -> int:
     args = ctx.args
     bench = read_bench_table(args.bench) if args.bench else None
     with ctx.store().read() as con:
-        registry = _registry(con)
+        registry = require_registry(con)
         base = load_candidate(args.base, registry) if args.base else None
         if args.no_requests and bench is None:
             raise UsageError("--no-requests fits from a benchmark table alone; pass --bench FILE")
-        traffic, described = (None, "") if args.no_requests else _traffic(ctx, con)
-    fits, unknown = calibrate(traffic, registry, bench=bench, base=base)
+        traffic = None if args.no_requests else _traffic(ctx, con)
+    described = traffic.described if traffic else ""
+    fits, unknown = calibrate(traffic.frame if traffic else None, registry, bench=bench, base=base)
     body = calibrated_candidate(fits, name=Path(args.out).stem, base=candidate_to_dict(base) if base else None)
     sources = [s for s in (described, f"benchmark table {args.bench}" if args.bench else "") if s]
     header = [f"# Calibrated from {' and '.join(sources)}."]
@@ -245,14 +194,19 @@ def sweep_cmd(ctx: Context) -> int:
     args = ctx.args
     if args.workers < 1:
         raise UsageError(f"--workers must be >= 1, got {args.workers}")
+    if args.address and args.executor != "ray":
+        raise UsageError("--address names a Ray cluster; pass --executor ray too")
     with ctx.store().read() as con:
-        registry = _registry(con)
+        registry = require_registry(con)
         base = load_candidate(args.candidate, registry)
         grid = load_grid(args.grid, registry)
-        traffic, described = _traffic(ctx, con)
+        traffic = _traffic(ctx, con)
     points = expand(grid, base)
-    ctx.note(f"sweeping {len(points)} candidates over {described} on {args.workers} worker(s)")
-    table = run_sweep(points, traffic, registry, args.seed, args.workers).sort("busy_cost_usd")
+    where = (f"a Ray cluster{f' at {args.address}' if args.address else ' started here'}" if args.executor == "ray"
+             else f"{args.workers} worker(s)")
+    ctx.note(f"sweeping {len(points)} candidates over {traffic.described} on {where}")
+    table = run_sweep(points, traffic.frame, registry, args.seed, args.workers, executor=args.executor,
+                      address=args.address).sort("busy_cost_usd")
     if args.out:
         table.write_csv(args.out)
     params = [n for n, _ in grid.parameters]
@@ -263,7 +217,7 @@ def sweep_cmd(ctx: Context) -> int:
             f"${row['busy_cost_usd']:,.2f}", f"${row['provisioned_cost_usd']:,.2f}", _fmt(row["ttft_p99"]),
             f"{row['sla_violation_rate'] * 100:.2f}%", "*" if row["pareto"] else ""]
         lines.append("  ".join(f"{c:>14}" for c in cells))
-    ctx.emit({"traffic": described, "points": table.to_dicts()}, "\n".join(lines))
+    ctx.emit({"traffic": traffic.described, "points": table.to_dicts()}, "\n".join(lines))
     return 0
 
 
@@ -271,7 +225,7 @@ def bench_cmd(ctx: Context) -> int:
     """Run the closed-loop benchmark on one replica of a pool at each concurrency."""
     args = ctx.args
     with ctx.store().read() as con:
-        registry = _registry(con)
+        registry = require_registry(con)
         candidate = load_candidate(args.candidate, registry) if args.candidate else None
     pools = {p.id: p for p in resolve_pools(registry, candidate or Candidate(name="bench"))}
     if args.pool not in pools:

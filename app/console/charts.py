@@ -39,7 +39,7 @@ def with_time(df: pl.DataFrame, column: str = "t") -> pl.DataFrame:
     return df.with_columns(pl.from_epoch(column, time_unit="ms").dt.replace_time_zone("UTC").alias("time"))
 
 
-def show(chart: alt.Chart | alt.LayerChart | alt.FacetChart) -> None:
+def show(chart: alt.Chart | alt.LayerChart | alt.FacetChart | alt.HConcatChart | alt.VConcatChart) -> None:
     """Render with the project theme (not Streamlit's) at full width."""
     st.altair_chart(chart, width="stretch", theme=None)
 

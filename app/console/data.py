@@ -24,7 +24,8 @@ import polars as pl
 import streamlit as st
 
 from pool_registry import Registry
-from store import ENV_DB, Store, StoreBusy, StoreError, latest_registry, queries, resolve_db_path
+from store import ENV_DB, Store, StoreBusy, StoreError, latest_registry, queries, replay_runs, resolve_db_path
+from store import requests as stored
 from store.locks import timeout_from_env
 from store.views import cost, drift, export, health, reliability, runs
 from store.views.window import Window, data_span
@@ -258,3 +259,50 @@ def service_health(url: str, timeout_s: float = 2.0) -> dict[str, Any]:
         raise StoreError(f"the health endpoint {url} answered HTTP {exc.code}") from None
     except (OSError, ValueError) as exc:
         raise StoreError(f"cannot read the health endpoint {url}: {exc}") from None
+
+
+@query
+def request_traces(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
+    """Stored traces: name, request count, first and last arrival."""
+    return stored.list_traces(con)
+
+
+@query
+def request_count(con: duckdb.DuckDBPyConnection, trace: str | None, start: int | None, end: int | None) -> int:
+    """How many stored requests a replay of this trace and window would read."""
+    return stored.count_requests(con, trace=trace, start_ms=start, end_ms=end)
+
+
+def _stored_requests(con: duckdb.DuckDBPyConnection, trace: str | None, start: int | None,
+                     end: int | None) -> pl.DataFrame:
+    return stored.read_requests(con, trace=trace, start_ms=start, end_ms=end)
+
+
+def stored_requests(path: str, trace: str | None, start: int | None, end: int | None) -> pl.DataFrame:
+    """The stored requests of a trace and window, read when a replay starts (not cached: they can be many)."""
+    return _read(_stored_requests, path, (trace, start, end))
+
+
+@query
+def saved_runs(con: duckdb.DuckDBPyConnection, limit: int = 200) -> pl.DataFrame:
+    """Saved replays, newest first."""
+    return replay_runs.list_replay_runs(con, limit)
+
+
+@query
+def saved_run(con: duckdb.DuckDBPyConnection, run_id: int) -> dict[str, Any] | None:
+    """One saved replay with its JSON decoded, or None."""
+    return replay_runs.get_replay_run(con, run_id)
+
+
+def save_run(path: str, record: dict[str, Any]) -> int:
+    """Save a replay in one short write (the replay itself ran before, holding nothing); returns its run id."""
+    store = Store(path, on_wait=lambda message: _say_waiting(message))
+    with store.transaction("hetpool console: save a replay run") as con:
+        return replay_runs.save_replay_run(con, **record)
+
+
+def _say_waiting(message: str) -> None:
+    slot = getattr(_local, "slot", None)
+    if slot is not None:
+        slot.info(message[:1].upper() + message[1:])

@@ -26,6 +26,7 @@ def main() -> None:
         st.Page(PAGES / "health.py", title="Fleet health", url_path="health", default=True),
         st.Page(PAGES / "reliability.py", title="Errors and reliability", url_path="reliability"),
         st.Page(PAGES / "cost.py", title="Cost", url_path="cost"),
+        st.Page(PAGES / "replay.py", title="Replay what-if", url_path="replay"),
         st.Page(PAGES / "export.py", title="Export", url_path="export"),
         st.Page(PAGES / "collectors.py", title="Collectors", url_path="collectors"),
         st.Page(PAGES / "fleet.py", title="Fleet registry", url_path="fleet"),

@@ -1,0 +1,111 @@
+"""Altair builders of the Replay page, drawn with the console's theme and pool colours (app.console.charts)."""
+
+from __future__ import annotations
+
+import altair as alt
+import polars as pl
+
+from app.console.charts import CHART_HEIGHT, PALETTE, pool_scale, with_time
+
+RUNS = alt.Scale(domain=["candidate", "baseline"], range=[PALETTE[0], "#999999"])
+MEASURE_UNITS = {"TTFT": "TTFT (s)", "TPOT": "TPOT (s)", "e2e": "e2e (s)"}
+
+
+def latency_cdfs(df: pl.DataFrame) -> alt.HConcatChart:
+    """TTFT, TPOT and e2e CDFs with the candidate and baseline overlaid; df has run, measure, q, value."""
+    charts = []
+    for measure, title in MEASURE_UNITS.items():
+        part = df.filter((pl.col("measure") == measure) & (pl.col("value") > 0)).to_pandas()
+        charts.append(alt.Chart(part, title=f"{measure}: share of requests at or below", height=CHART_HEIGHT,
+                                width=300).mark_line(interpolate="step-after").encode(
+            x=alt.X("value:Q", title=title, scale=alt.Scale(type="log")),
+            y=alt.Y("q:Q", title=None, axis=alt.Axis(format="%")),
+            color=alt.Color("run:N", scale=RUNS, title=None),
+            tooltip=["run:N", alt.Tooltip("value:Q", format=".3f", title=title),
+                     alt.Tooltip("q:Q", format=".0%", title="share")]))
+    return alt.hconcat(*charts)
+
+
+def pool_over_time(df: pl.DataFrame, column: str, title: str, pools: list[str]) -> alt.FacetChart:
+    """One line per pool over time, the candidate's panel beside the baseline's; df has run, t, pool, column."""
+    data = with_time(df.filter(pl.col(column).is_not_null())).select("run", "time", "pool", column).to_pandas()
+    return alt.Chart(data, height=CHART_HEIGHT - 40, width=420).mark_line().encode(
+        x=alt.X("time:T", title=None),
+        y=alt.Y(f"{column}:Q", title=None, axis=alt.Axis(format="%")),
+        color=alt.Color("pool:N", scale=pool_scale(pools), title="pool"),
+        tooltip=[alt.Tooltip("time:T", format="%Y-%m-%d %H:%M"), "pool:N",
+                 alt.Tooltip(f"{column}:Q", format=".1%")],
+    ).facet(column=alt.Column("run:N", title=None, sort=["candidate", "baseline"]), title=title)
+
+
+def routing_share(df: pl.DataFrame, pools: list[str]) -> alt.FacetChart:
+    """Share of arrivals per pool over time, stacked to 100 %, candidate beside baseline; df has run, t, pool,
+    share, requests."""
+    arrived = df.group_by("run", "t").agg(pl.col("requests").sum().alias("all"))
+    data = with_time(df.join(arrived, on=["run", "t"]).filter(pl.col("all") > 0)).select(
+        "run", "time", "pool", "share", "requests").to_pandas()  # buckets after the last arrival have no mix
+    domain = pools + sorted(set(df["pool"].to_list()) - set(pools))
+    return alt.Chart(data, height=CHART_HEIGHT - 40, width=420).mark_area().encode(
+        x=alt.X("time:T", title=None),
+        y=alt.Y("share:Q", title=None, stack="normalize", axis=alt.Axis(format="%")),
+        color=alt.Color("pool:N", scale=pool_scale(domain), title="pool"),
+        tooltip=[alt.Tooltip("time:T", format="%Y-%m-%d %H:%M"), "pool:N", alt.Tooltip("share:Q", format=".1%"),
+                 "requests:Q"],
+    ).facet(column=alt.Column("run:N", title=None, sort=["candidate", "baseline"]),
+            title="Routing share (arrivals by serving pool)")
+
+
+def bench_curves(df: pl.DataFrame, pools: list[str]) -> alt.HConcatChart:
+    """p50 TTFT and TPOT against concurrency per pool; df has pool, concurrency, ttft_ms_p50, tpot_ms_p50."""
+    data = df.to_pandas()
+    charts = []
+    for column, title in (("ttft_ms_p50", "TTFT p50 (ms)"), ("tpot_ms_p50", "TPOT p50 (ms)")):
+        charts.append(alt.Chart(data, title=title, height=CHART_HEIGHT, width=420).mark_line(point=True).encode(
+            x=alt.X("concurrency:Q", title="concurrency (clients at once)", scale=alt.Scale(type="log", base=2)),
+            y=alt.Y(f"{column}:Q", title=None),
+            color=alt.Color("pool:N", scale=pool_scale(pools), title="pool"),
+            tooltip=["pool:N", "concurrency:Q", alt.Tooltip(f"{column}:Q", format=".1f", title=title),
+                     alt.Tooltip("output_tok_s:Q", format=",.0f", title="output tok/s")]))
+    return alt.hconcat(*charts)
+
+
+def pareto(df: pl.DataFrame, chosen: str | None) -> alt.LayerChart:
+    """Busy cost against p99 TTFT of every sweep point, the front joined, the chosen point ringed; df has
+    candidate, busy_cost_usd, ttft_p99, pareto, label."""
+    data = df.with_columns(pl.when(pl.col("pareto")).then(pl.lit("on the front")).otherwise(pl.lit("beaten"))
+                           .alias("front")).to_pandas()
+    base = alt.Chart(data, title="Busy cost against p99 TTFT (lower left is better)", height=CHART_HEIGHT + 60)
+    x = alt.X("busy_cost_usd:Q", title="busy cost (USD)", axis=alt.Axis(format="$,.2f"), scale=alt.Scale(zero=False))
+    y = alt.Y("ttft_p99:Q", title="p99 TTFT (s)", scale=alt.Scale(zero=False), axis=alt.Axis(format=".3f"))
+    points = base.mark_circle(size=90).encode(
+        x=x, y=y, color=alt.Color("front:N", scale=alt.Scale(domain=["on the front", "beaten"],
+                                                             range=[PALETTE[5], "#BBBBBB"]), title=None),
+        tooltip=["label:N", alt.Tooltip("busy_cost_usd:Q", format="$,.2f"),
+                 alt.Tooltip("provisioned_cost_usd:Q", format="$,.2f"), alt.Tooltip("ttft_p99:Q", format=".3f"),
+                 alt.Tooltip("sla_violation_rate:Q", format=".2%")])
+    line = base.transform_filter("datum.pareto").mark_line(color=PALETTE[5], strokeDash=[4, 3]).encode(
+        x=x, y=y, order="busy_cost_usd:Q")
+    ring = base.transform_filter(alt.datum.label == (chosen or "")).mark_point(
+        size=420, shape="circle", strokeWidth=2.5, color="#000000").encode(x=x, y=y)
+    text = base.transform_filter(alt.datum.label == (chosen or "")).mark_text(
+        align="left", dx=14, dy=-10, fontWeight="bold").encode(x=x, y=y, text=alt.value("chosen"))
+    return alt.LayerChart(layer=[line, points, ring, text])
+
+
+def calibration_scatter(df: pl.DataFrame, pools: list[str]) -> alt.LayerChart:
+    """Model TTFT at the fitted coefficients against observed TTFT, per pool, on log axes with the diagonal;
+    df has pool, observed, predicted."""
+    data = df.to_pandas()
+    values = df.select(pl.min_horizontal(pl.col("observed").min(), pl.col("predicted").min()).alias("lo"),
+                       pl.max_horizontal(pl.col("observed").max(), pl.col("predicted").max()).alias("hi")).row(0)
+    lo, hi = max(1e-3, float(values[0])), float(values[1])
+    scale = alt.Scale(type="log", domain=[lo, hi])
+    dots = alt.Chart(data, title="Predicted against observed TTFT (s), at the fitted coefficients",
+                     height=CHART_HEIGHT + 80, width=480).mark_circle(size=14, opacity=0.5).encode(
+        x=alt.X("observed:Q", title="observed TTFT (s)", scale=scale),
+        y=alt.Y("predicted:Q", title="model TTFT (s)", scale=scale),
+        color=alt.Color("pool:N", scale=pool_scale(pools), title="pool"),
+        tooltip=["pool:N", alt.Tooltip("observed:Q", format=".3f"), alt.Tooltip("predicted:Q", format=".3f")])
+    diagonal = alt.Chart(pl.DataFrame({"observed": [lo, hi], "predicted": [lo, hi]}).to_pandas()).mark_line(
+        color="#999999", strokeDash=[4, 3]).encode(x="observed:Q", y="predicted:Q")
+    return alt.LayerChart(layer=[diagonal, dots])

@@ -1,0 +1,232 @@
+"""The Replay page's panels beside the what-if: calibration, capacity (closed-loop benchmarks) and a sweep."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import polars as pl
+import streamlit as st
+import yaml
+
+from app.console import charts, whatif_charts, whatif_form
+from app.console.whatif_traffic import Pick
+from app.errors import USER_ERRORS
+from pool_registry import Registry
+from replay.bench import closed_loop, default_requests
+from replay.calibrate import PoolFit, calibrate
+from replay.config import OVERRIDE_FIELDS, Candidate, PoolOverride
+from replay.editor import check_form, form_of
+from replay.engine import run_replay
+from replay.errors import GridError
+from replay.fleet import resolve_pools
+from replay.policies import POLICIES
+from replay.sweep import expand, load_grid_text, run_sweep
+
+SCATTER_POINTS = 1500  # per pool: enough to see the fit, few enough for the browser
+MAX_POINTS = 24        # a sweep from the page stays small; larger grids belong to `hetpool replay sweep`
+SWEEP_FIELDS = [f for f in OVERRIDE_FIELDS if f not in ("enabled", "kv_cache_dtype", "devices_per_replica")]
+
+
+def _progress(bar: Any) -> Any:
+    def say(share: float, what: str) -> None:
+        bar.progress(min(1.0, share), text=what)
+    return say
+
+
+def calibration(path: str, registry: Registry, pick: Pick | None) -> None:
+    """Fit mfu, mem_bw_eff and step overhead per pool from the chosen traffic's observed latencies."""
+    st.caption("Fits each pool's coefficients by replaying the chosen traffic's observed requests (their pool, "
+               "TTFT and e2e) on the model, as `hetpool replay calibrate` does, and shows how well the fit explains "
+               "them. Pick the traffic on the What-if tab.")
+    if pick is None:
+        st.info("Pick traffic with observed latencies on the What-if tab first.")
+        return
+    if st.button(f"Fit coefficients on {pick.label}", key="wi.calibrate"):
+        with st.status("Calibrating…", expanded=True) as status:
+            bar = st.progress(0.0, text="reading the traffic")
+            try:
+                traffic = pick.load().frame
+                base = _base(registry)
+                fits, _ = calibrate(traffic, registry, base=base, progress=_progress(bar))
+                scatter = _scatter(traffic, registry, base, fits)
+            except USER_ERRORS as exc:
+                status.update(label="Calibration could not run", state="error")
+                st.error(str(exc))
+                return
+            status.update(label=f"Fitted {len(fits)} pools", state="complete", expanded=False)
+        st.session_state["wi.calib"] = (fits, scatter, {s.id: s for s in resolve_pools(registry, base)})
+    kept = st.session_state.get("wi.calib")
+    if kept is None:
+        return
+    fits, scatter, configured = kept
+    rows = [{"pool": f.pool, "observed requests": f.n_ttft, "mfu (configured)": configured[f.pool].mfu,
+             "mfu (fitted)": f.mfu, "mem_bw_eff (configured)": configured[f.pool].mem_bw_eff,
+             "mem_bw_eff (fitted)": f.mem_bw_eff, "step overhead ms (configured)": configured[f.pool].step_overhead_ms,
+             "step overhead ms (fitted)": f.step_overhead_ms, "TTFT MAPE": f.ttft_mape, "TTFT R²": f.ttft_r2,
+             "TPOT MAPE": f.tpot_mape, "TPOT R²": f.tpot_r2, "notes": "; ".join(f.notes)} for f in fits]
+    st.dataframe(pl.DataFrame(rows), hide_index=True, width="stretch", column_config={
+        c: st.column_config.NumberColumn(format="%.3f") for c in rows[0] if c not in ("pool", "notes",
+                                                                                      "observed requests")})
+    st.caption("MAPE: mean absolute error over observed, per request (0.03 = 3 %). R²: share of the observed "
+               "variation the model explains (1 = all).")
+    if scatter.height:
+        charts.show(whatif_charts.calibration_scatter(scatter, [p.id for p in registry.pools]))
+    st.button("Use fitted coefficients in the candidate", key="wi.use_fitted", on_click=_use_fitted, args=(fits,))
+
+
+def _base(registry: Registry) -> Candidate:
+    """The edited candidate, or the registry's values when it does not load."""
+    candidate, _, _ = check_form(whatif_form.read_form(registry), registry)
+    return candidate or Candidate(name="registry")
+
+
+def _scatter(traffic: pl.DataFrame, registry: Registry, base: Candidate, fits: tuple[PoolFit, ...]) -> pl.DataFrame:
+    """Model TTFT of every observed request at the fitted coefficients, replayed on its observed pool."""
+    if "obs_pool" not in traffic.columns or not fits:
+        return pl.DataFrame(schema={"pool": pl.String, "observed": pl.Float64, "predicted": pl.Float64})
+    pools = dict(base.pools)
+    for f in fits:
+        if f.mfu is not None:
+            pools[f.pool] = dataclasses.replace(pools.get(f.pool, PoolOverride()), mfu=f.mfu, mem_bw_eff=f.mem_bw_eff,
+                                                step_overhead_ms=f.step_overhead_ms)
+    observed = traffic.filter(pl.col("obs_pool").is_not_null())
+    fitted = dataclasses.replace(base, name="fitted", policy="observed", policy_options={}, pools=pools)
+    rows = run_replay(fitted, observed, registry, 0).requests
+    keys = [c for c in ("trace", "seq") if c in rows.columns and c in observed.columns]
+    got = rows.select(*keys, "pool", pl.col("ttft_s").alias("predicted")).join(
+        observed.select(*keys, pl.col("obs_ttft_s").alias("observed")), on=keys).select("pool", "observed", "predicted")
+    got = got.drop_nulls().filter((pl.col("observed") > 0) & (pl.col("predicted") > 0))
+    return pl.concat([g.sample(min(g.height, SCATTER_POINTS), seed=0) for _, g in got.group_by("pool")]) \
+        if got.height else got
+
+
+def _use_fitted(fits: tuple[PoolFit, ...]) -> None:
+    """Callback: put the fitted coefficients into the editor's pool fields."""
+    for f in fits:
+        for name in ("mfu", "mem_bw_eff", "step_overhead_ms"):
+            value = getattr(f, name)
+            if value is not None:
+                st.session_state[whatif_form.key(f.pool, name)] = float(f"{value:.4g}")
+    st.session_state["wi.fitted_note"] = f"The fitted coefficients of {', '.join(f.pool for f in fits)} are in the " \
+                                         "candidate on the What-if tab."
+    st.toast(st.session_state["wi.fitted_note"])
+
+
+def capacity(registry: Registry, candidate: Candidate | None) -> None:
+    """Closed-loop benchmark curves (TTFT and TPOT against concurrency) of one replica of each pool."""
+    st.caption("One replica of each pool, run closed-loop at fixed concurrency as `hetpool replay bench` (and "
+               "`vllm bench serve --max-concurrency`) does, with the candidate's values.")
+    specs = {s.id: s for s in resolve_pools(registry, candidate or Candidate(name="registry"))}
+    st.session_state.setdefault("wi.bench_pools", list(specs))
+    st.session_state.setdefault("wi.bench_concurrency", "1, 2, 4, 8, 16, 32, 64")
+    c1, c2, c3, c4 = st.columns([3, 2, 1, 1])
+    chosen = c1.multiselect("Pools", list(specs), key="wi.bench_pools")
+    levels_text = c2.text_input("Concurrency levels", key="wi.bench_concurrency")
+    isl = int(c3.number_input("Prompt tokens", key="wi.bench_isl", value=1024, step=128))
+    osl = int(c4.number_input("Output tokens", key="wi.bench_osl", value=128, step=16))
+    try:
+        levels = sorted({int(v) for v in levels_text.replace(" ", "").split(",") if v})
+    except ValueError:
+        st.error(f"Concurrency levels: expected whole numbers separated by commas, got {levels_text!r}")
+        return
+    if not levels or min(levels) < 1:
+        st.error(f"Concurrency levels: expected whole numbers >= 1, got {levels_text!r}")
+        return
+    if st.button("Run the benchmark", key="wi.bench_run", disabled=not chosen):
+        rows = []
+        with st.status("Benchmarking…", expanded=True) as status:
+            bar = st.progress(0.0)
+            try:
+                for k, pool in enumerate(chosen):
+                    for c in levels:
+                        bar.progress(k / len(chosen), text=f"{pool} at concurrency {c}")
+                        point = closed_loop(specs[pool], c, isl, osl, default_requests(c))
+                        rows.append({"pool": pool, **point.__dict__})
+            except USER_ERRORS as exc:
+                status.update(label="The benchmark could not run", state="error")
+                st.error(str(exc))
+                return
+            status.update(label=f"Benchmarked {len(chosen)} pools at {len(levels)} levels", state="complete",
+                          expanded=False)
+        st.session_state["wi.bench"] = pl.DataFrame(rows)
+    table = st.session_state.get("wi.bench")
+    if table is not None and table.height:
+        charts.show(whatif_charts.bench_curves(table, [p.id for p in registry.pools]))
+        st.dataframe(table, hide_index=True, width="stretch")
+
+
+def sweep(registry: Registry, candidate: Candidate | None, pick: Pick | None) -> None:
+    """A small grid over the candidate: the cost-against-p99 front, a chosen point, and using it."""
+    st.caption("Replays every point of a small grid over the candidate on the chosen traffic. A point is on the "
+               "front when no other is at least as good on busy cost, provisioned cost and p99 TTFT at once.")
+    if candidate is None or pick is None:
+        st.info("A valid candidate and traffic on the What-if tab come first.")
+        return
+    specs = [p.id for p in registry.pools if p.serving]
+    st.session_state.setdefault("wi.sweep_policies", [candidate.policy])
+    st.session_state.setdefault("wi.sweep_values", "1, 2, 4")
+    c1, c2, c3, c4 = st.columns(4)
+    policies = c1.multiselect("Policies", [p for p in POLICIES if p != "pd_split"], key="wi.sweep_policies")
+    pool = c2.selectbox("Pool", specs, key="wi.sweep_pool")
+    field = c3.selectbox("Field", SWEEP_FIELDS, key="wi.sweep_field")
+    values_text = c4.text_input("Values", key="wi.sweep_values")
+    try:
+        values = yaml.safe_load(f"[{values_text}]")
+    except yaml.YAMLError:
+        values = None
+    if not isinstance(values, list):
+        st.error(f"Values: expected values separated by commas, got {values_text!r}")
+        return
+    params: dict[str, Any] = {f"pools.{pool}.{field}": values}
+    if policies:
+        params = {"policy": policies, **params}
+    try:
+        grid = load_grid_text(yaml.safe_dump({"parameters": params}, sort_keys=False), registry, "grid")
+    except GridError as exc:
+        for p in exc.problems:
+            st.error(str(p))
+        return
+    if grid.size > MAX_POINTS:
+        st.error(f"{grid.size} points is more than this page runs ({MAX_POINTS}); use `hetpool replay sweep`.")
+        return
+    points = expand(grid, candidate)
+    if st.button(f"Sweep {grid.size} points on {pick.label}", key="wi.sweep_run"):
+        with st.status("Sweeping…", expanded=True) as status:
+            bar = st.progress(0.0)
+            try:
+                table = run_sweep(points, pick.load().frame, registry, int(st.session_state.get("wi.seed", 0)),
+                                  progress=_progress(bar))
+            except USER_ERRORS as exc:
+                status.update(label="The sweep could not run", state="error")
+                st.error(str(exc))
+                return
+            status.update(label=f"Swept {grid.size} points", state="complete", expanded=False)
+        labels = [", ".join(f"{k.removeprefix('pools.')}={v}" for k, v in s.items()) for s, _ in points]
+        st.session_state["wi.sweep"] = (table.with_columns(pl.Series("label", labels)), dict(zip(
+            labels, (c for _, c in points), strict=True)))
+    kept = st.session_state.get("wi.sweep")
+    if kept is not None:
+        _front(kept[0], kept[1], registry)
+
+
+def _front(table: pl.DataFrame, candidates: dict[str, Candidate], registry: Registry) -> None:
+    front = table.filter(pl.col("pareto")).sort("busy_cost_usd")
+    chosen = st.selectbox("Chosen point (on the front)", front["label"].to_list(), key="wi.sweep_chosen",
+                          help="The cheapest point on the front is chosen first.")
+    charts.show(whatif_charts.pareto(table, chosen))
+    st.dataframe(table.select("label", "busy_cost_usd", "provisioned_cost_usd", "ttft_p99", "sla_violation_rate",
+                              "pareto").sort("busy_cost_usd"), hide_index=True, width="stretch", column_config={
+        "busy_cost_usd": st.column_config.NumberColumn("busy cost", format="$%.2f"),
+        "provisioned_cost_usd": st.column_config.NumberColumn("provisioned cost", format="$%.2f"),
+        "ttft_p99": st.column_config.NumberColumn("p99 TTFT (s)", format="%.3f"),
+        "sla_violation_rate": st.column_config.NumberColumn("SLA violations", format="percent")})
+    if chosen is not None:
+        st.button("Use the chosen point as the candidate", key="wi.sweep_use", on_click=_use_point,
+                  args=(registry, candidates[chosen]))
+
+
+def _use_point(registry: Registry, candidate: Candidate) -> None:
+    """Callback: load a sweep point into the editor."""
+    whatif_form.load_form(form_of(registry, dataclasses.replace(candidate, name=candidate.name.split("[")[0])))
+    st.toast("The chosen point is the candidate on the What-if tab now.")

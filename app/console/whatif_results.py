@@ -1,0 +1,223 @@
+"""The Replay page's run and its results: progress while it runs, then the verdict first, the numbers beside the
+baseline, the series and CDFs, the downloads and saving the run."""
+
+from __future__ import annotations
+
+import io
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import polars as pl
+import streamlit as st
+
+from app.console import charts, data, whatif_charts
+from app.console.whatif_traffic import Pick
+from app.errors import USER_ERRORS
+from pool_registry import Registry
+from replay.config import Candidate
+from replay.gate import Gate, Verdict
+from replay.series import bucket_ms, latency_cdf, pool_timeline
+from replay.summary import Summary
+from replay.whatif import WhatIf, run_whatif
+
+RESULT_KEY = "wi.result"
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """A finished what-if as the page keeps it between reruns."""
+
+    whatif: WhatIf
+    candidate_yaml: str
+    seconds: float
+
+
+def run(pick: Pick, candidate: Candidate, candidate_yaml: str, registry: Registry, baseline: Candidate | None,
+        gate: Gate | None, seed: int) -> None:
+    """Read the traffic, replay it with progress shown, and keep the outcome for the page."""
+    with st.status(f"Replaying {pick.label}…", expanded=True) as status:
+        bar = st.progress(0.0, text="reading the traffic")
+        started = time.monotonic()
+
+        def say(share: float, what: str) -> None:
+            bar.progress(min(1.0, share), text=what)
+
+        try:
+            traffic = pick.load()  # one short read of the database; nothing is held while the replay runs
+            for note in traffic.notes:
+                st.caption(note)
+            whatif = run_whatif(candidate, traffic, registry, baseline=baseline, gate=gate, seed=seed,
+                                progress=say)
+        except USER_ERRORS as exc:
+            status.update(label="The replay could not run", state="error", expanded=True)
+            st.error(str(exc))
+            return
+        seconds = time.monotonic() - started
+        status.update(label=f"Replayed {traffic.frame.height:,} requests in {seconds:.1f} s", state="complete",
+                      expanded=False)
+    st.session_state[RESULT_KEY] = Outcome(whatif, candidate_yaml, seconds)
+    st.session_state.pop("wi.saved_as", None)
+
+
+def _money(v: float | None, places: int = 2) -> str:
+    return "–" if v is None else f"${v:,.{places}f}"
+
+
+def _secs(v: float | None) -> str:
+    return "–" if v is None else f"{v:.3f} s"
+
+
+def _ms(v: float | None) -> str:
+    return "–" if v is None else f"{v * 1000:.1f} ms"
+
+
+def _latency(measure: str, q: int) -> Callable[[Summary], str]:
+    shown = _ms if measure == "TPOT" else _secs
+    return lambda s: shown(getattr(s, f"{measure.lower()}_p{q}"))
+
+
+ROWS: list[tuple[str, Callable[[Summary], str]]] = [
+    ("requests", lambda s: f"{s.requests:,}"), ("served", lambda s: f"{s.served:,}"),
+    ("provisioned cost", lambda s: _money(s.provisioned_cost_usd)), ("busy cost", lambda s: _money(s.busy_cost_usd)),
+    ("busy cost per million tokens", lambda s: _money(s.cost_per_mtok, 4)),
+    *[(f"{m} p{q}", _latency(m, q)) for m in ("TTFT", "TPOT", "e2e") for q in (50, 95, 99)],
+    ("SLA violation rate", lambda s: f"{s.sla_violation_rate:.2%}"),
+    ("overflow: queued / degraded / rejected",
+     lambda s: f"{s.overflow['queue']:,} / {s.overflow['degrade']:,} / {s.overflow['reject']:,}"),
+]
+
+
+def kpi_table(runs: list[tuple[str, Summary]]) -> pl.DataFrame:
+    """Measures as rows, one column of formatted values per run."""
+    return pl.DataFrame({"measure": [label for label, _ in ROWS],
+                         **{name: [get(s) for _, get in ROWS] for name, s in runs}})
+
+
+def _change(cand: float | None, base: float | None) -> str | None:
+    if cand is None or base is None or base == 0:
+        return None
+    return f"{(cand - base) / base:+.1%}"
+
+
+def tiles(s: Summary, b: Summary | None) -> None:
+    """The headline numbers of the candidate, with their change against the baseline (lower is better)."""
+    cols = st.columns(6)
+    pairs: list[tuple[str, str, float | None, float | None]] = [
+        ("Busy cost", _money(s.busy_cost_usd), s.busy_cost_usd, b.busy_cost_usd if b else None),
+        ("Provisioned cost", _money(s.provisioned_cost_usd), s.provisioned_cost_usd,
+         b.provisioned_cost_usd if b else None),
+        ("Busy cost / M tokens", _money(s.cost_per_mtok, 4), s.cost_per_mtok, b.cost_per_mtok if b else None),
+        ("p99 TTFT", _secs(s.ttft_p99), s.ttft_p99, b.ttft_p99 if b else None),
+        ("p99 e2e", _secs(s.e2e_p99), s.e2e_p99, b.e2e_p99 if b else None)]
+    for col, (label, value, cand, base) in zip(cols, pairs, strict=False):
+        col.metric(label, value, _change(cand, base), delta_color="inverse")
+    delta = None if b is None else f"{(s.sla_violation_rate - b.sla_violation_rate) * 100:+.2f} points"
+    cols[5].metric("SLA violation rate", f"{s.sla_violation_rate:.2%}", delta, delta_color="inverse")
+
+
+def verdict_box(verdict: Verdict | None, candidate: str, baseline: str | None) -> None:
+    """The gate's verdict in one sentence a lead can act on, then every check."""
+    if verdict is None:
+        st.info(f"No gate ran: {'no baseline was replayed' if baseline is None else 'the gate is switched off'}. "
+                "The numbers below are the candidate's" + (f" beside '{baseline}'." if baseline else "."))
+        return
+    lines = "\n".join(f"- {':material/check_circle:' if c.passed else ':material/cancel:'} {c.message}"
+                      for c in verdict.checks)
+    if verdict.passed:
+        st.success(f"**Gate passed**: candidate '{candidate}' stays within every tolerance against baseline "
+                   f"'{baseline}'. It may go live.\n\n{lines}")
+    else:
+        n = len(verdict.reasons)
+        st.error(f"**Gate failed**: candidate '{candidate}' breaks {n} tolerance{'s' if n > 1 else ''} against "
+                 f"baseline '{baseline}'. Do not ship it as it is.\n\n{lines}")
+
+
+def show(outcome: Outcome, path: str, registry: Registry) -> None:
+    """Everything about one finished what-if."""
+    w = outcome.whatif
+    base_name = w.baseline.name if w.baseline else None
+    st.subheader(f"Result: '{w.candidate.name}'" + (f" against '{base_name}'" if base_name else ""))
+    st.caption(f"{w.traffic}, seed {w.seed}; replayed in {outcome.seconds:.1f} s.")
+    verdict_box(w.verdict, w.candidate.name, base_name)
+    tiles(w.summary, w.base_summary)
+    runs = [("candidate", w.summary)] + ([("baseline", w.base_summary)] if w.base_summary else [])
+    st.dataframe(kpi_table(runs), hide_index=True, width="stretch")
+    st.dataframe(pool_table(runs), hide_index=True, width="stretch", column_config={
+        c: st.column_config.NumberColumn(format="percent") for c in ("utilization", "KV use", "share")})
+    _charts(w, [p.id for p in registry.pools])
+    _downloads(outcome)
+    _save(outcome, path)
+
+
+def pool_table(runs: list[tuple[str, Summary]]) -> pl.DataFrame:
+    """Per pool and run: requests, share of the requests, utilization, KV use, busy cost."""
+    rows = []
+    for name, s in runs:
+        for pool, p in s.pools.items():
+            rows.append({"run": name, "pool": pool, "requests": p.requests,
+                         "share": p.requests / s.requests if s.requests else 0.0, "utilization": p.utilization,
+                         "KV use": p.kv_use, "busy cost": _money(p.busy_cost_usd),
+                         "provisioned cost": _money(p.provisioned_cost_usd), "TTFT p99": _secs(p.ttft_p99)})
+    return pl.DataFrame(rows)
+
+
+def _charts(w: WhatIf, pools: list[str]) -> None:
+    sides: list[tuple[str, Any, Any]] = [("candidate", w.result, w.pools)]
+    if w.base_result:
+        sides.append(("baseline", w.base_result, w.base_pools))
+    step = bucket_ms(max(result.summary.window_s for _, result, _ in sides))  # one bucket for both panels
+    frames, cdfs = [], []
+    for name, result, specs in sides:
+        tl = pool_timeline(result, specs, step)
+        frames.append(tl.with_columns(pl.lit(name).alias("run")))
+        cdfs.append(latency_cdf(result.requests).with_columns(pl.lit(name).alias("run")))
+    timeline = pl.concat(frames)
+    charts.show(whatif_charts.latency_cdfs(pl.concat(cdfs)))
+    served = timeline.filter(pl.col("pool") != "rejected")
+    charts.show(whatif_charts.pool_over_time(served, "utilization", "Utilization by pool", pools))
+    charts.show(whatif_charts.pool_over_time(served, "kv_use", "KV cache use by pool (estimated from each "
+                                                               "request's admission, first token and finish)", pools))
+    charts.show(whatif_charts.routing_share(timeline, pools))
+
+
+def per_request_parquet(w: WhatIf) -> bytes:
+    """Every request of the candidate (and of the baseline), with a `run` column, as Parquet."""
+    parts = [w.result.requests.with_columns(pl.lit("candidate").alias("run"))]
+    if w.base_result:
+        parts.append(w.base_result.requests.with_columns(pl.lit("baseline").alias("run")))
+    out = io.BytesIO()
+    pl.concat(parts).write_parquet(out)
+    return out.getvalue()
+
+
+def _downloads(outcome: Outcome) -> None:
+    w = outcome.whatif
+    c1, c2 = st.columns(2)
+    c1.download_button("Download per-request results (Parquet)", data=lambda: per_request_parquet(w),
+                       file_name=f"{w.candidate.name}-requests.parquet", mime="application/vnd.apache.parquet",
+                       key="wi.download_requests", on_click="ignore")
+    c2.download_button("Download candidate YAML", data=outcome.candidate_yaml, file_name=f"{w.candidate.name}.yaml",
+                       mime="application/yaml", key="wi.download_yaml", on_click="ignore",
+                       help="Valid input to `hetpool replay run --candidate`, for a CI gate.")
+
+
+def _save(outcome: Outcome, path: str) -> None:
+    saved = st.session_state.get("wi.saved_as")
+    if saved:
+        st.success(f"Saved as run {saved}. It is listed under History.")
+        return
+    c1, c2 = st.columns([1, 2])
+    st.session_state.setdefault("wi.save_name", outcome.whatif.candidate.name)
+    name = c1.text_input("Name of the run", key="wi.save_name")
+    note = c2.text_input("Note", key="wi.save_note", placeholder="what this run tries, and why")
+    if st.button("Save run", key="wi.save"):
+        try:
+            run_id = data.save_run(path, outcome.whatif.run_record(name.strip() or None, note.strip() or None))
+        except USER_ERRORS as exc:
+            st.error(str(exc))
+            return
+        st.session_state["wi.saved_as"] = run_id
+        st.session_state["wi.open"] = run_id  # History (drawn after this) opens the run just saved
+        st.success(f"Saved as run {run_id}. It is listed under History.")

@@ -1,0 +1,252 @@
+"""The Replay what-if page under Streamlit's AppTest, on a copy of the small demo database.
+
+Numbers the page shows are checked against the engine run here on the same inputs, the candidate YAML it
+offers against `hetpool replay run`, a saved run against its re-opened form, and bad edits against the
+candidate loader's own messages.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from app.cli import main
+from app.console.whatif_results import RESULT_KEY, Outcome
+from pool_registry import Registry
+from replay import Candidate, PoolOverride, SlaTier, closed_loop, default_requests, load_candidate_text, run_replay
+from replay.fleet import resolve_pools
+from replay.summary import Summary
+from store import ENV_DB, connect, require_registry
+from store.replay_runs import get_replay_run
+from store.requests import read_requests
+from tests.conftest import REPO
+
+MAIN = str(REPO / "app" / "console" / "main.py")
+PAGE = "screens/replay.py"
+TIERS = {"standard": SlaTier(2.0, 60.0), "premium": SlaTier(0.5, 20.0), "batch": SlaTier(None, 600.0)}
+
+
+@pytest.fixture
+def db(demo_db: Path, tmp_path: Path) -> Path:
+    """A private copy of the demo database, so saving runs leaves the shared one as it was."""
+    copy = tmp_path / "demo.duckdb"
+    shutil.copyfile(demo_db, copy)
+    return copy
+
+
+def open_page(db: Path, monkeypatch: pytest.MonkeyPatch) -> AppTest:
+    monkeypatch.setenv(ENV_DB, str(db))
+    at = AppTest.from_file(MAIN, default_timeout=120).run()
+    at = at.switch_page(PAGE).run()
+    assert not at.exception, at.exception
+    return at
+
+
+def registry_of(db: Path) -> Registry:
+    con = connect(db, read_only=True)
+    try:
+        return require_registry(con)
+    finally:
+        con.close()
+
+
+def last_hour(db: Path) -> tuple[int, int, pl.DataFrame]:
+    """The page's default window: the hour up to the newest stored request (to the second), and its requests."""
+    con = connect(db, read_only=True)
+    try:
+        last = con.execute("SELECT max(arrival_ms) FROM requests").fetchall()[0][0]
+        end = (last // 1000 + 1) * 1000
+        return end - 3_600_000, end, read_requests(con, start_ms=end - 3_600_000, end_ms=end)
+    finally:
+        con.close()
+
+
+def iso(ms: int) -> str:
+    return dt.datetime.fromtimestamp(ms / 1000, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def edit_and_run(at: AppTest) -> AppTest:
+    """A lead's what-if: cost-min routing and a slower H100 pool, against the registry under sla_cost."""
+    at.selectbox(key="wi.policy").set_value("cost_min").run()
+    at.number_input(key="wi.h100-a.mfu").set_value(0.3).run()
+    at.button(key="wi.run").click().run()
+    assert not at.exception, at.exception
+    return at
+
+
+def money(v: float | None, places: int = 2) -> str:
+    return "–" if v is None else f"${v:,.{places}f}"
+
+
+def tiles(s: Summary) -> dict[str, str]:
+    return {"Busy cost": money(s.busy_cost_usd), "Provisioned cost": money(s.provisioned_cost_usd),
+            "Busy cost / M tokens": money(s.cost_per_mtok, 4), "p99 TTFT": f"{s.ttft_p99:.3f} s",
+            "p99 e2e": f"{s.e2e_p99:.3f} s", "SLA violation rate": f"{s.sla_violation_rate:.2%}"}
+
+
+def table_values(s: Summary) -> list[str]:
+    lat = [f"{getattr(s, f'{m}_p{q}') * (1000 if m == 'tpot' else 1):.{1 if m == 'tpot' else 3}f}"
+           f"{' ms' if m == 'tpot' else ' s'}" for m in ("ttft", "tpot", "e2e") for q in (50, 95, 99)]
+    return [f"{s.requests:,}", f"{s.served:,}", money(s.provisioned_cost_usd), money(s.busy_cost_usd),
+            money(s.cost_per_mtok, 4), *lat, f"{s.sla_violation_rate:.2%}",
+            f"{s.overflow['queue']:,} / {s.overflow['degrade']:,} / {s.overflow['reject']:,}"]
+
+
+def test_a_run_shows_the_engines_numbers_beside_the_baseline(db: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    at = edit_and_run(open_page(db, monkeypatch))
+    start, end, traffic = last_hour(db)
+    reg = registry_of(db)
+    pools = {p.id: p for p in reg.pools}
+    cand = Candidate(name="candidate", policy="cost_min", sla_tiers=TIERS, pools={
+        "h100-a": PoolOverride(mfu=0.3)})
+    assert pools["h100-a"].cost_model.mfu != 0.3
+    base = Candidate(name="registry", policy="sla_cost", sla_tiers=TIERS)
+    expected, expected_base = run_replay(cand, traffic, reg, 0).summary, run_replay(base, traffic, reg, 0).summary
+    shown = {m.label: m.value for m in at.metric}
+    assert shown == tiles(expected)
+    table = at.dataframe[0].value
+    assert list(table["candidate"]) == table_values(expected)
+    assert list(table["baseline"]) == table_values(expected_base)
+    assert at.status and at.status[0].label == f"Replayed {traffic.height:,} requests in " + \
+        at.status[0].label.split(" in ")[1]
+    outcome: Outcome = at.session_state[RESULT_KEY]
+    assert outcome.whatif.traffic == f"stored requests from {iso(start)} until {iso(end)} ({traffic.height} requests)"
+    assert outcome.whatif.verdict is not None
+    banner = (at.success if outcome.whatif.verdict.passed else at.error)[0].value
+    assert banner.startswith("**Gate passed**" if outcome.whatif.verdict.passed else "**Gate failed**")
+    assert all(c.message in banner for c in outcome.whatif.verdict.checks)
+    assert at.get("download_button") and len(at.get("download_button")) >= 2
+
+
+def test_the_candidate_yaml_round_trips_through_the_cli(db: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    at = edit_and_run(open_page(db, monkeypatch))
+    outcome: Outcome = at.session_state[RESULT_KEY]
+    path = tmp_path / "from-the-page.yaml"
+    path.write_text(outcome.candidate_yaml)  # what the "Download candidate YAML" button serves
+    spec = outcome.whatif.traffic_spec
+    capsys.readouterr()
+    code = main(["--db", str(db), "--json", "replay", "run", "--candidate", str(path), "--start",
+                 iso(spec["start_ms"]), "--end", iso(spec["end_ms"])])
+    data = json.loads(capsys.readouterr().out)
+    assert code == 0
+    assert data["traffic"] == outcome.whatif.traffic
+    assert data["candidate"] == outcome.whatif.summary.to_dict()
+
+
+def test_a_saved_run_reopens_with_the_same_numbers(db: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    at = edit_and_run(open_page(db, monkeypatch))
+    shown = at.dataframe[0].value
+    at.text_input(key="wi.save_name").set_value("cheaper h100s").run()
+    at.text_input(key="wi.save_note").set_value("cost_min with mfu 0.3").run()
+    at.button(key="wi.save").click().run()
+    saved = [s.value for s in at.success if s.value.startswith("Saved as run ")]
+    assert saved, [s.value for s in at.success]
+    run_id = int(saved[0].split()[3].rstrip("."))
+    con = connect(db, read_only=True)
+    try:
+        row = get_replay_run(con, run_id)
+    finally:
+        con.close()
+    assert row is not None and (row["name"], row["note"]) == ("cheaper h100s", "cost_min with mfu 0.3")
+    assert row["traffic_spec"]["kind"] == "stored" and row["gate"]["max_cost_increase_pct"] == 5.0
+    fresh = AppTest.from_file(MAIN, default_timeout=120).run().switch_page(PAGE).run()  # a new session
+    fresh.selectbox(key="wi.open").set_value(run_id).run()
+    assert not fresh.exception
+    opened = next(d.value for d in fresh.dataframe if list(d.value.columns) == ["measure", "candidate", "baseline"])
+    assert opened.equals(shown)
+    assert any(f"Run {run_id}: cheaper h100s" in m.value for m in fresh.markdown)
+    fresh.button(key="wi.edit_opened").click().run()
+    assert fresh.session_state["wi.policy"] == "cost_min" and fresh.session_state["wi.h100-a.mfu"] == 0.3
+
+
+@pytest.mark.parametrize(("edits", "message"), [
+    ({"wi.h100-a.mfu": 1.5}, "pools.h100-a.mfu: must be <= 1, got 1.5"),
+    ({"wi.gaudi3-a.mem_bw_eff": 0.0}, "pools.gaudi3-a.mem_bw_eff: must be > 0, got 0.0"),
+    ({"wi.ascend-a.replicas": 0}, "pools.ascend-a.replicas: must be >= 1, got 0"),
+    ({"wi.mi300x-a.hourly_cost_per_device": -2.5}, "pools.mi300x-a.hourly_cost_per_device: must be > 0, got -2.5"),
+    ({"wi.h100-a.step_overhead_ms": -1.0}, "pools.h100-a.step_overhead_ms: must be >= 0, got -1.0"),
+    ({"wi.tier.batch.e2e_s": None}, "sla_tiers.batch: expected ttft_s and/or e2e_s"),
+    ({"wi.tier.standard.ttft_s": -1.0}, "sla_tiers.standard.ttft_s: must be > 0, got -1.0"),
+    ({"wi.h100-a.max_num_batched_tokens": 8}, "pool h100-a: max_num_batched_tokens 8 is below max_concurrency 64"),
+    ({"wi.gate.max_cost_increase_pct": None, "wi.gate.max_ttft_p99_increase_pct": None,
+      "wi.gate.max_sla_violation_increase_pts": None}, "gate:1: no tolerance given; expected any of: max_cost"),
+])
+def test_invalid_edits_are_refused_inline_and_start_no_run(demo_db: Path, monkeypatch: pytest.MonkeyPatch,
+                                                           edits: dict[str, Any], message: str) -> None:
+    at = open_page(demo_db, monkeypatch)
+    for k, v in edits.items():
+        at.number_input(key=k).set_value(v)
+    at.run()
+    errors = [e.value for e in at.error]
+    assert any(message in e for e in errors), errors
+    assert at.button(key="wi.run").disabled  # a browser cannot click it, and AppTest refuses to
+    at.run()
+    assert RESULT_KEY not in at.session_state and not at.status and not at.metric
+
+
+def test_the_loaders_message_is_the_pages(demo_db: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    at = open_page(demo_db, monkeypatch)
+    at.number_input(key="wi.h100-a.mfu").set_value(1.5).run()
+    page = next(e.value for e in at.error if "mfu" in e.value)
+    text = next(c.value for c in at.code)
+    with pytest.raises(Exception) as exc:
+        load_candidate_text(text, registry_of(demo_db), "candidate")
+    assert str(exc.value) == page
+
+
+def test_an_uploaded_trace_names_bad_lines_and_replays_the_rest(demo_db: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                corpus: Path) -> None:
+    at = open_page(demo_db, monkeypatch)
+    at.radio(key="wi.source").set_value("Upload a trace").run()
+    body = (corpus / "traces" / "azure_AzureLLMInferenceTrace_conv.csv").read_bytes()
+    lines = body.splitlines(keepends=True)
+    broken = b"".join([*lines[:3], b"2023-11-16 18:16:00.0000000,-5,10\n", *lines[3:2000]])
+    at.file_uploader(key="wi.upload").set_value(("conv.csv", broken, "text/csv")).run()
+    assert any("line 4: negative in_tokens -5" in e.value for e in at.error), [e.value for e in at.error]
+    at.button(key="wi.run").click().run()
+    outcome: Outcome = at.session_state[RESULT_KEY]
+    assert outcome.whatif.traffic == "file conv.csv (azure, 1999 requests)"
+    at.file_uploader(key="wi.upload").set_value(("noise.bin", b"\x00\x01 not a trace", "application/octet-stream"))
+    at.run()
+    assert any("noise.bin: cannot tell the traffic format" in e.value for e in at.error)
+
+
+def test_capacity_and_sweep_panels(db: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    at = open_page(db, monkeypatch)
+    at.multiselect(key="wi.bench_pools").set_value(["h100-a"]).run()
+    at.text_input(key="wi.bench_concurrency").set_value("1, 4, 16").run()
+    at.button(key="wi.bench_run").click().run()
+    bench = at.session_state["wi.bench"]
+    spec = next(s for s in resolve_pools(registry_of(db), Candidate(name="r")) if s.id == "h100-a")
+    assert bench["tpot_ms_p50"].to_list() == [closed_loop(spec, c, 1024, 128, default_requests(c)).tpot_ms_p50
+                                              for c in (1, 4, 16)]
+    at.multiselect(key="wi.sweep_policies").set_value(["sla_cost", "cost_min"]).run()
+    at.selectbox(key="wi.sweep_pool").set_value("gaudi3-a").run()
+    at.selectbox(key="wi.sweep_field").set_value("replicas").run()
+    at.text_input(key="wi.sweep_values").set_value("1, 2").run()
+    at.button(key="wi.sweep_run").click().run()
+    assert not at.exception
+    table, _ = at.session_state["wi.sweep"]
+    front = table.filter(pl.col("pareto")).sort("busy_cost_usd")
+    assert table.height == 4 and at.selectbox(key="wi.sweep_chosen").value == front["label"][0]
+    at.button(key="wi.sweep_use").click().run()
+    assert at.session_state["wi.gaudi3-a.replicas"] == int(front["label"][0].split("replicas=")[1])
+
+
+def test_calibration_fills_the_candidate(db: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    at = open_page(db, monkeypatch)
+    at.button(key="wi.calibrate").click().run()
+    assert not at.exception and not [e.value for e in at.error if "calibrat" in e.value.lower()]
+    fits, scatter, _ = at.session_state["wi.calib"]
+    assert fits and scatter.height and set(scatter["pool"]) <= {f.pool for f in fits}
+    at.button(key="wi.use_fitted").click().run()
+    fit = next(f for f in fits if f.mfu is not None)
+    assert at.session_state[f"wi.{fit.pool}.mfu"] == float(f"{fit.mfu:.4g}")
