@@ -9,7 +9,6 @@ out for the rejected rows.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,7 +20,7 @@ from canonical.timeunits import DAY_MS
 from normalizers.exposition import RawBatch
 from normalizers.ids import DIRECT, ERROR, REJECTED, Ids
 from normalizers.series import Context, resolve
-from normalizers.stateful import error_rows
+from normalizers.stateful import StateLookup, error_rows
 from normalizers.textformat import render_series
 
 # Text columns are Categorical: few distinct values per batch, and the store keeps them dictionary-encoded.
@@ -33,9 +32,6 @@ ROW_SCHEMA: dict[str, pl.DataType] = {
 # Check codes of a sample; 0 is fine, the first failed check wins.
 (OK, SERIES, DUP, AHEAD, NEGATIVE_TS, NAN, INF, SENTINEL, BELOW, ABOVE, RULE_REJECT, RULE_VALUES) = range(12)
 
-# (node, device, source, before) -> (node, device, source, value): the newest stored raw value of each
-# stateful error series strictly before `before`; series never seen are simply absent.
-StateLookup = Callable[[pl.DataFrame], pl.DataFrame]
 
 
 @dataclass(frozen=True)

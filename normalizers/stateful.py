@@ -11,6 +11,7 @@ the errors did happen before it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -21,7 +22,10 @@ from normalizers.series import canonical_json, error_class_of
 
 if TYPE_CHECKING:
     from normalizers.ids import Ids
-    from normalizers.normalize import StateLookup
+
+# (node, device, source, before) -> (node, device, source, value): the newest stored raw value of each
+# stateful error series strictly before `before`; series never seen are simply absent.
+StateLookup = Callable[[pl.DataFrame], pl.DataFrame]
 
 _EVENT_SCHEMA = {"ts": pl.Int64, "cid": pl.UInt32, "value": pl.Float64, "n_src": pl.Int64}
 
