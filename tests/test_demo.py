@@ -68,15 +68,32 @@ def test_one_node_loses_a_gpu_again_and_again(demo: duckdb.DuckDBPyConnection) -
     events = rows(demo, "SELECT node, json_extract_string(attributes, '$.code') AS code, "
                         "json_extract_string(attributes, '$.error_class'), json_extract_string(attributes, "
                         "'$.severity'), count(*) FROM samples WHERE metric = 'accelerator.errors' "
-                        "GROUP BY ALL ORDER BY ALL")
+                        "AND json_extract_string(attributes, '$.severity') = 'fatal' GROUP BY ALL ORDER BY ALL")
     assert {e[0] for e in events} == {"h100-a-02"}
     by_code = {e[1]: e for e in events}
     assert by_code["79"][2:4] == ("device_lost", "fatal") and by_code["79"][4] >= 2  # recurring XID 79
-    assert by_code["48"][2:4] == ("memory_uncorrectable", "fatal")                  # double-bit ECC (XID)
-    assert by_code["ecc_dbe_volatile"][2:4] == ("memory_uncorrectable", "fatal")    # and its counter
+    # a double-bit ECC error: the XID 48 and the volatile counter rising with it are one incident
+    assert by_code["48+ecc_dbe_volatile"][2:5] == ("memory_uncorrectable", "fatal", 1)
+    assert set(by_code) == {"79", "48+ecc_dbe_volatile"}
     # after the last episode the GPU stays off the bus: no sample in the last two hours
     last = rows(demo, "SELECT max(ts) FROM samples WHERE node = 'h100-a-02' AND device = '0'")[0][0]
     assert last < END_MS - 2 * 3_600_000
+
+
+@pytest.mark.parametrize(("pool", "recoverable", "informational"), [
+    ("h100-a", {"13"}, {"63", "ecc_sbe_volatile", "pcie_replay"}),                          # XIDs, counters
+    ("mi300x-a", {"30"}, {"25", "ecc_correct", "pcie_replay"}),                             # AFIDs by severity
+    ("ascend-a", {"80C98008"}, {"81A3880C", "hbm_ecc_single_bit"}),                         # DCMI fault codes
+    ("gaudi3-a", {"pending_rows_double_bit_ecc"}, {"pending_rows_single_bit_ecc", "pcie_replay"}),
+    ("mlu370-a", {"8"}, {"ecc_corrected", "d2d_crc"}),                                      # an XID counter
+])
+def test_every_vendor_reports_its_everyday_errors(demo: duckdb.DuckDBPyConnection, pool: str,
+                                                  recoverable: set[str], informational: set[str]) -> None:
+    found = rows(demo, "SELECT json_extract_string(attributes, '$.severity'), json_extract_string(attributes, "
+                       "'$.code') FROM samples WHERE metric = 'accelerator.errors' AND pool = ? "
+                       "AND json_extract_string(attributes, '$.severity') <> 'fatal' GROUP BY ALL", [pool])
+    by = {sev: {code for s, code in found if s == sev} for sev in ("recoverable", "informational")}
+    assert by == {"recoverable": recoverable, "informational": informational}
 
 
 def test_two_nodes_drifted_from_the_declared_driver(demo: duckdb.DuckDBPyConnection) -> None:

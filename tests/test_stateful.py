@@ -83,3 +83,29 @@ def test_cambricon_xid_counter_and_amd_afid_classes() -> None:
     assert sorted(events(text)["attributes"].to_list()) == [
         '{"code":"30","error_class":"memory_correctable","severity":"informational"}',
         '{"code":"30","error_class":"memory_uncorrectable","severity":"fatal"}']
+
+
+DBE = 'DCGM_FI_DEV_ECC_DBE_VOL_TOTAL{{gpu="0",Hostname="n1"}} {v} {ts}\n'
+REPLAY = 'DCGM_FI_DEV_PCIE_REPLAY_COUNTER{{gpu="0",Hostname="n1"}} {v} {ts}\n'
+
+
+def test_one_incident_is_one_event_with_every_code() -> None:
+    # second scrape: XID 48 appears and the double-bit ECC counter rises by 1, both fatal; PCIe replays rise by
+    # 3 in the same scrape, an informational event of its own; the third scrape changes nothing
+    text = scrapes(XID, [0, 48, 48]) + scrapes(DBE, [0, 1, 1]) + scrapes(REPLAY, [0, 3, 3])
+    out, reads = normalize(text)
+    got = events(text).sort("attributes")
+    assert got.select("ts", "value", "attributes").rows() == [
+        (T0 - 30_000, 1.0, '{"code":"48+ecc_dbe_volatile","error_class":"memory_uncorrectable","severity":"fatal"}'),
+        (T0 - 30_000, 3.0, '{"code":"pcie_replay","error_class":"interconnect","severity":"informational"}'),
+    ]
+    # nothing lost: the fatal row stands for two reads, the others fold
+    assert reads == 9 and int(got["n_src"].sum()) == 3
+
+
+def test_events_apart_in_time_or_on_other_devices_stay_apart() -> None:
+    other = 'DCGM_FI_DEV_ECC_DBE_VOL_TOTAL{{gpu="1",Hostname="n1"}} {v} {ts}\n'
+    text = scrapes(XID, [0, 48, 48]) + scrapes(DBE, [0, 0, 1]) + scrapes(other, [0, 1, 1])
+    got = events(text).sort("ts", "attributes")
+    codes = [(ts, a.split('"code":"')[1].split('"')[0]) for ts, a in got.select("ts", "attributes").rows()]
+    assert sorted(codes) == [(T0 - 30_000, "48"), (T0 - 30_000, "ecc_dbe_volatile"), (T0 - 15_000, "ecc_dbe_volatile")]

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from app.demo.incidents import minor_incidents
 from canonical.timeunits import DAY_MS, HOUR_MS, MINUTE_MS
 from pool_registry import ONBOARDING_STAGES, Chip, Model, Pool, Registry, Serving
 
@@ -162,6 +163,11 @@ class Signals:
     ecc_uncorrectable: np.ndarray  # cumulative count
     clock_ratio: np.ndarray  # pool-level clock / top clock per step (for the serving latencies)
     outage: np.ndarray       # (steps,) bool: a replica of this pool is failing requests
+    fault: np.ndarray        # bool: a recoverable fault is reported (sticky)
+    fault_count: np.ndarray  # cumulative count of faults begun
+    notice: np.ndarray       # bool: an informational code is reported (sticky)
+    ecc_corrected: np.ndarray  # cumulative count
+    link_errors: np.ndarray  # cumulative count of interconnect replays
 
 
 def target_busy(pool_id: str, ts_ms: np.ndarray, progress: np.ndarray) -> np.ndarray:
@@ -216,8 +222,11 @@ def device_signals(lay: PoolLayout, ts_ms: np.ndarray, interval_ms: int, rng: np
     if lay.pool.id == FATAL_POOL:
         _fatal_node(lay, interval_ms, rng, util, power, health, xid, ecc, present, outage)
     energy = rng.uniform(1e8, 5e8, size=devices)[None, :] + np.cumsum(power * interval_ms / 1000, axis=0)
+    # drawn from a child generator, so the rest of the story and the traffic stay as they were
+    minor = minor_incidents(rng.spawn(1)[0], present, interval_ms)
     return Signals(present, util, total * mem_frac, total, power, temp, clock, health, energy, xid, ecc,
-                   clock_ratio=ratio.mean(axis=1), outage=outage)
+                   clock_ratio=ratio.mean(axis=1), outage=outage, fault=minor.fault, fault_count=minor.fault_count,
+                   notice=minor.notice, ecc_corrected=minor.ecc_corrected, link_errors=minor.link_errors)
 
 
 def _thermal_lag(power_frac: np.ndarray, interval_ms: int, tau_ms: float = 5 * MINUTE_MS) -> np.ndarray:

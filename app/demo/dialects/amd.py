@@ -9,6 +9,8 @@ from app.demo.expo import Family, family, labels_text, render
 
 MIB = 1024**2
 CARD_MODEL = {"mi300x": "MI300X-O"}
+AFID_FAULT = 30   # field identifiers of the last RAS event, by severity
+AFID_NOTICE = 25
 
 
 class Amd:
@@ -41,6 +43,12 @@ class Amd:
         return render([
             fam("gpu_clock", "List of current GPU clock frequencies in MHz", s.clock / 1e6,
                 extra=(("clock_index", "0"), ("clock_type", "system"))),
+            family("gpu_afid_errors", "Last RAS event field identifier", "gauge", {
+                f"gpu_afid_errors{labels(i, (('afid_index', '0'), ('severity', severity)))}": ns.masked(v)[:, i]
+                for severity, v in (("non_fatal_uncorrected", np.where(s.fault, AFID_FAULT, 0)),
+                                    ("non_fatal_corrected", np.where(s.notice, AFID_NOTICE, 0)))
+                for i in range(n)}),
+            fam("gpu_ecc_correct_total", "Total Correctable error count", s.ecc_corrected),
             fam("gpu_ecc_uncorrect_total", "Total Uncorrectable error count", s.ecc_uncorrectable),
             fam("gpu_energy_consumed", "Accumulated energy consumed by the GPU in uJ", s.energy * 1e6),
             fam("gpu_gfx_activity", "Graphics engine usage in Percentage (0-100)", s.util * 100),
@@ -49,6 +57,7 @@ class Amd:
             fam("gpu_power_usage", "GPU Power usage in Watts", s.power),
             fam("gpu_total_vram", "Total VRAM memory of the GPU (in MB)", np.round(s.mem_total / MIB) - 1024),
             fam("gpu_used_vram", "Used VRAM memory of the GPU (in MB)", np.round(s.mem_used / MIB) - 1024),
+            fam("pcie_replay_count", "Total number of PCIe replays", s.link_errors),
         ], ns.ts_ms)
 
 

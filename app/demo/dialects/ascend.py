@@ -9,6 +9,8 @@ from app.demo.expo import Family, family, labels_text, render
 
 MIB = 1024**2
 MODEL_NAME = {"ascend-910b": "910B3"}
+# DCMI fault codes, written as the decimal of their hex: a restart request and a sub-health notice
+CODE_FAULT, CODE_NOTICE = int("80C98008", 16), int("81A3880C", 16)
 
 
 class Ascend:
@@ -37,6 +39,9 @@ class Ascend:
 
         return render([
             fam("npu_chip_info_aicore_current_freq", "the npu ai core current frequency, unit is 'MHz'", s.clock / 1e6),
+            fam("npu_chip_info_error_code", "the npu error code", np.where(s.fault, CODE_FAULT, 0)),
+            fam("npu_chip_info_error_code_1", "the npu error code", np.where(s.notice, CODE_NOTICE, 0)),
+            fam("npu_chip_info_hbm_ecc_single_bit_error_cnt", "the npu hbm single bit error count", s.ecc_corrected),
             fam("npu_chip_info_health_status", "the npu health status", s.health),
             fam("npu_chip_info_hbm_total_memory", "the npu hbm total memory, unit is 'MB'",
                 np.round(s.mem_total / MIB)),

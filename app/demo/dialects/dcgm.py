@@ -10,6 +10,8 @@ from app.demo.expo import Family, family, labels_text, render
 MIB = 1024**2
 RESERVED_MIB = 462.0
 MODEL_NAME = {"h100-sxm": "NVIDIA H100 80GB HBM3"}
+XID_FAULT = 13    # graphics engine exception: the application restarts
+XID_NOTICE = 63   # a row remap recorded
 
 
 class Dcgm:
@@ -43,13 +45,17 @@ class Dcgm:
             fam("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", "Total energy consumption since boot (in mJ).", "counter",
                 s.energy * 1000),
             fam("DCGM_FI_DEV_GPU_UTIL", "GPU utilization (in %).", "gauge", s.util * 100),
-            fam("DCGM_FI_DEV_XID_ERRORS", "Value of the last XID error encountered.", "gauge", s.xid),
+            fam("DCGM_FI_DEV_XID_ERRORS", "Value of the last XID error encountered.", "gauge",
+                np.where(s.xid > 0, s.xid, np.where(s.fault, XID_FAULT, np.where(s.notice, XID_NOTICE, 0)))),
             fam("DCGM_FI_DEV_FB_FREE", "Framebuffer memory free (in MiB).", "gauge", total_mib - used_mib),
             fam("DCGM_FI_DEV_FB_USED", "Framebuffer memory used (in MiB).", "gauge", used_mib),
             fam("DCGM_FI_DEV_FB_RESERVED", "Framebuffer memory reserved (in MiB).", "gauge",
                 np.full_like(used_mib, RESERVED_MIB)),
             fam("DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "Total number of double-bit volatile ECC errors.", "counter",
                 s.ecc_uncorrectable),
+            fam("DCGM_FI_DEV_ECC_SBE_VOL_TOTAL", "Total number of single-bit volatile ECC errors.", "counter",
+                s.ecc_corrected),
+            fam("DCGM_FI_DEV_PCIE_REPLAY_COUNTER", "Total number of PCIe retries.", "counter", s.link_errors),
             fam("DCGM_EXP_GPU_HEALTH_STATUS", "DCGM reported health status", "gauge", s.health),
         ], ns.ts_ms)
 
