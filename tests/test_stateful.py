@@ -100,7 +100,7 @@ def test_one_incident_is_one_event_with_every_code() -> None:
         (T0 - 30_000, 3.0, '{"code":"pcie_replay","error_class":"interconnect","severity":"informational"}'),
     ]
     # nothing lost: the fatal row stands for two reads, the others fold
-    assert reads == 9 and int(got["n_src"].sum()) == 3
+    assert reads == 9 and int(got["n_src"].sum()) == 3 and out.folded == 6
 
 
 def test_events_apart_in_time_or_on_other_devices_stay_apart() -> None:
