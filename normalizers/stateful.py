@@ -120,42 +120,40 @@ class _Newest:
 
 
 def _events(hits: pl.DataFrame, ids: Ids) -> pl.DataFrame:
-    # One incident is one event: what a device reports at one instant with one severity (an XID 48 and the
-    # double-bit ECC counter rising in the same scrape) is one row carrying every code, not one row per source.
-    incidents: dict[tuple[int, str, str, str, str], _Incident] = {}
+    # One incident is one event: what a device reports at one instant in one class and severity (an XID 48 and
+    # the double-bit ECC counter rising in the same scrape) is one row carrying every code, not one per source.
+    incidents: dict[tuple[int, str, str, str, str, str], _Incident] = {}
     for sid, ts, value, delta, sticky in hits.select("sid", "ts", "value", "delta", "sticky").iter_rows():
         r = ids.series[sid]
         use = r.error
         assert use is not None
         code = use.code if use.code is not None else use.spec.format_code(value)
         cls = error_class_of(use, code)
-        key = (ts, r.pool, r.node, r.device, cls.severity)
+        key = (ts, r.pool, r.node, r.device, cls.error_class, cls.severity)
         found = incidents.setdefault(key, _Incident(r))
-        found.add(code, cls.error_class, use.attributes, 1.0 if sticky else delta)
+        found.add(code, use.attributes, 1.0 if sticky else delta)
     out: dict[str, list[object]] = {c: [] for c in _EVENT_SCHEMA}
-    for (ts, *_, severity), found in incidents.items():
-        attrs = canonical_json(dict(found.attributes, code="+".join(sorted(found.codes)),
-                                    error_class="+".join(sorted(found.classes)), severity=severity))
+    for (ts, *_, error_class, severity), found in incidents.items():
+        attrs = canonical_json(dict(found.attributes, code="+".join(sorted(found.codes)), error_class=error_class,
+                                    severity=severity))
         for col, item in zip(out, (ts, ids.event_id(found.first, attrs), found.count, found.sources), strict=True):
             out[col].append(item)
     return pl.DataFrame(out, schema=_EVENT_SCHEMA)
 
 
 class _Incident:
-    """The codes, classes and sources of one device's events at one instant and severity."""
+    """The codes and sources of one device's events at one instant, class and severity."""
 
     def __init__(self, first: Resolution):
         self.first = first
         self.codes: set[str] = set()
-        self.classes: set[str] = set()
         self.attributes: dict[str, str] = {}
         self.count = 0.0
         self.sources = 0
 
-    def add(self, code: str, error_class: str, attributes: dict[str, str], count: float) -> None:
+    def add(self, code: str, attributes: dict[str, str], count: float) -> None:
         """Fold one source's event in; the incident counts as many as its largest source."""
         self.codes.add(code)
-        self.classes.add(error_class)
         self.attributes.update(attributes)
         self.count = max(self.count, count)
         self.sources += 1

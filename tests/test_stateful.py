@@ -103,6 +103,14 @@ def test_one_incident_is_one_event_with_every_code() -> None:
     assert reads == 9 and int(got["n_src"].sum()) == 3 and out.folded == 6
 
 
+def test_events_of_other_classes_at_the_same_instant_stay_apart() -> None:
+    tmpl = 'DCGM_FI_DEV_ECC_SBE_VOL_TOTAL{{gpu="0",Hostname="n1"}} {v} {ts}\n'  # memory_correctable/informational
+    got = events(scrapes(REPLAY, [0, 3]) + scrapes(tmpl, [0, 2])).sort("attributes")
+    assert got["attributes"].to_list() == [
+        '{"code":"ecc_sbe_volatile","error_class":"memory_correctable","severity":"informational"}',
+        '{"code":"pcie_replay","error_class":"interconnect","severity":"informational"}']
+
+
 def test_events_apart_in_time_or_on_other_devices_stay_apart() -> None:
     other = 'DCGM_FI_DEV_ECC_DBE_VOL_TOTAL{{gpu="1",Hostname="n1"}} {v} {ts}\n'
     text = scrapes(XID, [0, 48, 48]) + scrapes(DBE, [0, 0, 1]) + scrapes(other, [0, 1, 1])
