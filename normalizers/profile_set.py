@@ -32,9 +32,13 @@ class ProfileSet:
         return self.profiles[name]
 
     def detect(self, metric_name: str) -> Profile | None:
-        """The profile whose mapping names this metric, else the one with the longest matching prefix."""
+        """The profile whose mapping names this metric, else one whose `ignore` names it, else the one with the
+        longest matching prefix; an ignored prefix claims nothing, so it cannot swallow another dialect's names."""
         for profile in self.profiles.values():
             if metric_name in profile.metrics or metric_name in profile.errors:
+                return profile
+        for profile in self.profiles.values():
+            if profile.ignores(metric_name, prefixes=False):
                 return profile
         for prefix, name in self._prefixes:
             if metric_name.startswith(prefix):

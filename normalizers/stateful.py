@@ -3,10 +3,11 @@
 A sticky code (DCGM_FI_DEV_XID_ERRORS, an Ascend error code, an AMD AFID) holds the last code until the next
 one: an event is a change to a code that is not "no error"; repeats are folded. An error counter (ECC counts,
 PCIe replays) counts since the exporter started: each increase is that many events, and a drop is a restart,
-after which the new value is the increase (as Prometheus treats counter resets). The previous value comes
-from the same batch, or for a series' first sample from the caller's stored state. A series never seen
-before has no previous value: a non-zero code, or a non-zero count, is events at that first sample, since
-the errors did happen before it.
+after which the new value is the increase (as Prometheus treats counter resets). A bitmask (a throttle-reason
+mask) is a set of sticky codes, one per bit: each bit that turns on is an event (normalizers.bitmask). The
+previous value comes from the same batch, or for a series' first sample from the caller's stored state. A
+series never seen before has no previous value: a non-zero code, or a non-zero count, is events at that
+first sample, since the errors did happen before it.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import numpy as np
 import polars as pl
 
 from canonical.schemas import STATE_SCHEMA
+from normalizers.bitmask import turned_on
 from normalizers.series import canonical_json, error_class_of
 
 if TYPE_CHECKING:
@@ -76,10 +78,15 @@ def error_rows(rows: pl.DataFrame, ids: Ids, prior: StateLookup | None, last: pl
     delta = np.where(~known_prev | (v < prev), v, v - prev)
     sticky = keys.get_column("sticky").to_numpy()[eid]
     event = np.where(sticky, changed & (v != 0), delta > 0)
+    is_mask = keys.get_column("bitmask").to_numpy()[eid]
+    bits = np.zeros(len(eid), dtype=np.uint64)
+    if is_mask.any():
+        bits = turned_on(is_mask, v, prev, known_prev)
+        event = np.where(is_mask, bits != 0, event)
     changes = pl.concat([keys.select("node", "device", "source")[eid[changed]],
                          pl.DataFrame({"ts": ts[changed], "value": v[changed]})], how="horizontal")
     hits = data.filter(pl.Series(event)).with_columns(delta=pl.Series(delta[event]),
-                                                      sticky=pl.Series(sticky[event]))
+                                                      sticky=pl.Series(sticky[event]), bits=pl.Series(bits[event]))
     tail = np.append(heads[1:] - 1, len(eid) - 1)
     newest.update(eid[tail], ts[tail], v[tail])
     return _events(hits, ids), changes, data.height - hits.height, newest.frame()
@@ -120,10 +127,18 @@ class _Newest:
 
 def _events(hits: pl.DataFrame, ids: Ids) -> pl.DataFrame:
     out: dict[str, list[object]] = {c: [] for c in _EVENT_SCHEMA}
-    for sid, ts, value, delta, sticky in hits.select("sid", "ts", "value", "delta", "sticky").iter_rows():
+    for sid, ts, value, delta, sticky, bits in hits.select("sid", "ts", "value", "delta", "sticky", "bits").iter_rows():
         r = ids.series[sid]
         use = r.error
         assert use is not None
+        if bits:
+            # one event per bit; the sample is one record, so the first row stands for it and the others for none
+            for i, bit in enumerate(use.spec.bit_codes(bits)):
+                attrs = canonical_json(dict(use.attributes, code=bit.code, error_class=bit.error_class.error_class,
+                                            severity=bit.error_class.severity))
+                for col, item in zip(out, (ts, ids.event_id(r, attrs), 1.0, int(i == 0)), strict=True):
+                    out[col].append(item)
+            continue
         code = use.code if use.code is not None else use.spec.format_code(value)
         cls = error_class_of(use, code)
         attrs = canonical_json(dict(use.attributes, code=code, error_class=cls.error_class, severity=cls.severity))
