@@ -75,6 +75,25 @@ def profiles_in(directory: str | Path) -> list[Profile]:
     return out
 
 
+def check_profiles(path: str | Path) -> tuple[list[tuple[Path, Profile]], list[Problem]]:
+    """One profile file, or every *.yaml in a directory: the valid profiles and every problem of the others."""
+    p = Path(path)
+    if p.is_dir():
+        files = sorted(p.glob("*.yaml"))
+        if not files:
+            return [], [Problem(str(p), None, "", "no *.yaml profile files in this directory")]
+    else:
+        files = [p]
+    valid: list[tuple[Path, Profile]] = []
+    problems: list[Problem] = []
+    for file in files:
+        try:
+            valid.append((file, load_profile(file)))
+        except ConfigError as exc:
+            problems.extend(exc.problems)
+    return valid, problems
+
+
 def load_profiles(extra_dirs: Iterable[str | Path] = ()) -> ProfileSet:
     """Shipped profiles, then each extra directory in order."""
     profiles = {p.name: p for p in builtin_profiles()}
