@@ -41,23 +41,19 @@ _MAP_KEYS = ("unit", "when", "attributes", "labels", "derive", "min", "max", "re
 def load_profile(path: str | Path) -> Profile:
     """Read and validate one profile file; its name must match the file name."""
     text = read_text(path, ProfileError)
-    profile = load_profile_text(text, str(path))
-    stem = Path(path).stem
-    if profile.name != stem:
-        r = Reader(str(path))
-        r.fail(None, "profile", f"profile name '{profile.name}' differs from the file name '{stem}.yaml'")
-        raise ProfileError(r.problems)
-    return profile
+    return load_profile_text(text, str(path), file_name=Path(path).stem)
 
 
-def load_profile_text(text: str, source: str = "<profile>") -> Profile:
-    """Validate profile YAML text; raise ProfileError listing every problem."""
+def load_profile_text(text: str, source: str = "<profile>", *, file_name: str | None = None) -> Profile:
+    """Validate profile YAML text (named `file_name` when given); raise ProfileError listing every problem."""
     r = Reader(source)
     root = r.root(text, "a mapping with profile, detect and metrics", ProfileError)
     top = r.mapping(root, "", required=("profile", "metrics"), optional=_TOP)
     name = r.optional(top, "profile", "", r.text, "")
     if name and not _NAME.match(name):
         r.fail(top["profile"], "profile", f"bad profile name {name!r}; use lower-case letters, digits, '_', '-'")
+    elif name and file_name is not None and name != file_name:
+        r.fail(top["profile"], "profile", f"profile name '{name}' differs from the file name '{file_name}.yaml'")
     labels: dict[str, str] = r.optional(top, "labels", "", r.string_map, {})
     for label, attr in labels.items():
         _check_attribute(r, top["labels"], f"labels.{label}", attr)

@@ -51,10 +51,8 @@ def builtin_profiles() -> list[Profile]:
     out = []
     for entry in sorted(resources.files("normalizers.profiles").iterdir(), key=lambda e: e.name):
         if entry.name.endswith(".yaml"):
-            profile = load_profile_text(entry.read_text(encoding="utf-8"), f"normalizers/profiles/{entry.name}")
-            if profile.name != entry.name[:-5]:
-                raise ProfileError([Problem(entry.name, None, "profile", "name differs from the file name")])
-            out.append(profile)
+            out.append(load_profile_text(entry.read_text(encoding="utf-8"), f"normalizers/profiles/{entry.name}",
+                                         file_name=entry.name[:-5]))
     return out
 
 

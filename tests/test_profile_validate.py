@@ -80,6 +80,17 @@ def test_a_directory_lists_the_problems_of_every_file(capsys: pytest.CaptureFixt
     assert [p["profile"] for p in data["profiles"]] == ["fine"]
 
 
+def test_a_name_that_differs_from_the_file_is_listed_with_the_other_problems(capsys: pytest.CaptureFixture[str],
+                                                                             tmp_path: Path) -> None:
+    path = tmp_path / "small.yaml"
+    path.write_text(GOOD.replace("unit: celsius", "unit: kelvin"))
+    code, _, err = run(capsys, "profile", "validate", str(path))
+    assert code == 2
+    assert re.match(pattern(path, 1, "profile", "profile name 'tiny' differs from the file name 'small.yaml'"),
+                    err.splitlines()[0]), err
+    assert re.match(pattern(path, 6, "metrics.tiny_temp.unit", "unit 'kelvin'"), err.splitlines()[1]), err
+
+
 def test_the_shipped_profiles_validate(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = run(capsys, "profile", "validate", str(REPO / "normalizers" / "profiles"))
     assert code == 0 and err == ""
