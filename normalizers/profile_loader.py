@@ -9,6 +9,7 @@ from pathlib import Path
 from yaml.nodes import MappingNode, Node, SequenceNode
 
 from canonical.metrics import METRICS, RESERVED_ATTRIBUTES
+from canonical.prometheus import SAMPLE_SUFFIXES
 from normalizers.errors import ProfileError
 from normalizers.profile import (
     DEVICE,
@@ -120,6 +121,13 @@ def _check_ignore(r: Reader, node: Node | None, profile: Profile) -> None:
             covers = "" if entry == name else f" (entry '{entry}' covers it)"
             r.fail(at.get(entry), f"ignore[{i}]", f"'{name}' is both mapped under {where} and ignored{covers}; "
                                                   f"drop one of the two")
+    for i, entry in enumerate(profile.ignore):
+        # a sample of a mapped family (its _bucket, _total, ...) would be read by the mapping, never ignored
+        base = next((entry[: -len(sfx)] for sfx in SAMPLE_SUFFIXES if entry.endswith(sfx) and entry[: -len(sfx)]
+                     in profile.metrics), None)
+        if base is not None:
+            r.fail(at.get(entry), f"ignore[{i}]", f"'{entry}' is a sample of '{base}', which is mapped under "
+                                                  f"metrics; drop one of the two")
 
 
 def _check_attribute(r: Reader, node: Node, path: str, attr: str) -> None:

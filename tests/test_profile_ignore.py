@@ -66,6 +66,8 @@ def test_entries_are_names_families_or_prefixes() -> None:
     ("enflame_x", 5, "ignore: expected a list"),
     ("[enflame_x, enflame_gcu_usage]", 5,
      "ignore[1]: 'enflame_gcu_usage' is both mapped under metrics and ignored; drop one of the two"),
+    ("[enflame_gcu_usage_total]", 5, "ignore[0]: 'enflame_gcu_usage_total' is a sample of 'enflame_gcu_usage', "
+                                     "which is mapped under metrics"),
     ("[enflame_gcu_*]", 5, "ignore[0]: 'enflame_gcu_usage' is both mapped under metrics and ignored (entry "
                            "'enflame_gcu_*' covers it)"),
 ])
