@@ -63,7 +63,7 @@ class IngestReport:
     rows: int = 0  # canonical rows stored, which a derived row can make fewer than stored records
 
     def as_dict(self) -> dict[str, int]:
-        """read, stored, rejected, duplicates."""
+        """read, stored, rejected, duplicates, ignored."""
         return self.counts.as_dict()
 
     def written(self, run: IngestRun) -> IngestReport:
@@ -149,6 +149,7 @@ class BatchWriter:
     def normalized(self, out: Normalized) -> None:
         self._rejects(out.rejects)
         self.run.add_duplicates(out.folded)
+        self.run.add_ignored(out.ignored)
         self.run.add_error_state(out.state)
         self.run.add_versions(out.versions)
         self.run.add_samples(out.samples, assume_unique=True)

@@ -57,7 +57,7 @@ class PullReport:
 
     def totals(self) -> dict[str, int]:
         """Summed counts of every run."""
-        keys = ("read", "stored", "rejected", "duplicates")
+        keys = ("read", "stored", "rejected", "duplicates", "ignored")
         return {k: sum(r.as_dict()[k] for r in self.reports) for k in keys}
 
 

@@ -9,11 +9,12 @@ from normalizers.exposition import ExpositionParser, RawBatch
 from normalizers.normalize import Normalized, Normalizer, Options, StateLookup
 from normalizers.profile import Profile
 from normalizers.profile_loader import load_profile, load_profile_text
-from normalizers.profile_set import ProfileSet, load_profiles
+from normalizers.profile_set import ProfileSet, check_profiles, load_profiles
 from normalizers.series import Context, canonical_json
 
 __all__ = [
     "ERROR_CLASSES", "METRICS", "SEVERITIES", "Canonical", "Context", "ErrorClass", "ExpositionParser",
     "Normalized", "Normalizer", "NormalizerError", "Options", "Profile", "ProfileError", "ProfileSet", "RawBatch",
-    "StateLookup", "UnknownProfileError", "canonical_json", "load_profile", "load_profile_text", "load_profiles",
+    "StateLookup", "UnknownProfileError", "canonical_json", "check_profiles", "load_profile", "load_profile_text",
+    "load_profiles",
 ]

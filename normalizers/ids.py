@@ -11,17 +11,19 @@ import polars as pl
 
 from canonical.metrics import ERRORS_METRIC
 from canonical.schemas import DEVICE_WIDE
-from normalizers.profile import DEVICE, STICKY, Derived, ValueRule
+from normalizers.bitmask import unknown_bits
+from normalizers.profile import BITMASK, DEVICE, STICKY, Derived, ValueRule
 from normalizers.series import Resolution
 
 RowKey = tuple[str, str, str, str, str]  # pool, node, device, metric, attributes
-# Roles of a series: what its samples become (a rejected series, its own canonical row, an input, an error).
-REJECTED, DIRECT, INPUT, ERROR = 0, 1, 2, 3
+# Roles of a series: what its samples become (a rejected series, its own canonical row, an input, an error,
+# nothing: a metric the profile ignores).
+REJECTED, DIRECT, INPUT, ERROR, IGNORED = 0, 1, 2, 3, 4
 
 _SERIES_SCHEMA = {
     "sid": pl.UInt32, "role": pl.Int8, "cid": pl.UInt32, "did": pl.UInt32, "inp": pl.UInt8,
     "consumed": pl.Boolean, "scale": pl.Float64, "vmin": pl.Float64, "vmax": pl.Float64,
-    "sentinel": pl.Float64, "rule": pl.Int32, "eid": pl.UInt32,
+    "sentinel": pl.Float64, "rule": pl.Int32, "eid": pl.UInt32, "unknown_bits": pl.UInt64,
 }
 
 
@@ -45,6 +47,8 @@ class Ids:
     shared: bool = False
     produced: set[int] = field(default_factory=set)  # canonical ids that series or derived groups produce
     parts: set[int] = field(default_factory=set)  # canonical ids of series that describe one part of a device
+    ignoring: bool = False  # a series whose samples the profile ignores was registered
+    masks: bool = False     # a bitmask error series was registered
     _rows: dict[str, list[object]] = field(default_factory=lambda: {c: [] for c in _SERIES_SCHEMA})
     _cache: dict[str, pl.DataFrame] = field(default_factory=dict)
 
@@ -67,7 +71,8 @@ class Ids:
         """Register a resolved series; returns its id."""
         sid = len(self.series)
         self.series.append(r)
-        role = REJECTED if r.reason else {"input": INPUT, "error": ERROR}.get(r.kind, DIRECT)
+        role = REJECTED if r.reason else {"input": INPUT, "error": ERROR, "ignored": IGNORED}.get(r.kind, DIRECT)
+        self.ignoring = self.ignoring or role == IGNORED
         cid = self.canonical((r.pool, r.node, r.device, r.metric, r.attributes)) if r.metric and not r.reason \
             else None
         if cid is not None and role == DIRECT:
@@ -86,13 +91,15 @@ class Ids:
             self.derived.setdefault(did, _DerivedGroup(use.derived, use.derived.inputs))
             inp = use.derived.inputs.index(use.name)
             consumed = use.consumed_only
-        eid = None
+        eid = mask = None
         if r.error is not None and not r.reason:
             key = (r.node, r.device, r.error.source)
             eid = self.error_keys.setdefault(key, len(self.error_keys))
+            if r.error.spec.kind == BITMASK:
+                mask, self.masks = unknown_bits(r.error.spec), True
         sentinel = min((s.at_or_above for s in r.sentinels), default=None)
         values = (sid, role, cid, did, inp, consumed, r.scale, r.rule.min, r.rule.max, sentinel, self._rule(r.rule),
-                  eid)
+                  eid, mask)
         for column, value in zip(self._rows, values, strict=True):
             self._rows[column].append(value)
         self._cache.clear()
@@ -157,22 +164,25 @@ class Ids:
                 f"{', '.join(lacking)} at the same time")
 
     def error_frame(self) -> pl.DataFrame:
-        """Per error series id: its state key and whether it is a sticky code (row i is error series i)."""
+        """Per error series id: its state key, whether it is a sticky code or a bitmask (row i is error series i)."""
         if "errors" not in self._cache:
             self._cache["errors"] = self._error_frame()
         return self._cache["errors"]
 
     def _error_frame(self) -> pl.DataFrame:
         keys = list(self.error_keys)
-        sticky = {}
+        sticky, bitmask = {}, {}
         for r in self.series:
             if r.error is not None and not r.reason:
-                sticky[self.error_keys[(r.node, r.device, r.error.source)]] = r.error.spec.kind == STICKY
+                eid = self.error_keys[(r.node, r.device, r.error.source)]
+                sticky[eid], bitmask[eid] = r.error.spec.kind == STICKY, r.error.spec.kind == BITMASK
         return pl.DataFrame({
             "eid": pl.Series(list(self.error_keys.values()), dtype=pl.UInt32),
             "node": [k[0] for k in keys], "device": [k[1] for k in keys], "source": [k[2] for k in keys],
             "sticky": [sticky[e] for e in self.error_keys.values()],
-        }, schema_overrides={"node": pl.String, "device": pl.String, "source": pl.String, "sticky": pl.Boolean})
+            "bitmask": [bitmask[e] for e in self.error_keys.values()],
+        }, schema_overrides={"node": pl.String, "device": pl.String, "source": pl.String, "sticky": pl.Boolean,
+                             "bitmask": pl.Boolean})
 
     def event_id(self, r: Resolution, attributes: str) -> int:
         """Canonical id of an error event row of a series."""

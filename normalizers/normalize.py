@@ -1,10 +1,10 @@
 """Raw samples -> canonical rows, rejects, versions and error-state change points, vectorized per batch.
 
 Every sample read ends in exactly one place: a canonical row (counted by the row's `n_src`), a reject with
-its reason, or `folded` (a repeat of a sticky error code, an unchanged error counter, or a second sample of
-the same canonical row). Each distinct series is resolved once (`series.resolve`) and gets small integer ids;
-the per-sample work is integer and float expressions over the batch, and reject reasons are only spelled
-out for the rejected rows.
+its reason, `folded` (a repeat of a sticky error code, an unchanged error counter, or a second sample of
+the same canonical row), or `ignored` (a metric the profile's `ignore` names). Each distinct series is
+resolved once (`series.resolve`) and gets small integer ids; the per-sample work is integer and float
+expressions over the batch, and reject reasons are only spelled out for the rejected rows.
 """
 
 from __future__ import annotations
@@ -15,10 +15,29 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from canonical.schemas import DEVICE_WIDE, RECORD_MAX_CHARS, REJECT_SCHEMA, VERSION_SCHEMA
+from canonical.schemas import DEVICE_WIDE, REJECT_SCHEMA, VERSION_SCHEMA
 from canonical.timeunits import DAY_MS
+from normalizers import bitmask
 from normalizers.exposition import RawBatch
-from normalizers.ids import DIRECT, ERROR, REJECTED, Ids
+from normalizers.ids import DIRECT, ERROR, IGNORED, REJECTED, Ids
+from normalizers.reasons import (
+    ABOVE,
+    AHEAD,
+    BELOW,
+    DUP,
+    INF,
+    NAN,
+    NEGATIVE_TS,
+    NOT_MASK,
+    OK,
+    RULE_REJECT,
+    RULE_VALUES,
+    SENTINEL,
+    SERIES,
+    UNKNOWN_BIT,
+    records,
+    spell_out,
+)
 from normalizers.series import Context, resolve
 from normalizers.stateful import StateLookup, error_rows
 from normalizers.textformat import render_series
@@ -29,8 +48,6 @@ ROW_SCHEMA: dict[str, pl.DataType] = {
     "metric": pl.Categorical(), "value": pl.Float64(), "attributes": pl.Categorical(), "n_src": pl.Int64(),
     DEVICE_WIDE: pl.Boolean(),
 }
-# Check codes of a sample; 0 is fine, the first failed check wins.
-(OK, SERIES, DUP, AHEAD, NEGATIVE_TS, NAN, INF, SENTINEL, BELOW, ABOVE, RULE_REJECT, RULE_VALUES) = range(12)
 
 
 
@@ -52,6 +69,7 @@ class Normalized:
     versions: pl.DataFrame  # VERSION_SCHEMA, one row per observation (first and last seen are aggregated)
     folded: int             # reads that carry no new information
     state: pl.DataFrame     # STATE_SCHEMA: change points of stateful error series
+    ignored: int = 0        # reads of metrics the profile ignores: neither stored nor rejected
 
 
 class Normalizer:
@@ -137,6 +155,8 @@ class Normalizer:
         for rid, rule in enumerate(self.ids.rules):
             if rule.values:
                 expr = expr.when((pl.col("rule") == rid) & v.is_in(list(rule.values)).not_()).then(RULE_VALUES)
+        if self.ids.masks:
+            expr = bitmask.checks(expr, NOT_MASK, UNKNOWN_BIT)
         return expr.otherwise(OK).cast(pl.Int8)
 
     def _remap(self) -> pl.Expr:
@@ -151,6 +171,11 @@ class Normalizer:
         table = self.ids.series_frame()
         frame = pl.concat([samples, table.drop("sid")[samples.get_column("sid")]], how="horizontal").with_columns(
             ts=pl.col("ts_ms").fill_null(self.options.default_ts_ms))
+        ignored = 0
+        if self.ids.ignoring:  # dropped before any check: an ignored metric is never a reject, whatever its value
+            keep = frame.get_column("role") != IGNORED
+            ignored = frame.height - int(keep.sum())
+            frame = frame.filter(keep) if ignored else frame
         dup = pl.lit(False) if _pairs_distinct(frame, "sid") else _first_of_pair(frame, "sid", "ts").not_()
         frame = (
             frame.lazy()
@@ -162,7 +187,7 @@ class Normalizer:
         # filters run lazily, so that only the columns each part needs are copied
         bad = frame.lazy().filter(pl.col("code") != OK).collect()
         good = frame if bad.height == 0 else frame.filter(pl.col("code") == OK)
-        rejects = [_reasons(bad, self.ids)]
+        rejects = [spell_out(bad, self.ids)]
         rows = [good.lazy().filter(pl.col("role") == DIRECT).select(
             "ts", "cid", (pl.col("value") * pl.col("scale")).alias("value"), pl.lit(1, pl.Int64).alias("n_src"))
             .collect()]
@@ -182,7 +207,7 @@ class Normalizer:
         folded += int(out.get_column("n_src").sum()) - int(unique.get_column("n_src").sum())
         canon = self.ids.canonical_frame()[unique.get_column("cid")]
         samples_out = pl.concat([unique, canon], how="horizontal").select(list(ROW_SCHEMA))
-        return Normalized(samples_out, pl.concat(rejects), _versions(good, self.ids), folded, state)
+        return Normalized(samples_out, pl.concat(rejects), _versions(good, self.ids), folded, state, ignored)
 
 
 def _pairs_distinct(frame: pl.DataFrame, small: str) -> bool:
@@ -218,50 +243,6 @@ def _first_of_pair(frame: pl.DataFrame, small: str, ts: str) -> pl.Expr:
     return pl.struct(small, ts).is_first_distinct()
 
 
-def _reasons(bad: pl.DataFrame, ids: Ids) -> pl.DataFrame:
-    """Spell out the reject reason of each rejected sample."""
-    if bad.height == 0:
-        return pl.DataFrame(schema=REJECT_SCHEMA)
-    v, name = pl.col("value"), pl.col("name")
-    iso = pl.from_epoch("ts", time_unit="ms").dt.to_string("%Y-%m-%dT%H:%M:%SZ")
-    bad = bad.join(ids.text_frame(), on="sid", how="left")
-    rule_reject = pl.lit(None, pl.String)
-    for rid, rule in enumerate(ids.rules):
-        if rule.reject_values:
-            texts = {float(k): f"{text} (value {k:g})" for k, text in rule.reject_values.items()}
-            rule_reject = pl.when(pl.col("rule") == rid).then(
-                v.replace_strict(texts, default=None, return_dtype=pl.String)).otherwise(rule_reject)
-    allowed = pl.col("rule").replace_strict(
-        {rid: ", ".join(f"{k:g}" for k in r.values) for rid, r in enumerate(ids.rules)}, default="",
-        return_dtype=pl.String) if ids.rules else pl.lit("")
-    code = pl.col("code")
-    reason = (
-        pl.when(code == SERIES).then(pl.col("sreason"))
-        .when(code == DUP).then(pl.lit("duplicate series in one scrape: same series and timestamp as an "
-                                       "earlier line"))
-        .when(code == AHEAD).then(pl.format("timestamp {} is more than a day ahead of now", iso))
-        .when(code == NEGATIVE_TS).then(pl.format("negative timestamp {}", pl.col("ts")))
-        .when(code == NAN).then(pl.lit("value is NaN"))
-        .when(code == INF).then(pl.format("value is {}", pl.when(v > 0).then(pl.lit("+Inf")).otherwise(pl.lit("-Inf"))))
-        .when(code == SENTINEL).then(pl.format("{} (value {})", pl.col("sent_reason"), v))
-        .when(code == BELOW).then(pl.format("value {} is below the valid minimum {} of {}", v, pl.col("vmin"), name))
-        .when(code == ABOVE).then(pl.format("value {} is above the valid maximum {} of {}", v, pl.col("vmax"), name))
-        .when(code == RULE_REJECT).then(rule_reject)
-        .when(code == RULE_VALUES).then(pl.format("value {} is not one of {} for {}", v, allowed, name))
-    )
-    return _records(bad.with_columns(reason=reason.otherwise(pl.lit("rejected"))))
-
-
-def _records(bad: pl.DataFrame) -> pl.DataFrame:
-    record = pl.coalesce(
-        pl.col("text").str.strip_chars_end("\r\n"),
-        pl.format("{} {} {}", pl.col("sname"), pl.col("value"), pl.col("ts_ms")),
-    ).str.slice(0, RECORD_MAX_CHARS)
-    if "sname" not in bad.columns:
-        bad = bad.with_columns(sname=pl.lit(""))
-    return bad.select(pl.col("line").cast(pl.Int64), record.alias("record"), pl.col("reason").cast(pl.String))
-
-
 def _derived(good: pl.DataFrame, ids: Ids) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Rows computed from several inputs (memory total = used + free + reserved), and the rejects of groups
     that are not complete (their consumed-only inputs)."""
@@ -292,7 +273,7 @@ def _derived_leftovers(waiting: pl.DataFrame, ids: Ids) -> pl.DataFrame:
     left = left.join(present, on=["did", "ts"], how="left")
     reasons = [ids.missing_text(did, sid, present) for did, sid, present in left.select(
         "did", "sid", "present").iter_rows()]
-    return _records(left.join(ids.text_frame(), on="sid", how="left").with_columns(
+    return records(left.join(ids.text_frame(), on="sid", how="left").with_columns(
         reason=pl.Series(reasons, dtype=pl.String)))
 
 

@@ -5,10 +5,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from canonical.metrics import ErrorClass
+from canonical.prometheus import SAMPLE_SUFFIXES
 
 STICKY = "sticky_code"  # the value is the last code seen (0: none); an event is a change to a non-zero code
 COUNTER = "counter"     # the value counts events since the exporter started; increases are events
-ERROR_KINDS = (STICKY, COUNTER)
+BITMASK = "bitmask"     # the value is a set of flags (a throttle-reason mask); each bit that turns on is an event
+ERROR_KINDS = (STICKY, COUNTER, BITMASK)
+MAX_BITS = 64
+PREFIX_MARK = "*"  # an `ignore` entry ending in it is a name prefix
 STATS = ("bucket", "sum", "count")
 DEVICE, COMPONENT = "device", "component"
 SCOPES = (DEVICE, COMPONENT)  # a series describes its device as a whole, or one part of it
@@ -72,6 +76,14 @@ class Derived:
 
 
 @dataclass(frozen=True)
+class BitCode:
+    """What one bit of a bitmask error signal means: its code text and class."""
+
+    code: str
+    error_class: ErrorClass
+
+
+@dataclass(frozen=True)
 class ErrorMap:
     """A vendor error signal: how its values become error events with a class and a severity."""
 
@@ -86,6 +98,16 @@ class ErrorMap:
     by_label: str | None = None            # class chosen by this label's value...
     label_classes: dict[str, ErrorClass] = field(default_factory=dict)  # ...through this table
     series_labels: tuple[str, ...] = ()    # labels that tell this source's series on one device apart
+    bits: dict[int, BitCode] = field(default_factory=dict)  # kind bitmask: bit number -> code and class
+
+    @property
+    def known_mask(self) -> int:
+        """The bits a bitmask signal may set; any other set bit is a reject."""
+        return sum(1 << bit for bit in self.bits)
+
+    def bit_codes(self, mask: int) -> tuple[BitCode, ...]:
+        """The code and class of each set bit of a mask, lowest bit first (unknown bits are skipped)."""
+        return tuple(self.bits[bit] for bit in sorted(self.bits) if mask >> bit & 1)
 
     def format_code(self, value: float) -> str:
         """The vendor's own spelling of a code carried in a sample value."""
@@ -135,6 +157,18 @@ class Profile:
     metrics: dict[str, tuple[MetricMap, ...]] = field(default_factory=dict)
     derived: tuple[Derived, ...] = ()
     errors: dict[str, ErrorMap] = field(default_factory=dict)
+    ignore: tuple[str, ...] = ()  # known metrics deliberately not mapped: names (families) or `prefix*`
+
+    def ignores(self, name: str, *, prefixes: bool = True) -> str | None:
+        """The `ignore` entry that covers a metric name, or None."""
+        for entry in self.ignore:
+            if entry.endswith(PREFIX_MARK):
+                if prefixes and name.startswith(entry[:-1]):
+                    return entry
+            # an ignored family covers the samples its exposition type adds to the name (_bucket, _total, ...)
+            elif name == entry or any(name == entry + suffix for suffix in SAMPLE_SUFFIXES):
+                return entry
+        return None
 
     def inputs_of(self, name: str) -> tuple[Derived, ...]:
         """Derived metrics that consume this source metric."""

@@ -8,23 +8,23 @@ from pathlib import Path
 
 from yaml.nodes import MappingNode, Node, SequenceNode
 
-from canonical.metrics import ERROR_CLASSES, METRICS, RESERVED_ATTRIBUTES, SEVERITIES, ErrorClass
+from canonical.metrics import METRICS, RESERVED_ATTRIBUTES
+from canonical.prometheus import SAMPLE_SUFFIXES
 from normalizers.errors import ProfileError
 from normalizers.profile import (
     DEVICE,
-    ERROR_KINDS,
+    PREFIX_MARK,
     SCOPES,
     STATS,
-    STICKY,
     Derive,
     Derived,
-    ErrorMap,
     MetricMap,
     Profile,
     Sentinel,
     ValueRule,
     VersionLabel,
 )
+from normalizers.profile_errors import error_maps
 from normalizers.units import factor, units_for
 from pool_registry import Reader
 from pool_registry.yamlread import read_text
@@ -33,7 +33,7 @@ _NAME = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
 _METRIC = re.compile(r"^[a-zA-Z_:][a-zA-Z0-9_:]*$")
 _LABEL = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
 _TOP = ("vendor", "description", "detect", "node_labels", "device_labels", "labels", "versions", "sentinels",
-        "metrics", "derived", "errors")
+        "metrics", "derived", "errors", "ignore")
 _NO_NAMES: tuple[str, ...] = ()
 _MAP_KEYS = ("unit", "when", "attributes", "labels", "derive", "min", "max", "reject_values", "values", "stat",
              "scope")
@@ -42,29 +42,25 @@ _MAP_KEYS = ("unit", "when", "attributes", "labels", "derive", "min", "max", "re
 def load_profile(path: str | Path) -> Profile:
     """Read and validate one profile file; its name must match the file name."""
     text = read_text(path, ProfileError)
-    profile = load_profile_text(text, str(path))
-    stem = Path(path).stem
-    if profile.name != stem:
-        r = Reader(str(path))
-        r.fail(None, "profile", f"profile name '{profile.name}' differs from the file name '{stem}.yaml'")
-        raise ProfileError(r.problems)
-    return profile
+    return load_profile_text(text, str(path), file_name=Path(path).stem)
 
 
-def load_profile_text(text: str, source: str = "<profile>") -> Profile:
-    """Validate profile YAML text; raise ProfileError listing every problem."""
+def load_profile_text(text: str, source: str = "<profile>", *, file_name: str | None = None) -> Profile:
+    """Validate profile YAML text (named `file_name` when given); raise ProfileError listing every problem."""
     r = Reader(source)
     root = r.root(text, "a mapping with profile, detect and metrics", ProfileError)
     top = r.mapping(root, "", required=("profile", "metrics"), optional=_TOP)
     name = r.optional(top, "profile", "", r.text, "")
     if name and not _NAME.match(name):
         r.fail(top["profile"], "profile", f"bad profile name {name!r}; use lower-case letters, digits, '_', '-'")
+    elif name and file_name is not None and name != file_name:
+        r.fail(top["profile"], "profile", f"profile name '{name}' differs from the file name '{file_name}.yaml'")
     labels: dict[str, str] = r.optional(top, "labels", "", r.string_map, {})
     for label, attr in labels.items():
         _check_attribute(r, top["labels"], f"labels.{label}", attr)
     metrics = _metrics(r, top.get("metrics"))
     derived = tuple(_derived(r, p, n) for p, n in r.items(top.get("derived"), "derived"))
-    errors = _errors(r, top.get("errors"))
+    errors = error_maps(r, top.get("errors"))
     profile = Profile(
         name=name, source=source,
         vendor=r.optional(top, "vendor", "", r.string, ""),
@@ -75,10 +71,11 @@ def load_profile_text(text: str, source: str = "<profile>") -> Profile:
         labels=labels,
         versions=_versions(r, top.get("versions")),
         sentinels=tuple(_sentinel(r, p, n) for p, n in r.items(top.get("sentinels"), "sentinels")),
-        metrics=metrics, derived=derived, errors=errors,
+        metrics=metrics, derived=derived, errors=errors, ignore=_ignore(r, top.get("ignore")),
     )
     for name_ in set(errors) & set(metrics):
         r.fail(top["errors"], f"errors.{name_}", f"'{name_}' is already mapped under metrics")
+    _check_ignore(r, top.get("ignore"), profile)
     if not profile.detect and not r.problems:
         r.fail(root, "detect", "missing: list the metric-name prefixes that identify this dialect")
     if r.problems:
@@ -94,6 +91,43 @@ def _names(r: Reader, node: Node | None, path: str, pattern: re.Pattern[str]) ->
         if item and not pattern.match(item):
             r.fail(node.value[i], f"{path}[{i}]", f"bad name {item!r}")
     return out
+
+
+def _ignore(r: Reader, node: Node | None) -> tuple[str, ...]:
+    """Metric names (a family with its _total, _bucket, ... samples) or `prefix*`, known and not mapped."""
+    if node is None:
+        return ()
+    out = r.string_list(node, "ignore")
+    for i, entry in enumerate(out):
+        name = entry[:-1] if entry.endswith(PREFIX_MARK) else entry
+        if not entry.strip():
+            r.fail(node.value[i], f"ignore[{i}]", "expected a non-empty metric name, or a prefix ending in '*'")
+        elif not _METRIC.match(name):
+            r.fail(node.value[i], f"ignore[{i}]", f"bad entry {entry!r}; expected a metric name, or a name prefix "
+                                                  f"followed by a single '*' at the end")
+    return out
+
+
+def _check_ignore(r: Reader, node: Node | None, profile: Profile) -> None:
+    """A name both mapped and ignored is a contradiction: say which entry covers which name."""
+    if node is None or not isinstance(node, SequenceNode):
+        return
+    at = {entry: item for entry, item in zip(profile.ignore, node.value, strict=False)}
+    for name in sorted(profile.names()):
+        entry = profile.ignores(name)
+        if entry is not None:
+            i = profile.ignore.index(entry)
+            where = "metrics" if name in profile.metrics else "errors" if name in profile.errors else "derived"
+            covers = "" if entry == name else f" (entry '{entry}' covers it)"
+            r.fail(at.get(entry), f"ignore[{i}]", f"'{name}' is both mapped under {where} and ignored{covers}; "
+                                                  f"drop one of the two")
+    for i, entry in enumerate(profile.ignore):
+        # a sample of a mapped family (its _bucket, _total, ...) would be read by the mapping, never ignored
+        base = next((entry[: -len(sfx)] for sfx in SAMPLE_SUFFIXES if entry.endswith(sfx) and entry[: -len(sfx)]
+                     in profile.metrics), None)
+        if base is not None:
+            r.fail(at.get(entry), f"ignore[{i}]", f"'{entry}' is a sample of '{base}', which is mapped under "
+                                                  f"metrics; drop one of the two")
 
 
 def _check_attribute(r: Reader, node: Node, path: str, attr: str) -> None:
@@ -234,60 +268,3 @@ def _sentinel(r: Reader, path: str, node: Node) -> Sentinel:
     f = r.mapping(node, path, required=("at_or_above", "reason"))
     return Sentinel(r.optional(f, "at_or_above", path, r.number, math.inf),
                     r.optional(f, "reason", path, r.string, ""))
-
-
-def _class(r: Reader, node: Node, path: str, levels: dict[str, ErrorClass] | None = None) -> ErrorClass:
-    """`class/severity`, or the name of a level defined in the same entry."""
-    text = r.text(node, path)
-    if levels is not None and text in levels:
-        return levels[text]
-    cls, _, sev = text.partition("/")
-    if cls not in ERROR_CLASSES or sev not in SEVERITIES:
-        known = f"; or a level: {', '.join(levels)}" if levels else ""
-        r.fail(node, path, f"expected error_class/severity with error_class in {', '.join(ERROR_CLASSES)} and "
-               f"severity in {', '.join(SEVERITIES)}, got {text!r}{known}")
-    return ErrorClass(cls, sev)
-
-
-def _errors(r: Reader, node: Node | None) -> dict[str, ErrorMap]:
-    out: dict[str, ErrorMap] = {}
-    if node is None:
-        return out
-    for source, value in r.free_mapping(node, "errors").items():
-        out[source] = _error_map(r, f"errors.{source}", source, value)
-    return out
-
-
-def _error_map(r: Reader, path: str, source: str, node: Node) -> ErrorMap:
-    f = r.mapping(node, path, required=("kind",), optional=(
-        "code_format", "code_label", "code", "class", "codes", "levels", "default", "by_label", "series_labels"))
-    kind = r.optional(f, "kind", path, lambda n, p: r.choice(n, p, ERROR_KINDS), STICKY)
-    levels = {k: _class(r, v, f"{path}.levels.{k}") for k, v in (
-        r.free_mapping(f["levels"], f"{path}.levels").items() if "levels" in f else [])}
-    codes = {k.upper(): _class(r, v, f"{path}.codes.{k}", levels) for k, v in (
-        r.free_mapping(f["codes"], f"{path}.codes").items() if "codes" in f else [])}
-    by_label: str | None = None
-    label_classes: dict[str, ErrorClass] = {}
-    if "by_label" in f:
-        g = r.mapping(f["by_label"], f"{path}.by_label", required=("label", "classes"))
-        by_label = r.optional(g, "label", f"{path}.by_label", r.text, "")
-        label_classes = {k: _class(r, v, f"{path}.by_label.classes.{k}") for k, v in (
-            r.free_mapping(g["classes"], f"{path}.by_label.classes").items() if "classes" in g else [])}
-    fixed = _class(r, f["class"], f"{path}.class") if "class" in f else None
-    default = _class(r, f["default"], f"{path}.default") if "default" in f else None
-    if fixed is None and default is None:
-        if by_label is None and not codes:
-            r.fail(node, path, "needs 'class' (one class for all events), 'codes' with a 'default', or 'by_label'")
-        else:
-            r.fail(node, path, "needs a 'default' class for codes or label values not listed")
-    code_label = r.optional(f, "code_label", path, r.text, None)
-    code = r.optional(f, "code", path, r.text, None)
-    if kind != STICKY and code_label is None and code is None:
-        r.fail(node, path, "a counter needs 'code' (a fixed code) or 'code_label' (the label carrying it)")
-    return ErrorMap(
-        source=source, kind=kind,
-        code_format=r.optional(f, "code_format", path, lambda n, p: r.choice(n, p, ("decimal", "hex")), "decimal"),
-        code_label=code_label, code=code, fixed=fixed, codes=codes, default=default,
-        by_label=by_label, label_classes=label_classes,
-        series_labels=r.optional(f, "series_labels", path, r.string_list, _NO_NAMES),
-    )

@@ -32,9 +32,13 @@ class ProfileSet:
         return self.profiles[name]
 
     def detect(self, metric_name: str) -> Profile | None:
-        """The profile whose mapping names this metric, else the one with the longest matching prefix."""
+        """The profile whose mapping names this metric, else one whose `ignore` names it, else the one with the
+        longest matching prefix; an ignored prefix claims nothing, so it cannot swallow another dialect's names."""
         for profile in self.profiles.values():
             if metric_name in profile.metrics or metric_name in profile.errors:
+                return profile
+        for profile in self.profiles.values():
+            if profile.ignores(metric_name, prefixes=False):
                 return profile
         for prefix, name in self._prefixes:
             if metric_name.startswith(prefix):
@@ -47,10 +51,8 @@ def builtin_profiles() -> list[Profile]:
     out = []
     for entry in sorted(resources.files("normalizers.profiles").iterdir(), key=lambda e: e.name):
         if entry.name.endswith(".yaml"):
-            profile = load_profile_text(entry.read_text(encoding="utf-8"), f"normalizers/profiles/{entry.name}")
-            if profile.name != entry.name[:-5]:
-                raise ProfileError([Problem(entry.name, None, "profile", "name differs from the file name")])
-            out.append(profile)
+            out.append(load_profile_text(entry.read_text(encoding="utf-8"), f"normalizers/profiles/{entry.name}",
+                                         file_name=entry.name[:-5]))
     return out
 
 
@@ -69,6 +71,25 @@ def profiles_in(directory: str | Path) -> list[Profile]:
     if problems:
         raise ProfileError(problems)
     return out
+
+
+def check_profiles(path: str | Path) -> tuple[list[tuple[Path, Profile]], list[Problem]]:
+    """One profile file, or every *.yaml in a directory: the valid profiles and every problem of the others."""
+    p = Path(path)
+    if p.is_dir():
+        files = sorted(p.glob("*.yaml"))
+        if not files:
+            return [], [Problem(str(p), None, "", "no *.yaml profile files in this directory")]
+    else:
+        files = [p]
+    valid: list[tuple[Path, Profile]] = []
+    problems: list[Problem] = []
+    for file in files:
+        try:
+            valid.append((file, load_profile(file)))
+        except ConfigError as exc:
+            problems.extend(exc.problems)
+    return valid, problems
 
 
 def load_profiles(extra_dirs: Iterable[str | Path] = ()) -> ProfileSet:

@@ -91,6 +91,9 @@ class _Target:
     inputs: tuple[Derived, ...] = field(default_factory=tuple)
 
 
+IGNORED = _Target()  # the profile's `ignore` names it: counted, neither stored nor rejected
+
+
 def _target(profile: Profile, name: str, labels: dict[str, str]) -> _Target | str:
     """Which entry of the profile covers this metric name, or the reason none does."""
     if name in profile.errors:
@@ -118,6 +121,8 @@ def _target(profile: Profile, name: str, labels: dict[str, str]) -> _Target | st
         chosen = next((m for m in profile.metrics[counter] if m.matches(labels)), None)
         if chosen is not None:
             return _Target(mapping=chosen, stat=chosen.stat)
+    if profile.ignores(name):
+        return IGNORED
     if name.endswith(CREATED_SUFFIX):
         base = name[: -len(CREATED_SUFFIX)]
         if base in profile.metrics or f"{base}{COUNTER_SUFFIX}" in profile.metrics:
@@ -168,6 +173,8 @@ def resolve(ctx: Context, name: str, labels: dict[str, str]) -> Resolution:
     target = _target(profile, name, labels)
     if isinstance(target, str):
         return Resolution(name, target, profile.name)
+    if target is IGNORED:
+        return Resolution(name, None, profile.name, kind="ignored")
     node = _first(labels, profile.node_labels) or (ctx.node or "")
     if not node:
         tried = ", ".join(profile.node_labels) or "(none in this profile)"

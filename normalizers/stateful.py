@@ -3,10 +3,11 @@
 A sticky code (DCGM_FI_DEV_XID_ERRORS, an Ascend error code, an AMD AFID) holds the last code until the next
 one: an event is a change to a code that is not "no error"; repeats are folded. An error counter (ECC counts,
 PCIe replays) counts since the exporter started: each increase is that many events, and a drop is a restart,
-after which the new value is the increase (as Prometheus treats counter resets). The previous value comes
-from the same batch, or for a series' first sample from the caller's stored state. A series never seen
-before has no previous value: a non-zero code, or a non-zero count, is events at that first sample, since
-the errors did happen before it.
+after which the new value is the increase (as Prometheus treats counter resets). A bitmask (a throttle-reason
+mask) is a set of sticky codes, one per bit: each bit that turns on is an event (normalizers.bitmask). The
+previous value comes from the same batch, or for a series' first sample from the caller's stored state. A
+series never seen before has no previous value: a non-zero code, or a non-zero count, is events at that
+first sample, since the errors did happen before it.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import numpy as np
 import polars as pl
 
 from canonical.schemas import STATE_SCHEMA
+from normalizers.bitmask import turned_on
 from normalizers.series import canonical_json, error_class_of
 
 if TYPE_CHECKING:
@@ -77,10 +79,15 @@ def error_rows(rows: pl.DataFrame, ids: Ids, prior: StateLookup | None, last: pl
     delta = np.where(~known_prev | (v < prev), v, v - prev)
     sticky = keys.get_column("sticky").to_numpy()[eid]
     event = np.where(sticky, changed & (v != 0), delta > 0)
+    is_mask = keys.get_column("bitmask").to_numpy()[eid]
+    bits = np.zeros(len(eid), dtype=np.uint64)
+    if is_mask.any():
+        bits = turned_on(is_mask, v, prev, known_prev)
+        event = np.where(is_mask, bits != 0, event)
     changes = pl.concat([keys.select("node", "device", "source")[eid[changed]],
                          pl.DataFrame({"ts": ts[changed], "value": v[changed]})], how="horizontal")
     hits = data.filter(pl.Series(event)).with_columns(delta=pl.Series(delta[event]),
-                                                      sticky=pl.Series(sticky[event]))
+                                                      sticky=pl.Series(sticky[event]), bits=pl.Series(bits[event]))
     tail = np.append(heads[1:] - 1, len(eid) - 1)
     newest.update(eid[tail], ts[tail], v[tail])
     return _events(hits, ids), changes, data.height - hits.height, newest.frame()
@@ -123,15 +130,21 @@ def _events(hits: pl.DataFrame, ids: Ids) -> pl.DataFrame:
     # One incident is one event: what a device reports at one instant in one class and severity (an XID 48 and
     # the double-bit ECC counter rising in the same scrape) is one row carrying every code, not one per source.
     incidents: dict[tuple[int, str, str, str, str, str], _Incident] = {}
-    for sid, ts, value, delta, sticky in hits.select("sid", "ts", "value", "delta", "sticky").iter_rows():
+    for sid, ts, value, delta, sticky, bits in hits.select("sid", "ts", "value", "delta", "sticky", "bits").iter_rows():
         r = ids.series[sid]
         use = r.error
         assert use is not None
+        if bits:
+            # one event per bit; the sample is one record, so the first bit stands for it and the others for none
+            for i, bit in enumerate(use.spec.bit_codes(bits)):
+                cls = bit.error_class
+                key = (ts, r.pool, r.node, r.device, cls.error_class, cls.severity)
+                incidents.setdefault(key, _Incident(r)).add(bit.code, use.attributes, 1.0, int(i == 0))
+            continue
         code = use.code if use.code is not None else use.spec.format_code(value)
         cls = error_class_of(use, code)
         key = (ts, r.pool, r.node, r.device, cls.error_class, cls.severity)
-        found = incidents.setdefault(key, _Incident(r))
-        found.add(code, use.attributes, 1.0 if sticky else delta)
+        incidents.setdefault(key, _Incident(r)).add(code, use.attributes, 1.0 if sticky else delta, 1)
     out: dict[str, list[object]] = {c: [] for c in _EVENT_SCHEMA}
     for (ts, *_, error_class, severity), found in incidents.items():
         attrs = canonical_json(dict(found.attributes, code="+".join(sorted(found.codes)), error_class=error_class,
@@ -151,9 +164,9 @@ class _Incident:
         self.count = 0.0
         self.sources = 0
 
-    def add(self, code: str, attributes: dict[str, str], count: float) -> None:
+    def add(self, code: str, attributes: dict[str, str], count: float, sources: int) -> None:
         """Fold one source's event in; the incident counts as many as its largest source."""
         self.codes.add(code)
         self.attributes.update(attributes)
         self.count = max(self.count, count)
-        self.sources += 1
+        self.sources += sources

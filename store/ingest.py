@@ -29,12 +29,18 @@ Hook = Callable[[duckdb.DuckDBPyConnection, "IngestRun"], None]  # more work ins
 
 @dataclass
 class IngestCounts:
-    """What happened to every record read: read == stored + rejected + duplicates."""
+    """What happened to every record read: read == stored + rejected + duplicates + ignored."""
 
     read: int = 0
     stored: int = 0
     rejected: int = 0
     duplicates: int = 0
+    ignored: int = 0  # records of metrics a profile knows and deliberately does not map
+
+    @property
+    def balanced(self) -> bool:
+        """True when every record read is accounted for."""
+        return self.read == self.stored + self.rejected + self.duplicates + self.ignored
 
     def as_dict(self) -> dict[str, int]:
         """Plain dict for printing and JSON."""
@@ -87,6 +93,10 @@ class IngestRun:
     def add_duplicates(self, n: int) -> None:
         """Count records the normalizer folded as repeats before they became rows (a sticky code)."""
         self.staged.duplicates += n
+
+    def add_ignored(self, n: int) -> None:
+        """Count records of metrics the profile ignores: neither stored nor rejected."""
+        self.staged.ignored += n
 
     def fail(self, message: str) -> None:
         """Mark the run failed (it still commits, so the failure and its reason are on record)."""
@@ -184,15 +194,16 @@ class IngestRun:
         for hook in self._hooks:
             hook(con, self)
         c = self.counts
-        if c.read != c.stored + c.rejected + c.duplicates:
+        if not c.balanced:
             raise StoreError(f"ingest of {self.source!r} lost records: read {c.read} != stored {c.stored} + "
-                             f"rejected {c.rejected} + duplicates {c.duplicates}")
+                             f"rejected {c.rejected} + duplicates {c.duplicates} + ignored {c.ignored}")
         if self.stored_span is not None:
             refresh_rollups(con, *self.stored_span, nodes=sorted(self._nodes))
         con.execute(
             "UPDATE ingest_runs SET finished_at = ?, window_start = ?, window_end = ?, read = ?, stored = ?, "
-            "rejected = ?, duplicates = ?, status = ?, warnings = ? WHERE run_id = ?",
+            "rejected = ?, duplicates = ?, ignored = ?, status = ?, warnings = ? WHERE run_id = ?",
             [dt.datetime.now(dt.UTC), *(self.window or (None, None)), c.read, c.stored, c.rejected, c.duplicates,
+             c.ignored,
              "failed" if self.failed else "warnings" if self.warnings else "ok", json.dumps(self.warnings),
              self.run_id])
         return self.counts

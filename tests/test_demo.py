@@ -33,7 +33,7 @@ def rows(con: duckdb.DuckDBPyConnection, sql: str, params: list[object] | None =
 
 
 def test_everything_came_through_the_pipeline_without_a_reject(demo: duckdb.DuckDBPyConnection) -> None:
-    runs = rows(demo, "SELECT kind, count(*), sum(read), sum(stored + rejected + duplicates), sum(rejected) "
+    runs = rows(demo, "SELECT kind, count(*), sum(read), sum(stored + rejected + duplicates + ignored), sum(rejected) "
                       "FROM ingest_runs GROUP BY kind ORDER BY kind")
     assert [r[0] for r in runs] == ["demo", "traffic"]
     for kind, n, read, accounted, rejected in runs:

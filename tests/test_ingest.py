@@ -48,7 +48,7 @@ def test_same_batch_twice_is_stored_once_and_counted_as_duplicates(con: duckdb.D
     batch = frame([(1000, "accelerator.power", 300.0), (2000, "accelerator.power", 310.0)])
     assert counts(written(con, "a.prom", 2, batch)) == (2, 0)
     again = written(con, "a.prom", 2, batch)
-    assert again.counts.as_dict() == {"read": 2, "stored": 0, "rejected": 0, "duplicates": 2}
+    assert again.counts.as_dict() == {"read": 2, "stored": 0, "rejected": 0, "duplicates": 2, "ignored": 0}
     assert samples(con) == [(1000, "accelerator.power", 300.0), (2000, "accelerator.power", 310.0)]
     runs = con.execute("SELECT read, stored, rejected, duplicates, window_start, window_end FROM ingest_runs "
                        "ORDER BY run_id").fetchall()
@@ -116,12 +116,12 @@ def test_a_refused_commit_can_be_written_again_with_the_same_counts(con: duckdb.
         commit_run(Held(con), run)
     assert samples(con) == []
     commit_run(Held(con), run)
-    assert run.counts.as_dict() == {"read": 3, "stored": 2, "rejected": 0, "duplicates": 1}
+    assert run.counts.as_dict() == {"read": 3, "stored": 2, "rejected": 0, "duplicates": 1, "ignored": 0}
     assert con.execute("SELECT read, stored, duplicates FROM ingest_runs").fetchall() == [(3, 2, 1)]
 
 
 def test_lost_records_fail_the_run_and_roll_back(con: duckdb.DuckDBPyConnection) -> None:
-    lost = r"lost records: read 5 != stored 2 \+ rejected 0 \+ duplicates 0"
+    lost = r"lost records: read 5 != stored 2 \+ rejected 0 \+ duplicates 0 \+ ignored 0"
     with pytest.raises(StoreError, match=lost):
         written(con, "leaky", 5, frame([(1, "m", 1.0), (2, "m", 2.0)]))
     assert samples(con) == []

@@ -29,7 +29,7 @@ def test_file_json_counts_and_registry_pools(capsys: pytest.CaptureFixture[str],
     data = json.loads(out)
     counts = {k: data[k] for k in ("read", "stored", "rejected", "duplicates")}
     assert counts == {"read": 10, "stored": 8, "rejected": 2, "duplicates": 0}
-    assert data["read"] == data["stored"] + data["rejected"] + data["duplicates"]
+    assert data["read"] == data["stored"] + data["rejected"] + data["duplicates"] + data["ignored"]
     code, out, _ = run(capsys, "--db", str(fleet_db), "ingest", "file", str(FIXTURES / "gaudi.prom"),
                        "--at", "2026-11-29T08:00:00Z")
     assert code == 0 and "read 10, stored 0, rejected 2, duplicates 8" in out

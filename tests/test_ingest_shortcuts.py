@@ -52,7 +52,7 @@ def test_rows_stored_before_the_run_are_searched_only_inside_their_range(con: du
     commit_run(Held(con), run)
     assert samples(con) == [(1000, "m", 1.0), (3000, "m", 3.0), (5000, "m", 5.0), (6000, "m", 6.0),
                             (9000, "m", 9.0)]
-    assert run.counts.as_dict() == {"read": 4, "stored": 3, "rejected": 0, "duplicates": 1}
+    assert run.counts.as_dict() == {"read": 4, "stored": 3, "rejected": 0, "duplicates": 1, "ignored": 0}
 
 
 def test_pairs_are_counted_without_hashing_only_when_time_is_ordered() -> None:
@@ -85,7 +85,7 @@ def test_state_of_earlier_batches_answers_a_later_lookup(con: duckdb.DuckDBPyCon
     report = ingest(con, write(tmp_path, text), chunk=4096)
     events = con.execute("SELECT ts FROM samples WHERE metric = 'accelerator.errors'").fetchall()
     assert events == [(AT,)]  # at AT + 15 s the code is 48 again, as it was: not a new event
-    assert report.counts.as_dict() == {"read": 3, "stored": 1, "rejected": 0, "duplicates": 2}
+    assert report.counts.as_dict() == {"read": 3, "stored": 1, "rejected": 0, "duplicates": 2, "ignored": 0}
     assert con.execute("SELECT ts, value FROM error_state ORDER BY ts").fetchall() == [(AT, 48.0), (AT + 30_000, 0.0)]
 
 
@@ -96,7 +96,7 @@ def test_a_line_repeated_across_a_chunk_boundary_is_a_duplicate_in_one_scrape(co
     text = first + second + PAD + second.replace(" 41 ", " 99 ") + first.replace(" 40 ", " 77 ") + later
     report = ingest(con, write(tmp_path, text), chunk=4096)
     # wherever the chunks fall, the scrape at AT is read whole: its repeated series are rejected as in one chunk
-    assert report.counts.as_dict() == {"read": 5, "stored": 3, "rejected": 2, "duplicates": 0}
+    assert report.counts.as_dict() == {"read": 5, "stored": 3, "rejected": 2, "duplicates": 0, "ignored": 0}
     assert set(report.reasons) == {"duplicate series in one scrape: same series and timestamp as an earlier line"}
     assert con.execute("SELECT ts, device, value FROM samples ORDER BY ALL").fetchall() == [
         (AT, "0", 40.0), (AT, "1", 41.0), (AT + 15_000, "0", 50.0)]

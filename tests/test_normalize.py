@@ -34,8 +34,9 @@ def normalize(text: str | bytes, *, pool: str | None = "p", node: str | None = N
             outs.append(n.normalize(b))
     merged = Normalized(
         pl.concat([o.samples for o in outs]), pl.concat([*raw_rejects, *(o.rejects for o in outs)]),
-        pl.concat([o.versions for o in outs]), sum(o.folded for o in outs), pl.concat([o.state for o in outs]))
-    assert reads == int(merged.samples["n_src"].sum() or 0) + merged.rejects.height + merged.folded
+        pl.concat([o.versions for o in outs]), sum(o.folded for o in outs), pl.concat([o.state for o in outs]),
+        sum(o.ignored for o in outs))
+    assert reads == int(merged.samples["n_src"].sum() or 0) + merged.rejects.height + merged.folded + merged.ignored
     return merged, reads
 
 

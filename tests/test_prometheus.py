@@ -89,7 +89,7 @@ def test_pull_stores_what_was_loaded(prom: PrometheusServer, tmp_path: Path) -> 
     con = fresh_db(tmp_path / "a.duckdb")
     report = pull(Held(con), PromClient(prom.url), full(prom.url))
     loaded = len(FLEET_HISTORY.series) * FLEET_HISTORY.steps  # 38 series x 5760 steps
-    assert report.totals() == {"read": loaded, "stored": loaded, "rejected": 0, "duplicates": 0}
+    assert report.totals() == {"read": loaded, "stored": loaded, "rejected": 0, "duplicates": 0, "ignored": 0}
     counts = dict(con.execute("SELECT metric, count(*) FROM samples GROUP BY 1").fetchall())
     steps = FLEET_HISTORY.steps
     assert counts == {

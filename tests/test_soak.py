@@ -137,8 +137,8 @@ def test_everything_at_once_on_one_database(fleet_db: Path, live: LiveExporter, 
     for text in [serve_err, *(out for _, _, out, _ in cli)]:
         assert not LOCK_ERRORS.search(text), text[-500:]
     with Store(fleet_db).read() as con:
-        accounting = con.execute("SELECT count(*), count(*) FILTER (WHERE read <> stored + rejected + duplicates) "
-                                 "FROM ingest_runs").fetchall()[0]
+        accounting = con.execute("SELECT count(*), count(*) FILTER (WHERE read <> stored + rejected + duplicates "
+                                 "+ ignored) FROM ingest_runs").fetchall()[0]
         rows = con.execute("SELECT ts, node, device, metric, value FROM samples WHERE node = ? AND metric IN "
                            f"({', '.join('?' * len(LIVE_METRICS))}) AND ts <= ?",
                            [NODE, *(m for m, _ in LIVE_METRICS.values()), last]).fetchall()

@@ -11,6 +11,7 @@ from collectors.files import read_chunks
 from collectors.pipeline import IngestOptions, IngestReport, ingest_exposition, ingest_scrapes, make_context
 
 SHOW_REASONS = 5
+COUNT_KEYS = ("read", "stored", "rejected", "duplicates", "ignored")
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -52,7 +53,7 @@ def _options(args: argparse.Namespace) -> IngestOptions:
 def _text(report: IngestReport) -> list[str]:
     c = report.counts
     lines = [f"{report.source}: read {c.read}, stored {c.stored}, rejected {c.rejected}, "
-             f"duplicates {c.duplicates} (run {report.run_id})"]
+             f"duplicates {c.duplicates}, ignored {c.ignored} (run {report.run_id})"]
     for reason, n in report.reasons.most_common(SHOW_REASONS):
         lines.append(f"  rejected {n}: {reason}")
     if len(report.reasons) > SHOW_REASONS:
@@ -63,7 +64,7 @@ def _text(report: IngestReport) -> list[str]:
 
 
 def _emit(ctx: Context, reports: list[IngestReport]) -> None:
-    totals = {k: sum(r.as_dict()[k] for r in reports) for k in ("read", "stored", "rejected", "duplicates")}
+    totals = {k: sum(r.as_dict()[k] for r in reports) for k in COUNT_KEYS}
     data = {**totals, "runs": [r.run_id for r in reports], "source": reports[0].source if reports else "",
             "warnings": [w for r in reports for w in r.warnings]}
     ctx.emit(data, "\n".join(line for r in reports for line in _text(r)))
@@ -91,7 +92,8 @@ def run_scrape(ctx: Context) -> int:
     store = ctx.store().ensure("hetpool ingest scrape")
     reports = ingest_scrapes(
         store, args.url, _options(args), count=args.count, every_s=args.every / 1000,
-        on_report=lambda r: ctx.note(f"scrape {r.run_id}: read {r.counts.read}, stored {r.counts.stored}")
+        on_report=lambda r: ctx.note(f"scrape {r.run_id}: read {r.counts.read}, stored {r.counts.stored}, "
+                                     f"ignored {r.counts.ignored}")
         if args.count > 1 else None)
     _emit(ctx, reports)
     return 0

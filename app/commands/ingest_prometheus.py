@@ -59,7 +59,7 @@ def _print(ctx: Context, report: PullReport) -> None:
     data = {**totals, "chunks": len(report.reports), "missing": missing, "watermarks": watermarks,
             "warnings": warnings}
     lines = [f"read {totals['read']}, stored {totals['stored']}, rejected {totals['rejected']}, "
-             f"duplicates {totals['duplicates']} in {len(report.reports)} chunks"]
+             f"duplicates {totals['duplicates']}, ignored {totals['ignored']} in {len(report.reports)} chunks"]
     lines += [f"  {p}: up to {w}" for p, w in watermarks.items()]
     lines += [f"  missing {m['profile']} ({m['after']}, {m['until']}]: re-run to fetch it" for m in missing]
     lines += [f"  warning: {w}" for w in warnings]

@@ -22,6 +22,7 @@ class Outcome:
     runs: int = 0  # ingest runs committed
     newest_ms: int | None = None  # the newest time covered, for the lag (a Prometheus watermark)
     warnings: tuple[str, ...] = ()
+    ignored: int = 0  # read from metrics the profiles ignore
 
 
 class Collector(Protocol):
@@ -97,6 +98,6 @@ class Status:
             "last_run_at": self.last_run_at, "last_ok_at": self.last_ok_at, "last_data_at": self.last_data_at,
             "lag_s": None if lag is None else round(lag, 1), "last_error": self.last_error,
             "last": {"read": self.last.read, "stored": self.last.stored, "rejected": self.last.rejected,
-                     "duplicates": self.last.duplicates},
+                     "duplicates": self.last.duplicates, "ignored": self.last.ignored},
             "total_stored": self.total_stored, "total_rejected": self.total_rejected,
         }

@@ -49,7 +49,7 @@ class PrometheusPull:
             missing = ", ".join(f"{p} ({lo}, {hi}]" for p, lo, hi in report.missing)
             raise PullIncomplete(f"chunks missing after retries: {missing}; the next run fetches them again")
         return Outcome(totals["read"], totals["stored"], totals["rejected"], totals["duplicates"], len(report.reports),
-                       min(report.watermarks.values()) if report.watermarks else None, warnings)
+                       min(report.watermarks.values()) if report.watermarks else None, warnings, totals["ignored"])
 
 
 class PullIncomplete(Exception):

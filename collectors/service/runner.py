@@ -101,7 +101,7 @@ class Runner:
             self.log(f"{c.name}: {error}")
         elif outcome is not None and (outcome.stored or outcome.rejected):
             self.log(f"{c.name}: read {outcome.read}, stored {outcome.stored}, rejected {outcome.rejected}, "
-                     f"duplicates {outcome.duplicates}")
+                     f"duplicates {outcome.duplicates}, ignored {outcome.ignored}")
 
 
 def _user_error(exc: Exception) -> bool:

@@ -35,7 +35,8 @@ def service_panel(url: str) -> None:
              "status": "healthy" if c["healthy"] else "unhealthy", "problems": "; ".join(c["problems"]),
              "last run": _when(c["last_run_at"]), "lag (s)": c["lag_s"], "every (s)": c["every_s"],
              "last read": c["last"]["read"], "last stored": c["last"]["stored"],
-             "last rejected": c["last"]["rejected"], "stored in all": c["total_stored"],
+             "last rejected": c["last"]["rejected"], "last ignored": c["last"].get("ignored", 0),
+             "stored in all": c["total_stored"],
              "rejected in all": c["total_rejected"], "last error": c["last_error"] or ""} for c in collectors]
     st.dataframe(pl.DataFrame(rows) if rows else pl.DataFrame(), hide_index=True, width="stretch")
 
@@ -58,7 +59,8 @@ def render() -> None:
     if failed.height:
         st.warning(f"{failed.height} source(s) failed on their last run: {', '.join(failed['source'].to_list())}.")
     labels = {"last_run": "last run (UTC)", "last_status": "last status", "last_read": "last read",
-              "last_stored": "last stored", "last_rejected": "last rejected", "stored": "stored in all",
+              "last_stored": "last stored", "last_rejected": "last rejected", "last_ignored": "last ignored",
+              "stored": "stored in all",
               "rejected": "rejected in all", "failed_runs": "failed runs"}
     table = sources.with_columns(pl.from_epoch("newest_sample_ms", time_unit="ms").alias("newest sample (UTC)"),
                                  pl.col("last_run").dt.replace_time_zone(None)).drop("newest_sample_ms")
