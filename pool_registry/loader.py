@@ -121,7 +121,7 @@ def _model(r: Reader, path: str, node: Node) -> Model:
     f = r.mapping(node, path, required=(
         "id", "total_params_b", "active_params_b", "bytes_per_param", "layers", "kv_heads", "head_dim",
         "max_context",
-    ), optional=("kv_bytes_per_elem", "requires"))
+    ), optional=("kv_bytes_per_elem", "requires", "dtype"))
     requires: dict[str, str] = r.optional(f, "requires", path, r.string_map, {})
     for component, spec in requires.items():
         try:
@@ -139,6 +139,7 @@ def _model(r: Reader, path: str, node: Node) -> Model:
         max_context=r.optional(f, "max_context", path, _count(r), 0),
         kv_bytes_per_elem=r.optional(f, "kv_bytes_per_elem", path, _positive(r), 2.0),
         requires=requires,
+        dtype=r.optional(f, "dtype", path, lambda n, p: r.choice(n, p, DTYPES), None),
     )
     if model.active_params_b > model.total_params_b > 0:
         r.fail(f["active_params_b"], f"{path}.active_params_b",

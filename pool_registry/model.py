@@ -62,7 +62,8 @@ class Model:
     head_dim: int
     max_context: int
     kv_bytes_per_elem: float = 2.0
-    requires: dict[str, str] = field(default_factory=dict)
+    requires: dict[str, str] = field(default_factory=dict)  # stack component -> PEP 440 specifier
+    dtype: str | None = None  # the weights' number format; None when not declared (not checked against chips)
 
     @property
     def weight_bytes(self) -> float:

@@ -19,12 +19,15 @@ def _chip(c: Chip) -> dict[str, Any]:
 
 
 def _model(m: Model) -> dict[str, Any]:
-    return {
+    out: dict[str, Any] = {
         "id": m.id, "total_params_b": m.total_params_b, "active_params_b": m.active_params_b,
         "bytes_per_param": m.bytes_per_param, "layers": m.layers, "kv_heads": m.kv_heads,
         "head_dim": m.head_dim, "max_context": m.max_context, "kv_bytes_per_elem": m.kv_bytes_per_elem,
         "requires": dict(m.requires),
     }
+    if m.dtype is not None:
+        out["dtype"] = m.dtype
+    return out
 
 
 def _pool(p: Pool) -> dict[str, Any]:

@@ -1,9 +1,16 @@
-"""Version strings and requirement specifiers such as '>=0.15,<0.16' or '==8.0.*'."""
+"""Version strings and requirement specifiers such as '>=0.15,<0.16' or '==8.0.*'.
+
+PEP 440 versions are compared by `packaging`; vendor strings it cannot read ('113-M3000100-102', '24.1.rc3'
+pinned exactly) fall back to a numeric-part comparison, so a driver or firmware pin still works.
+"""
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.version import InvalidVersion, Version
 
 _OPS = ("==", "!=", ">=", "<=", "~=", ">", "<")
 _CLAUSE = re.compile(r"^\s*(==|!=|>=|<=|~=|>|<)\s*([0-9A-Za-z.*+_-]+)\s*$")
@@ -62,4 +69,9 @@ def parse_specifier(spec: str) -> tuple[Clause, ...]:
 
 def satisfies(version: str, spec: str) -> bool:
     """True when version meets every clause of spec."""
-    return all(c.allows(version) for c in parse_specifier(spec))
+    clauses = parse_specifier(spec)
+    try:
+        # pre-releases count: a vendor build such as 24.1.rc3 is what the node really runs
+        return SpecifierSet(spec).contains(Version(version.strip()), prereleases=True)
+    except (InvalidSpecifier, InvalidVersion):
+        return all(c.allows(version) for c in clauses)

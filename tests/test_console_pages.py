@@ -21,8 +21,9 @@ from tests.conftest import REPO
 from tests.oracles import raw_quantile
 
 MAIN = str(REPO / "app" / "console" / "main.py")
-PAGES = ("screens/health.py", "screens/reliability.py", "screens/cost.py", "screens/export.py", "screens/fleet.py")
-TITLES = ("Fleet health", "Errors and reliability", "Cost", "Export", "Fleet registry")
+PAGES = ("screens/health.py", "screens/reliability.py", "screens/cost.py", "screens/export.py", "screens/fleet.py",
+         "screens/versions.py")
+TITLES = ("Fleet health", "Errors and reliability", "Cost", "Export", "Fleet registry", "Versions")
 END = int(dt.datetime(2026, 11, 29, 8, tzinfo=dt.UTC).timestamp() * 1000)
 START = END - 86_400_000  # "Last 24 hours" ends with the hour of the newest sample
 POOLS = ("h100-a", "mi300x-a", "ascend-a", "gaudi3-a", "mlu370-a")
@@ -203,3 +204,21 @@ def test_a_window_without_the_selected_pool_shows_an_empty_state(fleet_db: Path,
         at.multiselect(key="pools").set_value(["gaudi3-a"]).run()
         assert not at.exception, page
         assert any("in this window" in i.value for i in at.info), page
+
+
+def test_versions_page_flags_the_drifted_cells(demo_db: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    at = open_page(demo_db, monkeypatch, "screens/versions.py")
+    assert not at.exception and not at.error
+    matrix = at.dataframe[0].value
+    flagged = {(row["pool"], col) for _, row in matrix.iterrows() for col in matrix.columns[1:]
+               if "⚠" in str(row[col])}
+    assert flagged == {("mi300x-a", "driver"), ("gaudi3-a", "driver")}
+    assert list(matrix["pool"][:2]) == ["mi300x-a", "gaudi3-a"]  # drift first
+    assert "declared 6.10.5; seen 6.10.5 (2 nodes), 6.12.12 (1 node)" in matrix["driver"][0]
+    assert [e.label for e in at.expander] == ["⚠ mi300x-a · driver: 2 versions in the pool",
+                                              "⚠ gaudi3-a · driver: 2 versions in the pool"]
+    nodes = at.dataframe[1].value
+    assert list(nodes["node"]) == ["mi300x-a-02"] and list(nodes["version"]) == ["6.12.12"]
+    compat = at.dataframe[3].value.set_index("model")
+    assert compat.loc["qwen3-235b-a22b", "mi300x-a"] == "PASS*"
+    assert compat.loc["llama-3.1-70b", "mi300x-a"] == "FRAMEWORK_INCOMPATIBLE"

@@ -24,10 +24,11 @@ import polars as pl
 import streamlit as st
 
 from pool_registry import Registry
+from pool_registry.compat import compatibility
 from store import ENV_DB, Store, StoreBusy, StoreError, latest_registry, queries, replay_runs, resolve_db_path
 from store import requests as stored
 from store.locks import timeout_from_env
-from store.views import cost, drift, export, health, reliability, runs
+from store.views import cost, coverage, drift, export, health, reliability, runs, versions
 from store.views.window import Window, data_span
 
 CACHE_TTL_S = 60
@@ -167,6 +168,17 @@ def version_drift(con: duckdb.DuckDBPyConnection, pools: tuple[str, ...]) -> pl.
     if snap is None:
         return pl.DataFrame(schema=drift.DRIFT_SCHEMA)
     return drift.version_drift(con, snap.registry, list(pools))
+
+
+@query
+def version_report(con: duckdb.DuckDBPyConnection, start: int, end: int, pools: tuple[str, ...]) -> dict[str, Any]:
+    """The Versions page: matrix cells, compatibility grid, coverage by exporter version and vanished metrics."""
+    snap, w = latest_registry(con), Window(start, end, pools)
+    if snap is None:
+        raise StoreError("no registry loaded")
+    reg = snap.registry
+    return {"cells": versions.version_matrix(con, reg, w), "compat": compatibility(reg, pools),
+            "coverage": coverage.exporter_coverage(con, reg, w), "vanished": coverage.vanished_metrics(con, reg, w)}
 
 
 @query

@@ -1,0 +1,111 @@
+"""Versions: declared against observed versions per pool (drift first), model x pool compatibility, coverage."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pandas as pd
+import polars as pl
+import streamlit as st
+
+from app.console import data, filters
+from pool_registry.compat import PASS, STATUSES, Compat
+from pool_registry.components import GROUP_TITLES, GROUPS
+from store.views.versions import Cell
+
+DRIFT_MARK = "⚠ "
+COLOURS = {"drift": "background-color: #f8d0d0", "HW_INCOMPATIBLE": "background-color: #f8d0d0",
+           "FRAMEWORK_INCOMPATIBLE": "background-color: #fbe3c4", "FAIL": "background-color: #fff3b0",
+           PASS: "background-color: #d9f2d9"}
+DRIFT_TEXT = ("A cell drifts when the pool's nodes reported more than one version in the window, or one other "
+              "than the declared stack. Declared versions no exporter reports show as 'not reported'.")
+COMPAT_TEXT = ("Each model's required versions against each pool's declared stack, its dtype against the chip, "
+               "and its weights (plus the KV cache of one full-context sequence) against a replica's memory. "
+               "FAIL: a driver or runtime requirement unmet; FRAMEWORK_INCOMPATIBLE: the framework or serving "
+               "engine missing or outside the requirement; HW_INCOMPATIBLE: dtype, memory or context. "
+               "`*` marks the model a pool is configured to serve.")
+
+
+def render() -> None:
+    """Draw the page for the sidebar's window and pools."""
+    st.title("Versions")
+    view = filters.current()
+    if view is None:
+        return
+    report = data.version_report(data.db_path(), view.start_ms, view.end_ms, view.pools)
+    st.caption(view.label())
+    _matrix(report["cells"], view.pools)
+    _compatibility(report["compat"])
+    _coverage(report["coverage"], report["vanished"])
+
+
+def _matrix(cells: tuple[Cell, ...], pools: tuple[str, ...]) -> None:
+    st.subheader("Version matrix")
+    st.caption(DRIFT_TEXT)
+    drifted = [c for c in cells if c.drift]
+    order = sorted(pools, key=lambda p: (not any(c.pool == p for c in drifted), pools.index(p)))
+    groups = [g for g in GROUPS if any(c.group == g for c in cells)]
+    rows = []
+    for pool in order:
+        row = {"pool": pool}
+        for g in groups:
+            mine = [c for c in cells if c.pool == pool and c.group == g]
+            row[GROUP_TITLES[g]] = "\n".join(f"{DRIFT_MARK if c.drift else ''}{c.text()}" for c in mine)
+        rows.append(row)
+    table = pd.DataFrame(rows, columns=["pool", *(GROUP_TITLES[g] for g in groups)])
+    st.dataframe(table.style.map(lambda v: COLOURS["drift"] if DRIFT_MARK in str(v) else ""),
+                 hide_index=True, width="stretch")
+    if not drifted:
+        st.success("No drift: every pool runs one version of each component, the declared one where declared.")
+        return
+    st.warning(f"{len(drifted)} drifted cell(s); open one to see its nodes.")
+    for c in drifted:
+        with st.expander(f"{DRIFT_MARK}{c.pool} · {c.component}: {c.reason}"):
+            st.dataframe(pl.DataFrame([{"node": n.node, "version": n.version, "devices": n.devices,
+                                        "first seen": _time(n.first_seen), "last seen": _time(n.last_seen)}
+                                       for n in c.nodes]), hide_index=True, width="stretch")
+
+
+def _compatibility(compat: tuple[Compat, ...]) -> None:
+    st.subheader("Model × pool compatibility")
+    st.caption(COMPAT_TEXT)
+    if not compat:
+        st.info("The registry declares no models.")
+        return
+    pools = list(dict.fromkeys(c.pool for c in compat))
+    models = sorted(dict.fromkeys(c.model for c in compat),
+                    key=lambda m: min(STATUSES.index(c.status) for c in compat if c.model == m))
+    grid = {(c.model, c.pool): c for c in compat}
+    table = pd.DataFrame([{"model": m, **{p: grid[m, p].status + ("*" if grid[m, p].serves else "") for p in pools}}
+                          for m in models])
+    st.dataframe(table.style.map(lambda v: COLOURS.get(str(v).rstrip("*"), "")), hide_index=True, width="stretch")
+    failing = sorted((c for c in compat if not c.ok), key=lambda c: (not c.serves, STATUSES.index(c.status)))
+    if failing:
+        st.dataframe(pl.DataFrame([{"model": c.model, "pool": c.pool, "status": c.status, "served": c.serves,
+                                    "failing requirement": c.requirement} for c in failing]),
+                     hide_index=True, width="stretch")
+
+
+def _coverage(coverage: pl.DataFrame, vanished: pl.DataFrame) -> None:
+    st.subheader("Metric coverage by exporter version")
+    st.caption("Canonical metrics each pool's nodes delivered while they ran an exporter version (the version "
+               "the exporter reports, else the declared one); hours are the resolution.")
+    if coverage.is_empty():
+        filters.empty_window("metrics")
+    else:
+        st.dataframe(coverage.select("pool", "exporter", "nodes", pl.col("metrics").list.len().alias("count"),
+                                     pl.col("metrics").list.join(", ")), hide_index=True, width="stretch")
+    if vanished.is_empty():
+        st.success("No metric disappeared after an exporter upgrade in this window.")
+        return
+    for r in vanished.iter_rows(named=True):
+        st.warning(f"{r['pool']}: {r['metric']} stopped after the exporter went from {r['before']} to "
+                   f"{r['after']} on {', '.join(r['nodes'])} ({_time(r['upgraded_at'])} UTC).")
+
+
+def _time(ms: int) -> str:
+    return dt.datetime.fromtimestamp(ms / 1000, dt.UTC).strftime("%Y-%m-%d %H:%M")
+
+
+if __name__ == "__main__":
+    render()
