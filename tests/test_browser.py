@@ -29,6 +29,7 @@ LAUNCH_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking
 PAGES = [  # (url path, title, text that must be on the page once it has run)
     ("", "Fleet health", "Devices reporting"),
     ("reliability", "Errors and reliability", "Nodes to drain"),
+    ("versions", "Versions", "Model × pool compatibility"),
     ("cost", "Cost", "Cost per million tokens"),
     ("replay", "Replay what-if", "Run replay"),
     ("export", "Export", "Rows (raw samples)"),
