@@ -8,15 +8,18 @@ and stages the run again when it did.
 
 from __future__ import annotations
 
+import os
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import duckdb
 import polars as pl
 
+from canonical.timeunits import DAY_MS
+from collectors.errors import CollectorError
 from collectors.scrape import check_url, scrape, url_host
 from collectors.sources import Chunks, ExpositionSource, Source
 from normalizers import (
@@ -29,6 +32,8 @@ from normalizers import (
     RawBatch,
     load_profiles,
 )
+from normalizers.normalize import DEFAULT_MAX_AGE_DAYS
+from normalizers.reasons import MAX_AGE_ENV
 from store import Access, IngestCounts, IngestRun, commit_run, latest_registry
 from store.error_state import prior_error_state
 from store.ingest import Hook as WriteHook
@@ -49,6 +54,20 @@ class IngestOptions:
     profiles_dirs: tuple[Path, ...] = ()
     node: str | None = None
     at_ms: int | None = None  # timestamp for samples without one (default: the ingest time)
+
+
+def clock_options(default_ts_ms: int, now_ms: int, env: Mapping[str, str] = os.environ) -> Options:
+    """The normalizer's clock inputs, with the oldest accepted sample from $HETPOOL_MAX_SAMPLE_AGE_DAYS."""
+    raw = env.get(MAX_AGE_ENV, "").strip()
+    days = float(DEFAULT_MAX_AGE_DAYS)
+    if raw:
+        try:
+            days = float(raw)
+        except ValueError:
+            days = -1.0
+        if not 0 < days < 1e5:
+            raise CollectorError(f"{MAX_AGE_ENV}={raw!r} is not a number of days between 0 and 100000")
+    return Options(default_ts_ms=default_ts_ms, now_ms=now_ms, max_age_ms=int(days * DAY_MS))
 
 
 @dataclass
@@ -167,7 +186,7 @@ def ingest(store: Access, source: Source, *, options: IngestOptions, clock: Cloc
     ctx = context or make_context(store, options)
     now_ms = int(clock() * 1000)
     default_ts = options.at_ms if options.at_ms is not None else now_ms
-    normalizer = normalizer or Normalizer(ctx, Options(default_ts_ms=default_ts, now_ms=now_ms))
+    normalizer = normalizer or Normalizer(ctx, clock_options(default_ts, now_ms))
     mark = normalizer.mark()
     with store.writing(f"hetpool {source.kind} ingest of {source.name}"):
         for attempt in range(1, RESTAGES + 1):

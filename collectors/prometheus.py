@@ -21,10 +21,10 @@ from canonical.prometheus import SAMPLE_SUFFIXES
 from canonical.schemas import REJECT_SCHEMA
 from canonical.timeunits import HOUR_MS
 from collectors.errors import CollectorError
-from collectors.pipeline import IngestOptions, IngestReport, ingest, make_context
+from collectors.pipeline import IngestOptions, IngestReport, clock_options, ingest, make_context
 from collectors.promhttp import ChunkFailed, PromClient, PromUnavailable
 from collectors.promjson import RangeVector
-from normalizers import Context, Normalizer, Options, Profile, RawBatch
+from normalizers import Context, Normalizer, Profile, RawBatch
 from store import Access, IngestRun, commit_run
 from store.watermarks import Coverage, extend_coverage, get_coverage
 
@@ -151,7 +151,7 @@ def _pull_profile(store: Access, client: PromClient, options: PullOptions, ctx: 
     names = known_names(profile, server_names)
     start = _start(_coverage(store, url, profile.name), options, end)
     # read each pulled series with the profile it was asked for; one normalizer keeps series resolved
-    normalizer = Normalizer(replace(ctx, profile=profile), Options(default_ts_ms=now_ms, now_ms=now_ms))
+    normalizer = Normalizer(replace(ctx, profile=profile), clock_options(now_ms, now_ms))
     for (lo, hi), fetched in _prefetched(client, names, chunks(start, end, options.step_ms, options.chunk_ms)):
         if stop():
             break

@@ -34,6 +34,7 @@ from normalizers.reasons import (
     RULE_VALUES,
     SENTINEL,
     SERIES,
+    TOO_OLD,
     UNKNOWN_BIT,
     records,
     spell_out,
@@ -51,6 +52,9 @@ ROW_SCHEMA: dict[str, pl.DataType] = {
 
 
 
+DEFAULT_MAX_AGE_DAYS = 3650
+
+
 @dataclass(frozen=True)
 class Options:
     """Clock-related inputs: the timestamp of samples without one, and now for the future check."""
@@ -58,6 +62,9 @@ class Options:
     default_ts_ms: int
     now_ms: int
     max_ahead_ms: int = DAY_MS
+    # older than this is a truncated or mis-scaled timestamp, not history (and would spread one run's rollup
+    # refresh over decades)
+    max_age_ms: int = DEFAULT_MAX_AGE_DAYS * DAY_MS
 
 
 @dataclass
@@ -143,6 +150,7 @@ class Normalizer:
             .when(pl.col("dup")).then(DUP)
             .when(pl.col("ts") > o.now_ms + o.max_ahead_ms).then(AHEAD)
             .when(pl.col("ts") < 0).then(NEGATIVE_TS)
+            .when(pl.col("ts") < o.now_ms - o.max_age_ms).then(TOO_OLD)
             .when(v.is_nan()).then(NAN)
             .when(v.is_infinite()).then(INF)
             .when(v >= pl.col("sentinel")).then(SENTINEL)
@@ -187,7 +195,7 @@ class Normalizer:
         # filters run lazily, so that only the columns each part needs are copied
         bad = frame.lazy().filter(pl.col("code") != OK).collect()
         good = frame if bad.height == 0 else frame.filter(pl.col("code") == OK)
-        rejects = [spell_out(bad, self.ids)]
+        rejects = [spell_out(bad, self.ids, self.options.max_age_ms / DAY_MS)]
         rows = [good.lazy().filter(pl.col("role") == DIRECT).select(
             "ts", "cid", (pl.col("value") * pl.col("scale")).alias("value"), pl.lit(1, pl.Int64).alias("n_src"))
             .collect()]

@@ -8,12 +8,14 @@ from canonical.schemas import RECORD_MAX_CHARS, REJECT_SCHEMA
 from normalizers import bitmask
 from normalizers.ids import Ids
 
+MAX_AGE_ENV = "HETPOOL_MAX_SAMPLE_AGE_DAYS"
+
 # Check codes of a sample; 0 is fine, the first failed check wins.
 (OK, SERIES, DUP, AHEAD, NEGATIVE_TS, NAN, INF, SENTINEL, BELOW, ABOVE, RULE_REJECT, RULE_VALUES, NOT_MASK,
- UNKNOWN_BIT) = range(14)
+ UNKNOWN_BIT, TOO_OLD) = range(15)
 
 
-def spell_out(bad: pl.DataFrame, ids: Ids) -> pl.DataFrame:
+def spell_out(bad: pl.DataFrame, ids: Ids, max_age_days: float = 0.0) -> pl.DataFrame:
     """The reject reason of each rejected sample, spelled out from its check code."""
     if bad.height == 0:
         return pl.DataFrame(schema=REJECT_SCHEMA)
@@ -38,6 +40,8 @@ def spell_out(bad: pl.DataFrame, ids: Ids) -> pl.DataFrame:
                                        "earlier line"))
         .when(code == AHEAD).then(pl.format("timestamp {} is more than a day ahead of now", iso))
         .when(code == NEGATIVE_TS).then(pl.format("negative timestamp {}", pl.col("ts")))
+        .when(code == TOO_OLD).then(pl.format(f"timestamp {{}} is more than {max_age_days:g} days before now "
+                                              f"(raise {MAX_AGE_ENV} to keep older samples)", iso))
         .when(code == NAN).then(pl.lit("value is NaN"))
         .when(code == INF).then(pl.format("value is {}", pl.when(v > 0).then(pl.lit("+Inf")).otherwise(pl.lit("-Inf"))))
         .when(code == SENTINEL).then(pl.format("{} (value {})", pl.col("sent_reason"), v))

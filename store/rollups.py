@@ -46,11 +46,15 @@ def refresh_rollups(con: duckdb.DuckDBPyConnection, start_ms: int, end_ms: int,
     extra: list[object] = [] if nodes is None else [list(nodes)]
     only = "" if nodes is None else " AND list_contains(?, node)"
     con.execute(f"DELETE FROM rollup_1m WHERE bucket >= ? AND bucket < ?{only}", [lo_m, hi_m, *extra])
-    for lo in range(lo_m, hi_m, SLICE_MS):  # slices start on minute boundaries: each bucket is in one slice
+    # only the slices that hold samples: a run with one sample years before the others is two slices, not
+    # one query per hour of the years between them
+    held = con.execute(f"SELECT DISTINCT ts - ts % {SLICE_MS} FROM samples WHERE ts >= ? AND ts < ?{only}",
+                       [lo_m, hi_m, *extra]).fetchall()
+    for (start,) in sorted(held):  # slices are whole hours: each minute bucket is in one slice
         con.execute(
             f"INSERT INTO rollup_1m (bucket, {_DIMS}, {_VALUES}) SELECT ts - ts % {MINUTE_MS} AS bucket, {_DIMS}, "
             f"count(*), sum(value), avg(value), min(value), max(value), arg_max(value, ts), max(ts) FROM samples "
-            f"WHERE ts >= ? AND ts < ?{only} GROUP BY ALL", [lo, min(lo + SLICE_MS, hi_m), *extra])
+            f"WHERE ts >= ? AND ts < ?{only} GROUP BY ALL", [max(start, lo_m), min(start + SLICE_MS, hi_m), *extra])
     minute_rows = _changes(con, "rollup_1m", lo_m, hi_m, only, extra)
     lo_h, hi_h = floor_to(lo_m, HOUR_MS), floor_to(hi_m - 1, HOUR_MS) + HOUR_MS
     con.execute(f"DELETE FROM rollup_1h WHERE bucket >= ? AND bucket < ?{only}", [lo_h, hi_h, *extra])

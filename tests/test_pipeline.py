@@ -11,8 +11,9 @@ import duckdb
 import polars as pl
 import pytest
 
+from collectors.errors import CollectorError
 from collectors.files import read_chunks
-from collectors.pipeline import IngestOptions, IngestReport, ingest_exposition
+from collectors.pipeline import IngestOptions, IngestReport, clock_options, ingest_exposition
 from store import Held, connect
 from tests.test_exposition import exposition_files
 from tests.test_normalize import FIXTURES
@@ -326,3 +327,28 @@ def test_rows_frame_of_a_run_matches_the_canonical_schema(con: duckdb.DuckDBPyCo
     frame = con.sql("SELECT * FROM samples").pl()
     assert frame.columns == ["ts", "pool", "node", "device", "metric", "value", "attributes", "device_wide"]
     assert frame.filter(pl.col("metric") == "accelerator.power").sort("device")["value"].to_list() == [350.0, 412.5]
+
+
+def test_a_timestamp_from_1970_is_rejected_and_the_run_stays_small(con: duckdb.DuckDBPyConnection,
+                                                                     tmp_path: Path) -> None:
+    # a truncated timestamp once spread one run's rollup refresh over 55 years of empty hours
+    path = write(tmp_path, "old.prom", (
+        'DCGM_FI_DEV_GPU_UTIL{gpu="0",Hostname="h100-a-001"} 40 1\n'
+        f'DCGM_FI_DEV_GPU_UTIL{{gpu="1",Hostname="h100-a-001"}} 50 {AT}\n').encode())
+    report = ingest(con, path)
+    assert (report.counts.stored, report.counts.rejected) == (1, 1)
+    reason = con.execute("SELECT reason FROM rejects").fetchall()[0][0]
+    assert reason == ("timestamp 1970-01-01T00:00:01Z is more than 3650 days before now "  # read as seconds
+                      "(raise HETPOOL_MAX_SAMPLE_AGE_DAYS to keep older samples)")
+    assert con.execute("SELECT min(bucket) FROM rollup_1h").fetchall() == [(AT - AT % 3_600_000,)]
+
+
+@pytest.mark.parametrize(("raw", "days"), [("", 3650.0), ("30", 30.0), (" 0.5 ", 0.5)])
+def test_the_oldest_accepted_sample_comes_from_the_environment(raw: str, days: float) -> None:
+    assert clock_options(0, int(NOW * 1000), {"HETPOOL_MAX_SAMPLE_AGE_DAYS": raw}).max_age_ms == int(days * 86_400_000)
+
+
+@pytest.mark.parametrize("raw", ["ten", "0", "-3", "1e9", "nan"])
+def test_a_bad_age_limit_names_the_variable_and_the_value(raw: str) -> None:
+    with pytest.raises(CollectorError, match=f"HETPOOL_MAX_SAMPLE_AGE_DAYS='{raw}' is not a number of days"):
+        clock_options(0, int(NOW * 1000), {"HETPOOL_MAX_SAMPLE_AGE_DAYS": raw})
