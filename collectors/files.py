@@ -10,6 +10,7 @@ from __future__ import annotations
 import gzip
 import mmap
 import os
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -56,7 +57,7 @@ def _gzip_chunks(p: Path, fd: int, chunk_bytes: int) -> Iterator[bytes]:
         while True:
             try:
                 data = f.read(chunk_bytes)
-            except (OSError, EOFError) as exc:  # a truncated or corrupt .gz
+            except (OSError, EOFError, zlib.error) as exc:  # a truncated or corrupt .gz
                 raise CollectorError(f"cannot read {str(p)!r}: {exc}") from None
             if not data:
                 return

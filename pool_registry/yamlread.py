@@ -89,6 +89,8 @@ class Reader:
             self.problems.append(Problem(self.file, line, "", f"YAML syntax error: {exc.problem}"))
         except yaml.YAMLError as exc:
             self.problems.append(Problem(self.file, None, "", f"YAML syntax error: {exc}"))
+        except RecursionError:
+            self.problems.append(Problem(self.file, None, "", "YAML nested too deeply to read (hundreds of levels)"))
         return None
 
     def root(self, text: str, expected: str, error: type[ConfigError]) -> Node:

@@ -9,7 +9,7 @@ import duckdb
 import pytest
 
 from app.cli import main
-from store import connect
+from store import IngestCounts, IngestRun, StoreError, connect
 from store.requests import read_requests
 
 
@@ -60,14 +60,21 @@ def test_rejects_are_kept_with_reasons(capsys: pytest.CaptureFixture[str], db_pa
 
 
 def test_a_failure_half_way_leaves_the_store_as_it_was(capsys: pytest.CaptureFixture[str], db_path: Path,
-                                                      tmp_path: Path) -> None:
-    # 3e9 tokens parse as a whole number but do not fit the table's INTEGER column: the run fails while it is
-    # staged, with its rejects already counted, and nothing of it may reach the store.
-    trace = tmp_path / "huge.csv"
-    trace.write_text("arrival_ms,in_tokens,out_tokens\n0,10,5\n1,-2,5\n2,3000000000,5\n")
+                                                      tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # the run's requests, rejects and run row are all written, then the commit fails: nothing may remain
+    trace = tmp_path / "t.csv"
+    trace.write_text("arrival_ms,in_tokens,out_tokens\n0,10,5\n1,-2,5\n2,30,5\n")
     assert run(capsys, "--db", str(db_path), "init")[0] == 0
+    written = IngestRun.write
+
+    def fails_after_writing(self: IngestRun, con: duckdb.DuckDBPyConnection) -> IngestCounts:
+        written(self, con)
+        assert con.execute("SELECT count(*) FROM requests").fetchall() == [(2,)]  # it did get this far
+        raise StoreError("disk full")
+
+    monkeypatch.setattr(IngestRun, "write", fails_after_writing)
     code, _, err = run(capsys, "--db", str(db_path), "ingest", "traffic", str(trace))
-    assert code == 2 and "do not fit the requests table" in err
+    assert code == 2 and "disk full" in err
     con = duckdb.connect(str(db_path), read_only=True)
     try:
         counts = [con.execute(f"SELECT count(*) FROM {t}").fetchone()[0]  # type: ignore[index]

@@ -33,13 +33,21 @@ def positive(text: str) -> float:
     return value
 
 
+def time_scale(text: str) -> float:
+    """argparse type for --time-scale: a factor from 1/1000 to 1000."""
+    value = positive(text)
+    if not 1e-3 <= value <= 1e3:
+        raise argparse.ArgumentTypeError(f"expected a factor from 0.001 to 1000, got {text!r}")
+    return value
+
+
 def add_traffic_options(p: argparse.ArgumentParser) -> None:
     """--format, --model, --sla-tier, --time-scale and --start-at, shared with the replay commands."""
     p.add_argument("--format", default="auto", choices=("auto", *sorted(FORMATS)),
                    help="trace format (default: detect from the name and first bytes)")
     p.add_argument("--model", help="model of requests that name none (Azure and BurstGPT never do)")
     p.add_argument("--sla-tier", help="SLA tier of requests that name none (default: standard)")
-    p.add_argument("--time-scale", type=positive, default=1.0, metavar="X",
+    p.add_argument("--time-scale", type=time_scale, default=1.0, metavar="X",
                    help="divide every arrival's offset from the first by X (2 = twice the request rate)")
     p.add_argument("--start-at", metavar="ISO", default=DEFAULT_START.isoformat(),
                    help="time of offset 0 in relative traces (Mooncake, BurstGPT); default "

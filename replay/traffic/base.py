@@ -70,6 +70,10 @@ class TrafficFormat(Protocol):
         ...
 
 
+MAX_TOKENS = 2**31 - 1  # token counts are stored as 32-bit integers
+MAX_OFFSET_MS = 100 * 365 * 86_400_000  # a relative trace longer than a century is a broken timestamp
+
+
 def _text(col: str) -> pl.Expr:
     return pl.col(col).cast(pl.String).str.strip_chars()
 
@@ -78,13 +82,15 @@ def _missing(col: str) -> pl.Expr:
     return _text(col).is_null() | (_text(col) == "")
 
 
-def int_check(col: str, label: str, *, required: bool) -> tuple[pl.Expr, pl.Expr]:
-    """(value, reason) expressions for a non-negative whole-number column."""
+def int_check(col: str, label: str, *, required: bool, maximum: int | None = None) -> tuple[pl.Expr, pl.Expr]:
+    """(value, reason) expressions for a non-negative whole-number column, at most `maximum` if given."""
     value = _text(col).cast(pl.Int64, strict=False)
     reason = (
         pl.when(_missing(col)).then(pl.lit(f"missing {label}") if required else pl.lit(None, pl.String))
         .when(value.is_null()).then(pl.format(f"bad {label} '{{}}': expected a whole number", _text(col)))
         .when(value < 0).then(pl.format(f"negative {label} {{}}", value))
+        .when(value > (maximum if maximum is not None else 2**63 - 1)).then(
+            pl.format(f"{label} {{}} is above the largest count stored, {maximum}", value))
         .otherwise(pl.lit(None, pl.String))
     )
     return value, reason
@@ -114,9 +120,9 @@ def _ensure(raw: pl.DataFrame) -> pl.DataFrame:
 def finalize(raw: pl.DataFrame, options: ParseOptions, read: int) -> Parsed:
     """Type and validate a raw frame, apply defaults and the time scale, split off rejects."""
     raw = _ensure(raw)
-    in_v, in_r = int_check("in_tokens", "in_tokens", required=True)
-    out_v, out_r = int_check("out_tokens", "out_tokens", required=True)
-    cached_v, cached_r = int_check("cached_tokens", "cached_tokens", required=False)
+    in_v, in_r = int_check("in_tokens", "in_tokens", required=True, maximum=MAX_TOKENS)
+    out_v, out_r = int_check("out_tokens", "out_tokens", required=True, maximum=MAX_TOKENS)
+    cached_v, cached_r = int_check("cached_tokens", "cached_tokens", required=False, maximum=MAX_TOKENS)
     ttft_v, ttft_r = float_check("obs_ttft_s", "obs_ttft_s")
     e2e_v, e2e_r = float_check("obs_e2e_s", "obs_e2e_s")
     typed = raw.with_columns(

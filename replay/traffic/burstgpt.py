@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from replay.traffic.base import Parsed, ParseOptions, finalize
+from replay.traffic.base import MAX_OFFSET_MS, Parsed, ParseOptions, finalize
 from replay.traffic.csvrows import decode, read_rows
 
 COLUMNS = ("Timestamp", "Request tokens", "Response tokens")
@@ -38,8 +38,9 @@ class BurstGptFormat:
         checks = [
             pl.col("reason"),
             pl.when(stamp.is_null() | (stamp == "")).then(pl.lit("missing Timestamp"))
-            .when(seconds.is_null() | seconds.is_nan() | (seconds < 0)).then(
-                pl.format("bad Timestamp '{}': expected seconds >= 0 from trace start", stamp)),
+            .when(seconds.is_null() | seconds.is_nan() | (seconds < 0) | (seconds > MAX_OFFSET_MS / 1000)).then(
+                pl.format(f"bad Timestamp '{{}}': expected seconds from 0 to {MAX_OFFSET_MS // 1000} from trace "
+                          "start", stamp)),
         ]
         if TOTAL in raw.columns:
             total = pl.col(TOTAL).str.strip_chars().cast(pl.Int64, strict=False)
@@ -48,7 +49,8 @@ class BurstGptFormat:
                 pl.format("Total tokens {} != Request tokens {} + Response tokens {}", total, req, resp)))
         raw = raw.with_columns(
             pl.coalesce(*checks).alias("reason"),
-            (pl.lit(options.start_ms) + (seconds * 1000).round(0).cast(pl.Int64)).alias("arrival_ms"),
+            (pl.lit(options.start_ms) + (seconds.clip(0, MAX_OFFSET_MS / 1000) * 1000).round(0).cast(pl.Int64)
+             ).alias("arrival_ms"),
             pl.col("Request tokens").alias("in_tokens"),
             pl.col("Response tokens").alias("out_tokens"),
             pl.when(resp == 0).then(pl.lit("error")).otherwise(pl.lit("ok")).alias("outcome"),

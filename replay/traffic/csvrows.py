@@ -9,6 +9,8 @@ import polars as pl
 
 from replay.errors import TrafficError
 
+_BOOKKEEPING = ("seq", "line", "record", "reason")
+
 
 def decode(data: bytes, source: str) -> str:
     """UTF-8 text (a BOM is dropped), or a TrafficError naming the file."""
@@ -36,6 +38,9 @@ def read_rows(text: str, source: str, required: tuple[str, ...]) -> tuple[pl.Dat
     if absent:
         raise TrafficError(f"{source}: missing column {', '.join(repr(c) for c in absent)}; "
                            f"header has: {', '.join(header) or '(nothing)'}")
+    twice = sorted({h for h in header if header.count(h) > 1})
+    if twice:
+        raise TrafficError(f"{source}: line 1: column {', '.join(repr(h) for h in twice)} named more than once")
     width = len(header)
     cols: list[list[str | None]] = [[] for _ in header]
     lines: list[int] = []
@@ -68,6 +73,8 @@ def read_rows(text: str, source: str, required: tuple[str, ...]) -> tuple[pl.Dat
             reasons.append(None)
         for col, value in zip(cols, row, strict=True):
             col.append(value)
+    # a file's own column named like one of the bookkeeping columns keeps its values under another name
+    header = [f"_{h}" if h in _BOOKKEEPING else h for h in header]
     frame = pl.DataFrame(
         {name: pl.Series(name, values, dtype=pl.String) for name, values in zip(header, cols, strict=True)}
     ).with_columns(

@@ -14,7 +14,7 @@ from typing import Any
 
 import polars as pl
 
-from replay.traffic.base import Parsed, ParseOptions, finalize
+from replay.traffic.base import MAX_OFFSET_MS, Parsed, ParseOptions, finalize
 from replay.traffic.jsonrows import as_text, records
 
 BLOCK_TOKENS = 512
@@ -64,8 +64,9 @@ class MooncakeFormat:
             if reason is None:
                 if stamp is None:
                     reason = "missing timestamp"
-                elif isinstance(stamp, bool) or not isinstance(stamp, (int, float)) or stamp < 0:
-                    reason = f"bad timestamp {json.dumps(stamp)}: expected milliseconds >= 0 from trace start"
+                elif isinstance(stamp, bool) or not isinstance(stamp, (int, float)) or not 0 <= stamp <= MAX_OFFSET_MS:
+                    reason = (f"bad timestamp {json.dumps(stamp)}: expected milliseconds from 0 to {MAX_OFFSET_MS} "
+                              "from trace start")
                 elif ids is None:
                     reason = f"bad hash_ids {json.dumps(obj.get('hash_ids'))[:80]}: expected a list of integers"
             ok = reason is None and isinstance(stamp, (int, float))
