@@ -87,6 +87,7 @@ class ExpositionParser:
         self._skipping = False  # inside an over-long line, dropping bytes until its newline
         self._line = 0          # lines completed so far
         self._buffer: np.ndarray | None = None
+        self._eof: int | None = None  # line of the first '# EOF'
 
     # -- streaming ------------------------------------------------------------------------------
     def feed(self, data: Buffer) -> RawBatch:
@@ -200,17 +201,33 @@ class ExpositionParser:
         # most blocks are all samples and comments: filter only for the kinds present
         counts = np.bincount(frame.get_column("kind").to_numpy(), minlength=4)
         if counts[1]:
-            comments = frame.lazy().filter(pl.col("kind") == 1).select("text").collect().get_column("text")
+            found = frame.lazy().filter(pl.col("kind") == 1).select("line", "text").collect()
+            comments = found.get_column("text")
             self._comments(comments.filter(comments.str.contains("TYPE", literal=True)))
+            if self._eof is None:
+                eof = found.filter(comments.str.strip_chars() == "# EOF").get_column("line")
+                self._eof = int(eof[0]) if len(eof) else None
         rows = frame.lazy().filter(pl.col("kind") == 2) if counts[2] < frame.height else frame.lazy()
         fast = rows.select("line", "key", "value", "ts_ms", "text").collect()
         if counts[3]:
             slow = self._slow(frame.filter(pl.col("kind") == 3).select("line", "text"), rejects)
             fast = pl.concat([p for p in (fast, slow) if p.height] or [_empty_samples()])
+        if self._eof is not None:
+            fast = self._after_eof(fast, rejects)
         samples = self._resolve(fast, rejects)
         rej = pl.DataFrame(rejects, schema=REJECT_SCHEMA).sort("line") if rejects else pl.DataFrame(
             schema=REJECT_SCHEMA)
         return RawBatch(samples, self._valid, rej, dict(self.types))
+
+    def _after_eof(self, fast: pl.DataFrame, rejects: list[dict[str, object]]) -> pl.DataFrame:
+        """OpenMetrics ends the exposition at '# EOF': later samples are rejects, not data."""
+        late = fast.get_column("line") > self._eof
+        if not late.any():
+            return fast
+        for line, text in fast.filter(late).select("line", "text").iter_rows():
+            rejects.append({"line": line, "record": _record(text),
+                            "reason": f"after '# EOF' at line {self._eof}, where the exposition ends"})
+        return fast.filter(~late)
 
     def _comments(self, texts: pl.Series) -> None:
         """Keep the # TYPE of each family (lines without "TYPE" may be left out)."""

@@ -84,6 +84,19 @@ def test_over_long_line_is_rejected_without_stopping() -> None:
     assert rejects(out) == [(2, "line longer than 100 bytes")]
 
 
+EOF_TEXT = b"# TYPE a gauge\na 1\n# EOF\nb 2\n# EOF\nc 3\n"
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.integers(min_value=0, max_value=len(EOF_TEXT)), max_size=6))
+def test_samples_after_eof_are_rejects_in_any_chunking(cuts: list[int]) -> None:
+    out = parse(EOF_TEXT, cuts)
+    assert [(r[0], r[1]) for r in rows(out)] == [(2, "a")]
+    reason = "after '# EOF' at line 3, where the exposition ends"
+    assert rejects(out) == [(4, reason), (6, reason)]
+    assert sum(b.reads for b in out) == 3
+
+
 def test_invalid_utf8_rejects_only_its_line() -> None:
     out = parse(b"a 1\nb\xff\xfe 2\nc 3\n")
     assert [r[1] for r in rows(out)] == ["a", "c"]
