@@ -11,6 +11,7 @@ from app.commands import MODULES
 from app.commands._base import Context, OneLineParser, common_options
 from app.commands._child import terminate_on_sigterm
 from app.errors import USER_ERRORS
+from canonical.redact import redact
 from store.locks import ENV_STATS, STATS
 
 
@@ -39,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
         with terminate_on_sigterm():  # SIGTERM unwinds like Ctrl-C: staged runs are dropped, temp files removed
             return int(args.handler(ctx))
     except USER_ERRORS as exc:
-        print(f"hetpool: error: {exc}", file=sys.stderr)
+        print(f"hetpool: error: {redact(str(exc))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("hetpool: interrupted", file=sys.stderr)

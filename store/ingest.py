@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass
 import duckdb
 import polars as pl
 
+from canonical.redact import redact
 from canonical.schemas import DEVICE_WIDE, KEY, RECORD_MAX_CHARS, SAMPLE_COLUMNS, SAMPLE_SCHEMA, VERSION_SCHEMA
 from store.db import Access, fetch_one, transaction
 from store.error_state import record_error_state
@@ -101,11 +102,11 @@ class IngestRun:
     def fail(self, message: str) -> None:
         """Mark the run failed (it still commits, so the failure and its reason are on record)."""
         self.failed = True
-        self.warnings.append(message)
+        self.warnings.append(redact(message))
 
     def warn(self, message: str) -> None:
-        """Attach a warning (such as a Prometheus partial response) to the run."""
-        self.warnings.append(message)
+        """Attach a warning (such as a Prometheus partial response) to the run; credentials are redacted."""
+        self.warnings.append(redact(message))
 
     def widen(self, lo: int, hi: int) -> None:
         """Widen the run's recorded time window."""

@@ -10,6 +10,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 
+from canonical.redact import redact
 from collectors.errors import CollectorError
 from collectors.service.base import Collector, Outcome, Status
 from collectors.service.prometheus_pull import PullIncomplete
@@ -82,10 +83,10 @@ class Runner:
     def _record(self, c: Collector, started: float, outcome: Outcome | None, error: str | None) -> None:
         with self._lock:
             s = self._status[c.name]
-            repeated = error is not None and error == s.last_error
+            repeated = error is not None and redact(error) == s.last_error
             s.attempts += 1
             s.last_run_at = started
-            s.last_error = error
+            s.last_error = None if error is None else redact(error)
             if outcome is None:
                 s.failures += 1
             else:

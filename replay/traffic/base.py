@@ -14,6 +14,7 @@ from typing import Protocol
 import polars as pl
 
 from canonical.schemas import RECORD_MAX_CHARS
+from canonical.timeunits import DAY_MS
 
 TRAFFIC_SCHEMA: dict[str, pl.DataType] = {
     "seq": pl.Int64(), "arrival_ms": pl.Int64(), "in_tokens": pl.Int64(), "out_tokens": pl.Int64(),
@@ -71,7 +72,7 @@ class TrafficFormat(Protocol):
 
 
 MAX_TOKENS = 2**31 - 1  # token counts are stored as 32-bit integers
-MAX_OFFSET_MS = 100 * 365 * 86_400_000  # a relative trace longer than a century is a broken timestamp
+MAX_OFFSET_MS = 100 * 365 * DAY_MS  # a relative trace longer than a century is a broken timestamp
 
 
 def _text(col: str) -> pl.Expr:
