@@ -80,15 +80,29 @@ def resolve(con: duckdb.DuckDBPyConnection, flt: ExportFilter) -> str:
     return "1m" if end - start <= MINUTES_UP_TO_MS else "1h"
 
 
+# A spreadsheet runs a cell that starts with one of these as a formula; exporter labels are untrusted.
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def _cell(col: str, for_spreadsheet: bool) -> str:
+    if not for_spreadsheet:
+        return col
+    starts = ", ".join(f"chr({ord(c)})" for c in FORMULA_STARTS)
+    return f"CASE WHEN left({col}, 1) IN ({starts}) THEN chr(39) || {col} ELSE {col} END AS {col}"
+
+
 def export_query(con: duckdb.DuckDBPyConnection, flt: ExportFilter, *, json_attributes: bool = False,
-                 with_date: bool = False) -> tuple[str, list[object], str]:
-    """The SELECT of the feed rows for a filter, its parameters, and the resolution it reads."""
+                 with_date: bool = False, for_spreadsheet: bool = False) -> tuple[str, list[object], str]:
+    """The SELECT of the feed rows for a filter, its parameters, and the resolution it reads.
+
+    `for_spreadsheet` (CSV) quotes a pool, node or device name that a spreadsheet would run as a formula."""
     resolution = resolve(con, flt)
     table, time_col, value, stats = _SOURCES[resolution]
     where, params = flt.where(time_col)
     attributes = "json(attributes) AS attributes" if json_attributes else "attributes"
     date = f", strftime(make_timestamp({time_col} * 1000), '%Y-%m-%d') AS date" if with_date else ""
-    query = (f"SELECT {time_col} AS ts, pool, node, device, metric, {value} AS value, {attributes}{stats}{date} "
+    names = ", ".join(_cell(c, for_spreadsheet) for c in ("pool", "node", "device"))
+    query = (f"SELECT {time_col} AS ts, {names}, metric, {value} AS value, {attributes}{stats}{date} "
              f"FROM {table} WHERE {where} {_ORDER}")
     return query, params, resolution
 
@@ -102,9 +116,10 @@ def export_count(con: duckdb.DuckDBPyConnection, flt: ExportFilter) -> tuple[int
     return (int(row[0]) if row else 0), resolution
 
 
-def export_frame(con: duckdb.DuckDBPyConnection, flt: ExportFilter, limit: int | None = None) -> pl.DataFrame:
+def export_frame(con: duckdb.DuckDBPyConnection, flt: ExportFilter, limit: int | None = None,
+                 for_spreadsheet: bool = False) -> pl.DataFrame:
     """The feed rows as a frame (the console's preview and download)."""
-    query, params, _ = export_query(con, flt)
+    query, params, _ = export_query(con, flt, for_spreadsheet=for_spreadsheet)
     if limit is not None:
         query, params = f"{query} LIMIT ?", [*params, limit]
     return con.sql(query, params=params).pl()
@@ -134,7 +149,8 @@ def export_samples(con: duckdb.DuckDBPyConnection, fmt: str, out: str | Path,
     else:
         if target.is_dir():
             raise StoreError(f"{str(target)!r} is a directory; {fmt} exports go to one file")
-        query, params, resolution = export_query(con, flt, json_attributes=fmt == "jsonl")
+        query, params, resolution = export_query(con, flt, json_attributes=fmt == "jsonl",
+                                                 for_spreadsheet=fmt == "csv")
         options = {"csv": "FORMAT csv, HEADER true", "jsonl": "FORMAT json", "parquet": "FORMAT parquet"}[fmt]
     try:
         rows = con.execute(f"COPY ({query}) TO {_literal(target)} ({options})", params).fetchall()

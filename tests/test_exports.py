@@ -130,3 +130,21 @@ def test_auto_reads_rollups_once_raw_samples_are_pruned(con: duckdb.DuckDBPyConn
 def test_unknown_resolution(filled: duckdb.DuckDBPyConnection, tmp_path: Path) -> None:
     with pytest.raises(StoreError, match="unknown resolution '5m'; known: auto, raw, 1m, 1h"):
         export_samples(filled, "csv", tmp_path / "x.csv", ExportFilter(resolution="5m"))
+
+
+def test_names_a_spreadsheet_would_run_are_quoted_in_csv_only(con: duckdb.DuckDBPyConnection, tmp_path: Path) -> None:
+    hostile = ['=HYPERLINK("http://x","y")', "+1+1", "@SUM(A1)", "-2", "n-1"]
+    rows = pl.DataFrame({"ts": [T + i for i in range(5)], "pool": ["a"] * 5, "node": hostile, "device": ["0"] * 5,
+                         "metric": ["accelerator.power"] * 5, "value": [1.0] * 5, "attributes": ["{}"] * 5})
+    run = IngestRun("file", "hostile")
+    run.add_read(rows.height)
+    run.add_samples(rows)
+    commit_run(Held(con), run)
+    out = tmp_path / "feed.csv"
+    export_samples(con, "csv", out)
+    with out.open() as f:
+        nodes = [r["node"] for r in csv.DictReader(f)]
+    assert nodes == ["'" + hostile[0], "'+1+1", "'@SUM(A1)", "'-2", "n-1"]
+    parquet = tmp_path / "feed.parquet"
+    export_samples(con, "parquet", parquet)
+    assert pl.read_parquet(parquet)["node"].to_list() == hostile  # the data itself is kept as it came

@@ -38,7 +38,7 @@ def export_bytes(con: duckdb.DuckDBPyConnection, w: Window, metrics: list[str], 
     """The selection written as CSV (with a header) or Parquet, exactly as `hetpool export` selects it."""
     if fmt not in FORMATS:
         raise StoreError(f"unknown export format {fmt!r}; known: {', '.join(FORMATS)}")
-    df = export_frame(con, _filter(w, metrics, resolution))
+    df = export_frame(con, _filter(w, metrics, resolution), for_spreadsheet=fmt == "csv")
     buf = io.BytesIO()
     if fmt == "csv":
         df.write_csv(buf)
