@@ -9,6 +9,7 @@ import polars as pl
 import streamlit as st
 
 from app.console import data
+from app.console.safe import md
 
 ENV_HEALTH_URL = "HETPOOL_HEALTH_URL"
 HEALTH_TEXT = ("A collector is **unhealthy** when its last run failed, when it has brought no device data yet "
@@ -57,7 +58,8 @@ def render() -> None:
         return
     failed = sources.filter(pl.col("last_status") == "failed")
     if failed.height:
-        st.warning(f"{failed.height} source(s) failed on their last run: {', '.join(failed['source'].to_list())}.")
+        st.warning(f"{failed.height} source(s) failed on their last run: "
+                   f"{', '.join(md(s) for s in failed['source'].to_list())}.")
     labels = {"last_run": "last run (UTC)", "last_status": "last status", "last_read": "last read",
               "last_stored": "last stored", "last_rejected": "last rejected", "last_ignored": "last ignored",
               "stored": "stored in all",

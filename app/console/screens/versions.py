@@ -9,6 +9,7 @@ import polars as pl
 import streamlit as st
 
 from app.console import data, filters
+from app.console.safe import md
 from pool_registry.compat import PASS, STATUSES, Compat
 from pool_registry.components import GROUP_TITLES, GROUPS
 from store.views.versions import Cell
@@ -60,7 +61,7 @@ def _matrix(cells: tuple[Cell, ...], pools: tuple[str, ...]) -> None:
         return
     st.warning(f"{len(drifted)} drifted cell(s); open one to see its nodes.")
     for c in drifted:
-        with st.expander(f"{DRIFT_MARK}{c.pool} · {c.component}: {c.reason}"):
+        with st.expander(f"{DRIFT_MARK}{md(c.pool)} · {md(c.component)}: {md(c.reason)}"):
             st.dataframe(pl.DataFrame([{"node": n.node, "version": n.version, "devices": n.devices,
                                         "first seen": _time(n.first_seen), "last seen": _time(n.last_seen)}
                                        for n in c.nodes]), hide_index=True, width="stretch")
