@@ -286,7 +286,11 @@ class IngestRun:
                                pl.lit(self.source).alias("source"), "line", "record", "reason")
         con.register("_hp_rejects", rejects.to_arrow())
         try:
-            con.execute("INSERT INTO rejects SELECT run_id, source, line, record, reason FROM _hp_rejects")
+            # a reject already on record for the same source, line, text and reason (a file ingested again) is
+            # counted by this run but kept once
+            con.execute("INSERT INTO rejects SELECT n.run_id, n.source, n.line, n.record, n.reason FROM _hp_rejects n "
+                        "WHERE NOT EXISTS (SELECT 1 FROM rejects r WHERE r.source = n.source AND r.line IS NOT "
+                        "DISTINCT FROM n.line AND r.record = n.record AND r.reason = n.reason)")
         finally:
             con.unregister("_hp_rejects")
 

@@ -194,6 +194,17 @@ def test_reingest_stores_nothing_new(con: duckdb.DuckDBPyConnection, corpus: Pat
     assert before == 7 and again.counts.stored == 0 and again.counts.duplicates == 7
 
 
+def test_reingest_counts_its_rejects_but_keeps_them_once(con: duckdb.DuckDBPyConnection, tmp_path: Path) -> None:
+    path = write(tmp_path, "bad.prom", b'DCGM_FI_DEV_GPU_UTIL{gpu="0",Hostname="h100-a-001"} 140\nnot a line\n')
+    first, second = ingest(con, path), ingest(con, path)
+    assert first.counts.rejected == second.counts.rejected == 2  # every run accounts for what it read
+    kept = con.execute("SELECT run_id, line FROM rejects ORDER BY line").fetchall()
+    assert kept == [(first.run_id, 1), (first.run_id, 2)]
+    other = write(tmp_path, "other.prom", path.read_bytes())  # another source keeps its own
+    ingest(con, other)
+    assert con.execute("SELECT count(*) FROM rejects").fetchall() == [(4,)]
+
+
 def big_file(tmp_path: Path, scrapes: int = 40) -> Path:
     lines = []
     for s in range(scrapes):
