@@ -77,13 +77,15 @@ def raw_tiles(con: duckdb.DuckDBPyConnection) -> dict[str, list[str]]:
             [pool, START, END]).fetchall(), schema=["node", "device", "minute", "metric", "value"], orient="row")
         per = minutes.pivot(on="metric", index=["node", "device", "minute"], values="value",
                             aggregate_function="mean")
-        busy = per.filter(pl.col("accelerator.utilization") >= 0.5)
         ref = per["accelerator.clock"].max()
-        throttled = (busy.filter(pl.col("accelerator.clock") < 0.9 * ref).height / busy.height
-                     if busy.height else None)
+        busy = pl.col("accelerator.utilization") >= 0.5
+        devices = per.group_by("node", "device").agg(
+            busy.sum().alias("busy"), (busy & (pl.col("accelerator.clock") < 0.9 * ref)).sum().alias("slow"))
+        hit = devices.filter(pl.col("busy") > 0, pl.col("slow") >= 0.5 * pl.col("busy")).height
+        throttled = hit / devices.height if devices.height else None  # a share of devices, not of minutes
         p99 = raw_quantile(con, "serving.time_to_first_token", START, END, 0.99, pool=pool)
         out[pool] = [
-            f"{reporting} / {declared[pool]}", f"{util:.1%}", f"{hbm:.1%}", f"{power / 1000:,.1f} kW", f"{temp:.1f} °C",
+            f"{reporting} / {declared[pool]}", f"{util:.1%}", f"{hbm:.1%}", f"{power / 1000:,.1f} kW", f"{temp:.0f} °C",
             f"{throttled:.1%}" if throttled is not None else "–", f"{fatal:,.0f}",
             f"{p99:.2f} s" if p99 is not None else "–"]
     return out
