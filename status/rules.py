@@ -96,7 +96,8 @@ def load_rules_text(text: str, source: str = "<rules>", base: StatusRules | None
         default_tier, pool_tiers = _sla(r, top["sla"], tiers, default_tier, pool_tiers)
     if not default_tier and not r.problems:
         r.fail(root, "sla.default_tier", "missing required field")
-    r.raise_if_problems()
+    if r.problems:
+        raise RulesError(r.problems)
     changes: dict[str, object] = {**levels, **device}
     return dataclasses.replace(base, **changes, tiers=tiers, default_tier=default_tier,  # type: ignore[arg-type]
                                pool_tiers=pool_tiers, sources=(*base.sources, source))

@@ -8,7 +8,7 @@ Definitions an operator can check by hand:
 - power: sum over the pool's devices of each device's mean draw in the window;
 - max temperature: the highest temperature sample in the window;
 - throttled share: the share of the pool's devices (those with clock or utilization samples in the window)
-  that were throttled: at least half of their busy device-minutes (mean utilization >= 50 %) ran with a mean
+  that were throttled: at least 10 % of their busy device-minutes (mean utilization >= 50 %) ran with a mean
   clock more than 10 % below the pool's reference clock, the highest device-minute clock in the window, so one
   power-capped device of eight reads 12.5 % however idle the others are;
 - fatal errors: error events of severity fatal in the window;
@@ -42,7 +42,7 @@ POWER, TEMP, CLOCK, HEALTH = "accelerator.power", "accelerator.temperature", "ac
 ERRORS, TTFT = "accelerator.errors", "serving.time_to_first_token"
 BUSY_UTIL = 0.5          # a device-minute at or above this utilization is busy
 THROTTLE_RATIO = 0.9     # busy and below this share of the reference clock = throttled
-THROTTLED_DEVICE = 0.5   # a device with at least this share of its busy minutes throttled is throttled
+THROTTLED_DEVICE = 0.1   # a device with at least this share of its busy minutes throttled is throttled
 STRAGGLER_RATIO = 0.85   # mean clock below this share of the pool median = straggler
 HOT_C = 85.0             # a device at or above this temperature is hot
 
