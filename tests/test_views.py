@@ -211,7 +211,7 @@ def test_nodes_to_drain(ro: duckdb.DuckDBPyConnection) -> None:
     row = drain.row(0, named=True)
     assert row["fatal_events"] == 1 and row["codes"] == "79" and row["silent_devices"] == 1
     assert row["unhealthy_devices"] == 0  # its last health reading, before it went silent, was 1
-    assert row["reasons"] == "1 fatal error events (codes 79); 1 device(s) stopped reporting"
+    assert row["reasons"] == "1 fatal error event (codes 79); 1 device(s) stopped reporting"
 
 
 def test_error_timeline_and_events(ro: duckdb.DuckDBPyConnection) -> None:
