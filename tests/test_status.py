@@ -201,3 +201,13 @@ def test_chip_thermal_limits_are_validated_and_kept_in_snapshots(tmp_path: Path)
         load_registry_text(text.replace("critical_c: 88", "critical_c: 70"), "fleet.yaml")
     assert str(info.value) == (f"fleet.yaml:{line}: chips[2].thermal.critical_c: critical limit 70 °C must be above "
                                "the warning limit 80 °C")
+
+
+def test_the_example_site_file_overrides_only_what_it_names() -> None:
+    from tests.conftest import REPO
+
+    rules = load_rules(REPO / "examples" / "site-rules.yaml")
+    assert rules.temperature == dataclasses.replace(RULES.temperature, warning=88.0)
+    assert rules.reporting.critical == 0.5 and rules.reporting.warning == RULES.reporting.warning
+    assert rules.ttft_target("h100-a") == ("premium", 0.5) and rules.ttft_target("mi300x-a") == ("standard", 2.0)
+    assert rules.hbm_used == RULES.hbm_used

@@ -22,7 +22,7 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     p = add_command(sub, "alerts", help="evaluate the status rules on the console's default window (the last 24 "
                                         "hours up to the hour of the newest sample) and print every status that is "
                                         "not ok with its level, scope and reason; exit 1 when one is critical",
-                    example="hetpool alerts --rules site-rules.yaml --json", handler=run, common=common)
+                    example="hetpool alerts --rules examples/site-rules.yaml --json", handler=run, common=common)
     p.add_argument("--rules", metavar="FILE", help="site rules over the shipped defaults (default: $HETPOOL_RULES)")
 
 
