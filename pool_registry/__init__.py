@@ -14,6 +14,7 @@ from pool_registry.model import (
     Pool,
     Registry,
     Serving,
+    Thermal,
     UnknownIdError,
 )
 from pool_registry.serialize import registry_from_json, registry_to_dict, registry_to_json
@@ -23,6 +24,6 @@ from pool_registry.yamlread import ConfigError, Problem, Reader
 __all__ = [
     "DTYPES", "KV_CACHE_DTYPES", "ONBOARDING_STAGES", "Assignment", "Chip", "ConfigError", "CostModel",
     "Interconnect", "Model", "Onboarding", "Pool", "Problem", "Reader", "Registry", "RegistryError", "Serving",
-    "SpecifierError", "UnknownIdError", "load_registry", "load_registry_text", "parse_specifier", "registry_from_json",
-    "registry_to_dict", "registry_to_json", "satisfies", "version_key",
+    "SpecifierError", "Thermal", "UnknownIdError", "load_registry", "load_registry_text", "parse_specifier",
+    "registry_from_json", "registry_to_dict", "registry_to_json", "satisfies", "version_key",
 ]

@@ -21,6 +21,7 @@ from pool_registry.model import (
     Pool,
     Registry,
     Serving,
+    Thermal,
 )
 from pool_registry.versions import SpecifierError, parse_specifier
 from pool_registry.yamlread import ConfigError, Reader, read_text
@@ -71,7 +72,7 @@ def _chip(r: Reader, path: str, node: Node) -> Chip:
     f = r.mapping(node, path, required=(
         "id", "vendor", "peak_tflops_bf16", "hbm_capacity_gb", "hbm_bw_tbps", "interconnect",
         "supported_dtypes",
-    ), optional=("name",))
+    ), optional=("name", "thermal"))
     ic = Interconnect("", 0.0)
     if "interconnect" in f:
         g = r.mapping(f["interconnect"], f"{path}.interconnect", required=("kind", "bw_gbps"))
@@ -96,7 +97,18 @@ def _chip(r: Reader, path: str, node: Node) -> Chip:
         hbm_bw_tbps=r.optional(f, "hbm_bw_tbps", path, _positive(r), 0.0),
         interconnect=ic,
         supported_dtypes=dtypes,
+        thermal=r.optional(f, "thermal", path, lambda n, p: _thermal(r, n, p), None),
     )
+
+
+def _thermal(r: Reader, node: Node, path: str) -> Thermal:
+    f = r.mapping(node, path, required=("warning_c", "critical_c"))
+    limits = Thermal(warning_c=r.optional(f, "warning_c", path, _positive(r), 0.0),
+                     critical_c=r.optional(f, "critical_c", path, _positive(r), 0.0))
+    if 0 < limits.critical_c <= limits.warning_c:
+        r.fail(f["critical_c"], f"{path}.critical_c",
+               f"critical limit {limits.critical_c:g} °C must be above the warning limit {limits.warning_c:g} °C")
+    return limits
 
 
 def _positive(r: Reader) -> Callable[[Node, str], float]:

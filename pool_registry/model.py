@@ -36,6 +36,14 @@ class Interconnect:
 
 
 @dataclass(frozen=True)
+class Thermal:
+    """A chip's temperature limits in °C: where it starts to slow down, and where it is in danger."""
+
+    warning_c: float
+    critical_c: float
+
+
+@dataclass(frozen=True)
 class Chip:
     """Capability descriptor of one accelerator model."""
 
@@ -47,6 +55,7 @@ class Chip:
     hbm_bw_tbps: float
     interconnect: Interconnect
     supported_dtypes: tuple[str, ...]
+    thermal: Thermal | None = None  # None: the status rules' default limits apply
 
 
 @dataclass(frozen=True)

@@ -10,12 +10,15 @@ from pool_registry.model import Chip, Model, Pool, Registry
 
 
 def _chip(c: Chip) -> dict[str, Any]:
-    return {
+    out: dict[str, Any] = {
         "id": c.id, "vendor": c.vendor, "name": c.name, "peak_tflops_bf16": c.peak_tflops_bf16,
         "hbm_capacity_gb": c.hbm_capacity_gb, "hbm_bw_tbps": c.hbm_bw_tbps,
         "interconnect": {"kind": c.interconnect.kind, "bw_gbps": c.interconnect.bw_gbps},
         "supported_dtypes": list(c.supported_dtypes),
     }
+    if c.thermal is not None:
+        out["thermal"] = {"warning_c": c.thermal.warning_c, "critical_c": c.thermal.critical_c}
+    return out
 
 
 def _model(m: Model) -> dict[str, Any]:

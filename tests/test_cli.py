@@ -111,3 +111,74 @@ def test_installed_console_script_reports_errors_without_traceback(tmp_path: Pat
     assert proc.returncode == 2
     assert proc.stderr.strip() == ("hetpool: error: no registry loaded; run 'hetpool registry load "
                                    "examples/fleet.yaml' first")
+
+
+HEALTHY_FLEET = """
+chips:
+  - {id: h100-sxm, vendor: nvidia, peak_tflops_bf16: 989, hbm_capacity_gb: 80, hbm_bw_tbps: 3.35,
+     interconnect: {kind: nvlink4, bw_gbps: 450}, supported_dtypes: [bf16],
+     thermal: {warning_c: 83, critical_c: 90}}
+pools:
+  - {id: calm, chip: h100-sxm, devices: 2, devices_per_node: 2, hourly_cost_per_device: 3.0, exporter: dcgm,
+     assign: {node_pattern: "calm-*"}, cost_model: {mfu: 0.4, mem_bw_eff: 0.7}}
+"""
+
+
+@pytest.fixture
+def healthy_db(tmp_path: Path) -> Path:
+    """Two devices for 20 minutes: busy, cool, healthy, half their HBM used, no error, both still reporting."""
+    import polars as pl
+
+    from pool_registry import load_registry_text
+    from store import Held, IngestRun, commit_run, connect, save_registry
+
+    path = tmp_path / "healthy.duckdb"
+    con = connect(path)
+    save_registry(con, load_registry_text(HEALTHY_FLEET, "healthy.yaml"), "healthy.yaml")
+    t0 = 1_767_225_600_000
+    rows = [(t0 + k * 30_000, "calm", "calm-01", dev, metric, value, "{}")
+            for k in range(40) for dev in ("0", "1")
+            for metric, value in (("accelerator.utilization", 0.7), ("accelerator.clock", 1.98e9),
+                                  ("accelerator.temperature", 61.0), ("accelerator.health", 1.0),
+                                  ("accelerator.memory.used", 40e9), ("accelerator.memory.total", 80e9))]
+    run = IngestRun("file", "healthy")
+    run.add_read(len(rows))
+    run.add_samples(pl.DataFrame(rows, schema=["ts", "pool", "node", "device", "metric", "value", "attributes"],
+                                 orient="row"))
+    commit_run(Held(con), run)
+    con.close()
+    return path
+
+
+def test_alerts_exit_0_on_a_healthy_fleet(capsys: pytest.CaptureFixture[str], healthy_db: Path) -> None:
+    code, out, _ = run(capsys, "--db", str(healthy_db), "alerts")
+    assert code == 0
+    assert out.splitlines() == ["status, 2025-12-31 01:00 to 2026-01-01 01:00 UTC: Pool calm is healthy: no status "
+                                "rule fires in this window."]
+    code, out, _ = run(capsys, "--db", str(healthy_db), "alerts", "--json")
+    assert code == 0 and json.loads(out)["statuses"] == [] and json.loads(out)["level"] == "ok"
+
+
+def test_alerts_exit_1_on_the_demo_and_name_the_fatal_node(capsys: pytest.CaptureFixture[str], demo_db: Path) -> None:
+    code, out, _ = run(capsys, "--db", str(demo_db), "alerts", "--json")
+    assert code == 1
+    report = json.loads(out)
+    assert report["level"] == "critical" and report["critical"] >= 1
+    fatal = [s for s in report["statuses"] if s["scope"] == "device" and "fatal error event" in s["reason"]]
+    assert {(s["level"], s["where"]) for s in fatal} == {("critical", "h100-a/h100-a-02/0")}
+    assert "79" in fatal[0]["reason"]  # the planted XID
+    code, out, _ = run(capsys, "--db", str(demo_db), "alerts")
+    assert code == 1 and re.search(r"^  CRITICAL device\s+h100-a/h100-a-02/0\s+\d+ fatal error events \(codes ",
+                                   out, re.MULTILINE)
+
+
+def test_alerts_with_a_bad_rules_file_is_one_line_and_exit_2(capsys: pytest.CaptureFixture[str], healthy_db: Path,
+                                                              tmp_path: Path) -> None:
+    bad = tmp_path / "rules.yaml"
+    bad.write_text("version: 1\nhbm_used: {warning: 0.99, critical: 0.9}\n")
+    code, out, err = run(capsys, "--db", str(healthy_db), "alerts", "--rules", str(bad))
+    assert code == 2 and out == ""
+    assert err.strip() == (f"hetpool: error: {bad}:2: hbm_used.warning: warning 0.99 must be below or at critical "
+                           "0.9 (the rule fires at or above a level)")
+    bad.write_text("sla: {default_tier: standard}\n")  # valid: the shipped tiers are kept
+    assert run(capsys, "--db", str(healthy_db), "alerts", "--rules", str(bad))[0] == 0

@@ -77,13 +77,15 @@ def raw_tiles(con: duckdb.DuckDBPyConnection) -> dict[str, list[str]]:
             [pool, START, END]).fetchall(), schema=["node", "device", "minute", "metric", "value"], orient="row")
         per = minutes.pivot(on="metric", index=["node", "device", "minute"], values="value",
                             aggregate_function="mean")
-        busy = per.filter(pl.col("accelerator.utilization") >= 0.5)
         ref = per["accelerator.clock"].max()
-        throttled = (busy.filter(pl.col("accelerator.clock") < 0.9 * ref).height / busy.height
-                     if busy.height else None)
+        busy = pl.col("accelerator.utilization") >= 0.5
+        devices = per.group_by("node", "device").agg(
+            busy.sum().alias("busy"), (busy & (pl.col("accelerator.clock") < 0.9 * ref)).sum().alias("slow"))
+        hit = devices.filter(pl.col("busy") > 0, pl.col("slow") >= 0.1 * pl.col("busy")).height
+        throttled = hit / devices.height if devices.height else None  # a share of devices, not of minutes
         p99 = raw_quantile(con, "serving.time_to_first_token", START, END, 0.99, pool=pool)
         out[pool] = [
-            f"{reporting} / {declared[pool]}", f"{util:.1%}", f"{hbm:.1%}", f"{power / 1000:,.1f} kW", f"{temp:.1f} °C",
+            f"{reporting} / {declared[pool]}", f"{util:.1%}", f"{hbm:.1%}", f"{power / 1000:,.1f} kW", f"{temp:.0f} °C",
             f"{throttled:.1%}" if throttled is not None else "–", f"{fatal:,.0f}",
             f"{p99:.2f} s" if p99 is not None else "–"]
     return out
@@ -109,7 +111,7 @@ def test_fleet_health_tiles_equal_raw_sql(demo_db: Path, monkeypatch: pytest.Mon
 
 def test_fleet_health_names_worst_devices_and_drifted_nodes(demo_db: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     at = open_page(demo_db, monkeypatch, "screens/health.py")
-    worst, drift = at.dataframe[0].value, at.dataframe[1].value
+    worst, drift = at.dataframe[1].value, at.dataframe[2].value  # the first is the status table
     issues = set(zip(worst["issue"], worst["node"], strict=True))
     assert ("stopped reporting", "h100-a-02") in issues
     assert ("straggler", "mi300x-a-01") in issues
@@ -222,3 +224,49 @@ def test_versions_page_flags_the_drifted_cells(demo_db: Path, monkeypatch: pytes
     compat = at.dataframe[3].value.set_index("model")
     assert compat.loc["qwen3-235b-a22b", "mi300x-a"] == "PASS*"
     assert compat.loc["llama-3.1-70b", "mi300x-a"] == "FRAMEWORK_INCOMPATIBLE"
+
+
+def test_a_url_with_query_parameters_restores_the_window_and_the_pools(demo_db: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(ENV_DB, str(demo_db))
+    at = AppTest.from_file(MAIN, default_timeout=60)
+    at.query_params.update({"window": "6h", "pool": ["h100-a", "ascend-a"]})
+    at.run()
+    assert not at.exception
+    assert at.selectbox(key="window").value == "Last 6 hours"
+    assert at.multiselect(key="pools").value == ["h100-a", "ascend-a"]
+    assert "2026-11-29 02:00 to 2026-11-29 08:00 UTC" in texts(at)
+    assert len(at.metric) == 16
+    at.selectbox(key="window").set_value("Custom days").run()  # the widgets write the view back to the URL
+    at.toggle(key="live").set_value(True).run()
+    assert at.query_params == {"window": "days", "from": "2026-11-28", "to": "2026-11-29",
+                               "pool": ["h100-a", "ascend-a"], "refresh": "1"}
+    again = AppTest.from_file(MAIN, default_timeout=60)
+    again.query_params.update({"window": "days", "from": "2026-11-29", "to": "2026-11-29", "pool": "mi300x-a",
+                               "refresh": "1"})
+    again.run()
+    assert again.date_input(key="window_days").value == (dt.date(2026, 11, 29), dt.date(2026, 11, 29))
+    assert again.multiselect(key="pools").value == ["mi300x-a"] and again.toggle(key="live").value
+    assert "2026-11-29 00:00 to 2026-11-29 08:00 UTC" in texts(again)
+
+
+def test_fleet_health_opens_with_the_verdict_and_colours_the_cards(demo_db: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    at = open_page(demo_db, monkeypatch, "screens/health.py")
+    verdict = at.markdown[0].value
+    assert verdict.startswith("### :red[🛑 ") and "pools critical: h100-a (1 of 2 devices reporting)" in verdict
+    cards = {m.value.split("**")[1]: m.value for m in at.markdown if m.value.startswith("**")}
+    assert set(cards) == set(POOLS)
+    assert ":red-background[🛑 critical] 1 of 2 devices reporting; " in cards["h100-a"]
+    assert "fatal error event" in cards["h100-a"]
+    assert ":orange-background[⚠️ warning] 1 of 4 devices throttled (25%)" in cards["mi300x-a"]
+    assert ":green-background[✅ ok] every rule passes" in cards["gaudi3-a"]
+    statuses = at.dataframe[0].value
+    assert ("critical", "device", "h100-a/h100-a-02/0") in set(zip(statuses["level"], statuses["scope"],
+                                                                   statuses["where"], strict=True))
+    deltas = [m.delta for m in at.metric[:8]]  # the previous 24 hours hold no data in the one-day demo
+    assert not any(deltas)
+    at.multiselect(key="pools").set_value(["mi300x-a"]).run()
+    at.selectbox(key="window").set_value("Last 6 hours").run()
+    assert at.markdown[0].value.startswith("### :orange[⚠️ 1 of 1 pool warning: mi300x-a")
+    assert at.metric[0].delta == "+0" and at.metric[6].delta == "+0"

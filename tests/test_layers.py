@@ -9,7 +9,7 @@ import pytest
 
 from tests.conftest import REPO
 
-LAYERS = ("app", "collectors", "normalizers", "replay", "pool_registry", "store", "canonical")
+LAYERS = ("app", "collectors", "normalizers", "replay", "status", "pool_registry", "store", "canonical")
 ALLOWED = {
     "canonical": set(),
     "pool_registry": set(),
@@ -17,6 +17,7 @@ ALLOWED = {
     "normalizers": {"pool_registry", "canonical"},
     "collectors": {"normalizers", "store", "pool_registry", "canonical"},
     "replay": {"store", "pool_registry", "canonical"},
+    "status": {"pool_registry", "canonical"},  # pure: the store's frames come in through app/
     "app": set(LAYERS),
 }
 

@@ -23,8 +23,10 @@ import duckdb
 import polars as pl
 import streamlit as st
 
+from app.status_read import read_facts
 from pool_registry import Registry
 from pool_registry.compat import compatibility
+from status.evaluate import Facts
 from store import ENV_DB, Store, StoreBusy, StoreError, latest_registry, queries, replay_runs, resolve_db_path
 from store import requests as stored
 from store.locks import timeout_from_env
@@ -147,6 +149,12 @@ def span(con: duckdb.DuckDBPyConnection) -> tuple[int, int] | None:
 def tiles(con: duckdb.DuckDBPyConnection, start: int, end: int, pools: tuple[str, ...]) -> pl.DataFrame:
     """Fleet-health tile numbers per pool."""
     return health.pool_tiles(con, Window(start, end, pools), list(pools))
+
+
+@query
+def status_facts(con: duckdb.DuckDBPyConnection, start: int, end: int, pools: tuple[str, ...]) -> Facts:
+    """What the status rules judge in the window (the page sets now_ms: a cached value must not hold the clock)."""
+    return read_facts(con, Window(start, end, pools), list(pools), now_ms=0)
 
 
 @query

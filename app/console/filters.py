@@ -1,4 +1,9 @@
-"""The sidebar every page shares: a time-range picker and a pool filter, kept in st.session_state."""
+"""The sidebar every page shares: a time range and a pool filter, kept in st.session_state and in the URL.
+
+The URL holds `window` (6h, 24h, 7d, all or days, with `from` and `to` as YYYY-MM-DD for days), one `pool`
+per selected pool and `refresh=1` while auto-refresh is on, so a link opens the same view; the URL is read
+once per session, after which the widgets rule and are written back to it.
+"""
 
 from __future__ import annotations
 
@@ -13,7 +18,10 @@ from canonical.timeunits import DAY_MS, HOUR_MS
 PRESETS = {"Last 6 hours": 6 * HOUR_MS, "Last 24 hours": DAY_MS, "Last 7 days": 7 * DAY_MS, "All data": 0}
 CUSTOM = "Custom days"
 DEFAULT_PRESET = "Last 24 hours"
-WINDOW_KEY, DAYS_KEY, POOLS_KEY = "window", "window_days", "pools"
+WINDOW_KEY, DAYS_KEY, POOLS_KEY, LIVE_KEY = "window", "window_days", "pools", "live"
+TOKENS = {"Last 6 hours": "6h", "Last 24 hours": "24h", "Last 7 days": "7d", "All data": "all", CUSTOM: "days"}
+REFRESH_S = 30  # how often auto-refresh looks for new commits; a rerun happens only when there is one
+_URL_READ = "_hetpool_url_read"
 
 
 @dataclass(frozen=True)
@@ -66,21 +74,75 @@ def sidebar() -> View | None:
         st.sidebar.caption("No metrics in the database yet.")
         return None
     all_pools = tuple(p.id for p in reg.pools)
-    choice = st.sidebar.selectbox("Time range", [*PRESETS, CUSTOM], index=list(PRESETS).index(DEFAULT_PRESET),
-                                  key=WINDOW_KEY)
+    lo_day = dt.datetime.fromtimestamp(span[0] / 1000, dt.UTC).date()
+    hi_day = dt.datetime.fromtimestamp(span[1] / 1000, dt.UTC).date()
+    restore_from_url(all_pools, (lo_day, hi_day))
+    st.session_state.setdefault(WINDOW_KEY, DEFAULT_PRESET)
+    choice = st.sidebar.selectbox("Time range", [*PRESETS, CUSTOM], key=WINDOW_KEY)
     days = None
     if choice == CUSTOM:
-        lo_day = dt.datetime.fromtimestamp(span[0] / 1000, dt.UTC).date()
-        hi_day = dt.datetime.fromtimestamp(span[1] / 1000, dt.UTC).date()
-        picked = st.sidebar.date_input("Days (UTC)", value=(lo_day, hi_day), min_value=lo_day, max_value=hi_day,
-                                       key=DAYS_KEY)
+        st.session_state.setdefault(DAYS_KEY, (lo_day, hi_day))
+        picked = st.sidebar.date_input("Days (UTC)", min_value=lo_day, max_value=hi_day, key=DAYS_KEY)
         days = tuple(picked) if isinstance(picked, tuple | list) and picked else (lo_day, hi_day)
-    start, end = window_for(choice, span, days)  # type: ignore[arg-type]
+    start, end = window_for(choice, span, days)
     picked_pools = st.sidebar.multiselect("Pools", all_pools, key=POOLS_KEY, placeholder="All pools")
     pools = tuple(p for p in all_pools if p in picked_pools) or all_pools
+    live = st.sidebar.toggle("Auto-refresh", key=LIVE_KEY,
+                             help=f"Looks for new commits every {REFRESH_S} s and redraws the page when there are.")
+    write_to_url(choice, days, [p for p in all_pools if p in picked_pools], live)
     view = View(start, end, pools, all_pools)
     st.sidebar.caption(f"{view.label()}; data from {fmt_time(span[0])} to {fmt_time(span[1])} UTC.")
     return view
+
+
+def restore_from_url(all_pools: tuple[str, ...], days: tuple[dt.date, dt.date]) -> None:
+    """Put the URL's window, pools and auto-refresh into the widgets' state, once per session."""
+    if st.session_state.get(_URL_READ):
+        return
+    st.session_state[_URL_READ] = True
+    qp = st.query_params
+    choice = {token: name for name, token in TOKENS.items()}.get(qp.get("window", ""))
+    if choice:
+        st.session_state[WINDOW_KEY] = choice
+    if choice == CUSTOM:
+        lo, hi = _day(qp.get("from"), days), _day(qp.get("to"), days)
+        if lo and hi and lo <= hi:
+            st.session_state[DAYS_KEY] = (lo, hi)
+    pools = [p for p in all_pools if p in qp.get_all("pool")]
+    if pools:
+        st.session_state[POOLS_KEY] = pools
+    if qp.get("refresh") == "1":
+        st.session_state[LIVE_KEY] = True
+
+
+def _day(text: str | None, bounds: tuple[dt.date, dt.date]) -> dt.date | None:
+    """A YYYY-MM-DD day inside the data's days, else None."""
+    try:
+        day = dt.date.fromisoformat(text or "")
+    except ValueError:
+        return None
+    return day if bounds[0] <= day <= bounds[1] else None
+
+
+def write_to_url(choice: str, days: tuple[dt.date, ...] | None, pools: list[str], live: bool) -> None:
+    """Mirror the sidebar in the URL, so copying it shares this view."""
+    wanted: dict[str, str | list[str]] = {"window": TOKENS.get(choice, TOKENS[DEFAULT_PRESET])}
+    if choice == CUSTOM and days:
+        wanted.update({"from": days[0].isoformat(), "to": days[-1].isoformat()})
+    if pools:
+        wanted["pool"] = pools
+    if live:
+        wanted["refresh"] = "1"
+    current = {k: st.query_params.get_all(k) if k == "pool" else st.query_params.get(k) for k in st.query_params}
+    if current != wanted:
+        st.query_params.from_dict(wanted)
+
+
+@st.fragment(run_every=REFRESH_S)
+def follow(path: str, seen: object) -> None:
+    """While auto-refresh is on: rerun the whole page as soon as the database changed since it was drawn."""
+    if data.generation(path) != seen:
+        st.rerun()
 
 
 VIEW_KEY = "_hetpool_view"

@@ -34,12 +34,16 @@ def main() -> None:
     ]
     page = st.navigation(pages)
     data.show_waits_in(st.empty())
+    path = data.db_path()
+    seen = data.generation(path)  # before the page reads, so a commit during the run is caught by the next check
     try:
-        say_if_replaced(data.db_path())
+        say_if_replaced(path)
         st.session_state[filters.VIEW_KEY] = filters.sidebar()
         page.run()
     except USER_ERRORS as exc:
         st.error(str(exc))
+    if st.session_state.get(filters.LIVE_KEY):
+        filters.follow(path, seen)
 
 
 def say_if_replaced(path: str) -> None:

@@ -7,8 +7,10 @@ Definitions an operator can check by hand:
 - HBM used: sum of used bytes over sum of total bytes, over the pool's samples in the window;
 - power: sum over the pool's devices of each device's mean draw in the window;
 - max temperature: the highest temperature sample in the window;
-- throttled share: of the pool's busy device-minutes (mean utilization >= 50 %), the share whose mean
-  clock is more than 10 % below the pool's reference clock, the highest device-minute clock in the window;
+- throttled share: the share of the pool's devices (those with clock or utilization samples in the window)
+  that were throttled: at least 10 % of their busy device-minutes (mean utilization >= 50 %) ran with a mean
+  clock more than 10 % below the pool's reference clock, the highest device-minute clock in the window, so one
+  power-capped device of eight reads 12.5 % however idle the others are;
 - fatal errors: error events of severity fatal in the window;
 - p99 TTFT: 99th percentile of time to first token from the serving histogram buckets in the window;
 - straggler: a device whose mean clock in the window is more than 15 % below its pool's median device;
@@ -40,6 +42,7 @@ POWER, TEMP, CLOCK, HEALTH = "accelerator.power", "accelerator.temperature", "ac
 ERRORS, TTFT = "accelerator.errors", "serving.time_to_first_token"
 BUSY_UTIL = 0.5          # a device-minute at or above this utilization is busy
 THROTTLE_RATIO = 0.9     # busy and below this share of the reference clock = throttled
+THROTTLED_DEVICE = 0.1   # a device with at least this share of its busy minutes throttled is throttled
 STRAGGLER_RATIO = 0.85   # mean clock below this share of the pool median = straggler
 HOT_C = 85.0             # a device at or above this temperature is hot
 
@@ -111,16 +114,24 @@ def _device_minutes(w: Window) -> tuple[str, list[object]]:
     return sql, [CLOCK, CLOCK, UTIL, UTIL, w.start_ms, w.end_ms, *metrics, *params]
 
 
-def throttled_share(con: duckdb.DuckDBPyConnection, w: Window) -> pl.DataFrame:
-    """Per pool: busy device-minutes, throttled ones, and their share (None without busy minutes)."""
+def device_throttling(con: duckdb.DuckDBPyConnection, w: Window) -> pl.DataFrame:
+    """Per device: busy device-minutes, throttled ones, and whether the device counts as throttled."""
     minutes, params = _device_minutes(w)
     return frame(con, f"""
         WITH m AS ({minutes}), ref AS (SELECT pool, max(clock) AS ref FROM m GROUP BY pool)
-        SELECT m.pool, count(*) FILTER (WHERE util >= ?) AS busy,
-            count(*) FILTER (WHERE util >= ? AND clock < ? * ref.ref) AS throttled,
-            throttled / nullif(busy, 0) AS share
-        FROM m JOIN ref USING (pool) GROUP BY m.pool ORDER BY m.pool""",
-        [*params, BUSY_UTIL, BUSY_UTIL, THROTTLE_RATIO])
+        SELECT m.pool, m.node, m.device, count(*) FILTER (WHERE util >= ?) AS busy,
+            count(*) FILTER (WHERE util >= ? AND clock < ? * ref.ref) AS throttled_minutes,
+            busy > 0 AND throttled_minutes >= ? * busy AS throttled
+        FROM m JOIN ref USING (pool) GROUP BY m.pool, m.node, m.device ORDER BY m.pool, m.node, m.device""",
+        [*params, BUSY_UTIL, BUSY_UTIL, THROTTLE_RATIO, THROTTLED_DEVICE])
+
+
+def throttled_share(con: duckdb.DuckDBPyConnection, w: Window) -> pl.DataFrame:
+    """Per pool: devices seen, throttled devices, and their share."""
+    per_device = device_throttling(con, w)
+    return (per_device.group_by("pool").agg(pl.len().alias("devices"),
+                                            pl.col("throttled").sum().cast(pl.Int64).alias("throttled"))
+            .with_columns((pl.col("throttled") / pl.col("devices")).alias("share")).sort("pool"))
 
 
 def pool_tiles(con: duckdb.DuckDBPyConnection, w: Window, pools: list[str]) -> pl.DataFrame:

@@ -123,7 +123,9 @@ def nodes_to_drain(con: duckdb.DuckDBPyConnection, w: Window) -> pl.DataFrame:
         [w.start_ms, w.end_ms, *params, ERRORS, HEALTH, end - STALE_MS])
     reasons = pl.concat_list(
         pl.when(pl.col("fatal_events") > 0).then(
-            pl.format("{} fatal error events (codes {})", pl.col("fatal_events").cast(pl.Int64), "codes")),
+            pl.format("{} fatal error {} (codes {})", pl.col("fatal_events").cast(pl.Int64),
+                      pl.when(pl.col("fatal_events") == 1).then(pl.lit("event")).otherwise(pl.lit("events")),
+                      "codes")),
         pl.when(pl.col("unhealthy_devices") > 0).then(
             pl.format("{} device(s) last read unhealthy", "unhealthy_devices")),
         pl.when(pl.col("silent_devices") > 0).then(pl.format("{} device(s) stopped reporting", "silent_devices")),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import polars as pl
 import streamlit as st
 
 from app.console import charts, data, filters
@@ -39,7 +40,9 @@ def render() -> None:
     cols[3].metric("Cost per million tokens", f"${total / tokens * 1e6:,.2f}" if tokens else "–")
     st.dataframe(
         costs.select("pool", "devices", "cost_per_hour", "cost", "busy_cost", "idle_cost", "idle_share", "tokens",
-                     "cost_per_mtok"),
+                     # as text, so a pool without tokens reads "–" like every other missing value
+                     pl.col("cost_per_mtok").map_elements(lambda v: f"${v:,.2f}", return_dtype=pl.String)
+                     .fill_null("–")),
         hide_index=True, width="stretch",
         column_config={
             "cost_per_hour": st.column_config.NumberColumn("$/hour", format="$%.2f"),
@@ -47,8 +50,8 @@ def render() -> None:
             "busy_cost": st.column_config.NumberColumn("busy", format="$%.0f"),
             "idle_cost": st.column_config.NumberColumn("idle", format="$%.0f"),
             "idle_share": st.column_config.NumberColumn("idle share", format="percent"),
-            "tokens": st.column_config.NumberColumn("tokens", format="%d"),
-            "cost_per_mtok": st.column_config.NumberColumn("$ per M tokens", format="$%.2f"),
+            "tokens": st.column_config.NumberColumn("tokens", format="localized"),
+            "cost_per_mtok": st.column_config.TextColumn("$ per M tokens"),
         })
     charts.show(charts.cost_split(costs, list(view.all_pools)))
     mix = data.routing_mix(path, view.start_ms, view.end_ms, view.pools, view.step_ms())

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
+import time
 
 import polars as pl
 import streamlit as st
 
 from app.console import charts, data, filters
+from status.evaluate import Status, evaluate
+from status.rules import load_rules
+from status.verdict import pool_status, verdict
 
 TILES = ("Devices reporting", "Utilization", "HBM used", "Power", "Max temperature", "Throttled",
          "Fatal errors", "p99 TTFT")
@@ -18,13 +23,56 @@ DEFINITIONS = """
 - **HBM used**: bytes used over bytes total, summed over the pool's samples.
 - **Power**: sum over the pool's devices of each device's mean draw.
 - **Max temperature**: the hottest sample of the window.
-- **Throttled**: of the busy device-minutes (utilization at least 50 %), the share whose clock ran more than
-  10 % below the pool's reference clock (its highest device-minute clock in the window).
+- **Throttled**: the share of the pool's devices that were throttled: at least 10 % of their busy minutes
+  (utilization at least 50 %) ran more than 10 % below the pool's reference clock (its highest device-minute
+  clock in the window), so one power-capped device of eight reads 12.5 %.
 - **Fatal errors**: error events of severity *fatal* (for example XID 79, uncorrectable ECC).
 - **p99 TTFT**: 99th percentile of time to first token, from the serving engines' histogram buckets.
 - **Straggler**: a device whose mean clock is more than 15 % below its pool's median device.
   **Hot**: a device that reached 85 °C. **Stopped reporting**: samples in the window, none in its last 5 minutes.
+- **Status**: the rules of `status/rules.yaml`, overridden by the site file `$HETPOOL_RULES` (the same rules
+  `hetpool alerts` evaluates). A device is judged on its temperature against its chip's limits, fatal errors,
+  health, HBM use, throttling and whether it still reports; a node takes its worst device; a pool is judged on
+  devices reporting, fatal errors, the share of devices throttled and p99 TTFT against its SLA tier, and is at
+  least a warning when one of its nodes is not ok.
+- **Change**: each tile against the previous window of the same length.
 """
+STYLE = {"ok": ("green", "✅"), "warning": ("orange", "⚠️"), "critical": ("red", "🛑")}
+# tile kind, and whether a rise is good (normal), bad (inverse) or neither (off)
+DELTA = (("int", "normal"), ("pct", "off"), ("pct", "off"), ("kw", "off"), ("c", "inverse"), ("pct", "inverse"),
+         ("int", "inverse"), ("s", "inverse"))
+COLUMNS = ("reporting", "utilization", "hbm_used", "power_w", "temp_max", "throttled", "fatal_errors", "ttft_p99")
+
+
+def escape(text: str) -> str:
+    """Text shown literally inside Streamlit markdown."""
+    for ch in "\\`*_[]$<>":
+        text = text.replace(ch, "\\" + ch)
+    return text
+
+
+def deltas(row: dict[str, object], before: dict[str, object] | None) -> list[str | None]:
+    """Each tile's change against the previous window, as text (None where either side has no data)."""
+    out: list[str | None] = []
+    for col, (kind, _) in zip(COLUMNS, DELTA, strict=True):
+        now, then = row.get(col), before.get(col) if before else None
+        if not isinstance(now, int | float) or not isinstance(then, int | float) or math.isnan(now) \
+                or math.isnan(then):
+            out.append(None)
+            continue
+        d = float(now) - float(then)
+        out.append({"pct": f"{d * 100:+.1f} pp", "kw": f"{d / 1000:+,.1f} kW", "c": f"{d:+.0f} °C",
+                    "int": f"{d:+,.0f}", "s": f"{d:+.2f} s"}[kind])
+    return out
+
+
+def statuses_now(path: str, view: filters.View) -> tuple[Status, ...]:
+    """The status rules on the view (the collectors' lag measured against the clock now)."""
+    reg = data.registry(path)
+    assert reg is not None
+    facts = data.status_facts(path, view.start_ms, view.end_ms, view.pools)
+    facts = dataclasses.replace(facts, now_ms=int(time.time() * 1000))
+    return evaluate(reg, load_rules(), facts, view.pools)
 
 
 def fmt(value: object, kind: str) -> str:
@@ -32,7 +80,7 @@ def fmt(value: object, kind: str) -> str:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "–"
     v = float(value)  # type: ignore[arg-type]
-    return {"pct": f"{v:.1%}", "kw": f"{v / 1000:,.1f} kW", "c": f"{v:.1f} °C", "int": f"{v:,.0f}",
+    return {"pct": f"{v:.1%}", "kw": f"{v / 1000:,.1f} kW", "c": f"{v:.0f} °C", "int": f"{v:,.0f}",
             "s": f"{v:.2f} s"}[kind]
 
 
@@ -57,13 +105,32 @@ def render() -> None:
     if tiles["utilization"].is_null().all() and int(tiles["reporting"].sum()) == 0:
         filters.empty_window("device metrics")
         return
+    statuses = statuses_now(path, view)
+    level, sentence = verdict(statuses, view.pools)
+    colour, icon = STYLE[level]
+    st.markdown(f"### :{colour}[{icon} {escape(sentence)}]")
+    length = view.end_ms - view.start_ms
+    before = {r["pool"]: r for r in data.tiles(path, view.start_ms - length, view.start_ms, view.pools)
+              .iter_rows(named=True) if r["reporting"] or r["utilization"] is not None}  # a pool unseen then: no change
+    st.caption(f"Changes are against the previous {length / 3_600_000:,.0f} hours "
+               f"({filters.fmt_time(view.start_ms - length)} to {filters.fmt_time(view.start_ms)} UTC).")
     for row in tiles.iter_rows(named=True):
         pool = reg.pool(row["pool"])
         chip = reg.chip_of(pool)
+        lvl, reason = pool_status(statuses, pool.id)
+        colour, icon = STYLE[lvl]
         with st.container(border=True):
-            st.markdown(f"**{pool.id}** · {chip.name} · {pool.onboarding.stage}")
-            for col, label, value in zip(st.columns(len(TILES)), TILES, tile_values(row, pool.devices), strict=True):
-                col.metric(label, value)
+            st.markdown(f"**{pool.id}** · {chip.name} · {pool.onboarding.stage} · "
+                        f":{colour}-background[{icon} {lvl}] {escape(reason)}")
+            changes = deltas(row, before.get(pool.id))
+            for col, label, value, change, (_, tone) in zip(st.columns(len(TILES)), TILES,
+                                                            tile_values(row, pool.devices), changes, DELTA,
+                                                            strict=True):
+                col.metric(label, value, delta=change, delta_color=tone)  # type: ignore[arg-type]
+    if statuses:
+        with st.expander(f"Every status that is not ok ({len(statuses)})"):
+            st.dataframe(pl.DataFrame([{"level": s.level, "scope": s.scope, "where": s.where,
+                                        "reason": s.reason} for s in statuses]), hide_index=True, width="stretch")
     st.subheader("Time series")
     series = data.series(path, view.start_ms, view.end_ms, view.pools, view.step_ms())
     fmts = {"utilization": "%", "HBM used": "%", "power per device (W)": ",.0f", "temperature (°C)": ".0f",

@@ -6,6 +6,7 @@ import polars as pl
 import streamlit as st
 
 from app.console import charts, data, filters
+from store.views.reliability import EVENT_LIMIT
 
 FORMULA = (r"R = \frac{\text{healthy device-hours}}"
            r"{\text{devices reporting in the window} \times \text{hours the pool reported}}")
@@ -16,6 +17,13 @@ their pool; hours before a pool's first sample (a pool being onboarded) do not.
 """
 DRAIN_TEXT = ("A node is to be drained when, in this window, it recorded a fatal error event, one of its devices "
               "last read unhealthy, or one of its devices stopped reporting.")
+
+
+def events_caption(shown: int, limit: int) -> str:
+    """What the event table holds, in words that agree with the count."""
+    if shown >= limit:
+        return f"The newest {shown:,} error events of the window"
+    return f"The window's {shown:,} error {'event' if shown == 1 else 'events'}"
 
 
 def render() -> None:
@@ -73,7 +81,7 @@ def render() -> None:
         pl.from_epoch("ts", time_unit="ms").alias("time"),
         pl.col("pool").replace_strict(vendor, default="?").alias("vendor"),
     ).select("time", "pool", "vendor", "node", "device", "code", "error_class", "severity", "count")
-    st.caption(f"The newest {shown.height} events of the window (vendor code kept as the exporter wrote it).")
+    st.caption(f"{events_caption(shown.height, EVENT_LIMIT)} (vendor code kept as the exporter wrote it).")
     st.dataframe(shown, hide_index=True, width="stretch",
                  column_config={"count": st.column_config.NumberColumn(format="%d")})
 

@@ -1,0 +1,1 @@
+"""Status: canonical metrics judged ok, warning or critical per device, node and pool, by rules in YAML."""
