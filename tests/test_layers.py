@@ -9,7 +9,7 @@ import pytest
 
 from tests.conftest import REPO
 
-LAYERS = ("app", "collectors", "normalizers", "replay", "pool_registry", "store", "canonical")
+LAYERS = ("app", "collectors", "normalizers", "onboarding", "replay", "pool_registry", "store", "canonical")
 ALLOWED = {
     "canonical": set(),
     "pool_registry": set(),
@@ -17,6 +17,7 @@ ALLOWED = {
     "normalizers": {"pool_registry", "canonical"},
     "collectors": {"normalizers", "store", "pool_registry", "canonical"},
     "replay": {"store", "pool_registry", "canonical"},
+    "onboarding": {"replay", "store", "pool_registry", "canonical"},
     "app": set(LAYERS),
 }
 
