@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from app.commands._base import Context, add_command, add_group
+from onboarding.files import registry_files, store_files
 from pool_registry import Registry, RegistryError, load_registry, registry_to_dict
 from store import require_registry, save_registry
 
@@ -45,11 +47,15 @@ def validate(ctx: Context) -> int:
 def load(ctx: Context) -> int:
     """Validate, then store a snapshot (a no-op when nothing changed)."""
     reg = load_registry(ctx.args.file)
+    files = registry_files(reg, Path(ctx.args.file).parent)  # checked before anything is written
     with ctx.store().transaction(f"hetpool registry load {ctx.args.file}") as con:
         snapshot_id, created = save_registry(con, reg, str(ctx.args.file))
+        new_files = store_files(con, files, "registry")
     verb = "stored as snapshot" if created else "unchanged since snapshot"
-    ctx.emit({"snapshot_id": snapshot_id, "created": created, "pools": len(reg.pools)},
-             f"{ctx.args.file}: {_summary(reg)}; {verb} #{snapshot_id} in {ctx.db_path}")
+    evidence = f"; {new_files} of {len(files)} onboarding evidence file(s) new" if files else ""
+    ctx.emit({"snapshot_id": snapshot_id, "created": created, "pools": len(reg.pools), "evidence_files": len(files),
+              "evidence_stored": new_files},
+             f"{ctx.args.file}: {_summary(reg)}; {verb} #{snapshot_id} in {ctx.db_path}{evidence}")
     return 0
 
 
