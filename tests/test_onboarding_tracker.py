@@ -168,3 +168,5 @@ def test_registry_load_stores_the_files_it_names_and_refuses_a_malformed_one(
     ops.write_text(ops.read_text().replace("0.0068", "0.0068,extra"))
     code, _, err = run(capsys, "--db", str(db_path), "registry", "load", str(fleet))
     assert code == 2 and f"{ops}:4:4: expected 3 values, got 4" in err
+    code, _, err = run(capsys, "registry", "validate", str(fleet))
+    assert code == 2 and err.strip() == f"{ops}:4:4: expected 3 values, got 4"

@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from app.commands._base import Context, add_command, add_group
+from onboarding import OnboardingError
 from onboarding.files import registry_files, store_files
 from pool_registry import Registry, RegistryError, load_registry, registry_to_dict
 from store import require_registry, save_registry
@@ -32,11 +33,13 @@ def validate(ctx: Context) -> int:
     """Exit 0 when valid; on problems print all of them, one per line, and exit 2."""
     try:
         reg = load_registry(ctx.args.file)
-    except RegistryError as exc:
+        registry_files(reg, Path(ctx.args.file).parent)  # the onboarding evidence files it names must read too
+    except (RegistryError, OnboardingError) as exc:
+        problems = [str(p) for p in exc.problems] if isinstance(exc, RegistryError) else [str(exc)]
         if ctx.as_json:
-            ctx.emit({"valid": False, "problems": [str(p) for p in exc.problems]}, "")
+            ctx.emit({"valid": False, "problems": problems}, "")
         else:
-            for problem in exc.problems:
+            for problem in problems:
                 print(problem, file=ctx.err)
         return 2
     ctx.emit({"valid": True, "file": ctx.args.file, "chips": len(reg.chips), "models": len(reg.models),
