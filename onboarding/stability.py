@@ -10,6 +10,7 @@ hourly points are needed before a line is fitted at all.
 from __future__ import annotations
 
 import datetime as dt
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -65,10 +66,12 @@ def stability(t: Telemetry, hours: float, max_memory_growth: float) -> Outcome:
     leaks = growth(t.memory, start).filter(pl.col("growth") > max_memory_growth)
     if leaks.height:
         worst = leaks.sort("growth", descending=True).row(0, named=True)
-        return Outcome(FAIL, f"{cut}memory grows {worst['growth']:.1%} over {sustained:.1f} h on "
+        return Outcome(FAIL, f"{cut}memory grows {worst['growth']:.1%} over {math.floor(sustained * 10) / 10:.1f} h on "
                              f"{worst['node']}/{worst['device']} (bound {max_memory_growth:.0%}); "
                              f"{leaks.height} device(s) trend upward")
-    text = f"{cut}{sustained:.1f} h of sustained operation of {hours:g} h needed; no memory growth trend"
+    # rounded down, so 23.96 h never reads as the 24.0 h that would pass
+    text = f"{cut}{math.floor(sustained * 10) / 10:.1f} h of sustained operation of {hours:g} h needed; no memory " \
+           "growth trend"
     if sustained >= hours:
         return Outcome(PASS, text, at_ms=int(start + hours * HOUR_MS))
     return Outcome(FAIL if cut else PENDING, text)

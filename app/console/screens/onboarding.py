@@ -16,6 +16,7 @@ from onboarding import Track
 
 STATUS_COLOURS = {"PASS": "background-color: #d9f2d9", "FAIL": "background-color: #f8d0d0",
                   "PENDING": "background-color: #f2f2f2"}
+ROW_PX = 35  # Streamlit's table row height: the whole checklist shows without scrolling
 ABOUT = ("Stages from device abstraction to routine operations; a stage is reached when every checklist item of "
          "it and of the stages before it passes, on the day its last evidence was produced. Items are judged from "
          "evidence files (`hetpool onboarding add-evidence`, or named in the registry), stored telemetry, stored "
@@ -35,7 +36,9 @@ def render() -> None:
         return
     for t in found:
         _card(t)
-    chosen = st.selectbox("Detail of pool", [t.pool for t in found], key="onboarding_detail")
+    # open on the first pool with evidence files: that is where the charts have something to show
+    first = next((k for k, t in enumerate(found) if any(i.files for i in t.items)), 0)
+    chosen = st.selectbox("Detail of pool", [t.pool for t in found], index=first, key="onboarding_detail")
     _detail(next(t for t in found if t.pool == chosen), onboarding_data.onboarding_detail(path, chosen))
 
 
@@ -55,7 +58,7 @@ def _card(t: Track) -> None:
                  "evidence": ", ".join(Path(n).name for _, n in i.files), "when": _day(i.at_ms)} for i in t.items]
         table = pd.DataFrame(rows)
         st.dataframe(table.style.map(lambda v: STATUS_COLOURS.get(str(v), ""), subset=["status"]),
-                     hide_index=True, width="stretch")
+                     hide_index=True, width="stretch", height=ROW_PX * (len(rows) + 1) + 3)
 
 
 def _detail(t: Track, detail: dict[str, Any]) -> None:
