@@ -25,7 +25,7 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     p = add_command(sub, "onboarding", help="print each onboarding pool's stages, checklist (pass, fail, pending, "
                                             "with the evidence) and days from the start against the three-day "
                                             "bar; 'add-evidence POOL ITEM FILE...' stores an evidence file",
-                    example="hetpool onboarding mlu370-a   |   hetpool onboarding add-evidence mlu370-a operators "
+                    example="hetpool onboarding mlu370-a\n  hetpool onboarding add-evidence mlu370-a operators "
                             "examples/onboarding/mlu370-a/operators.csv", handler=run, common=common)
     p.add_argument("words", nargs="*", metavar="POOL | add-evidence POOL ITEM FILE",
                    help="a pool (default: every pool being onboarded), or add-evidence with the pool, the checklist "
