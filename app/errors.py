@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collectors.errors import CollectorError
 from normalizers import NormalizerError
+from onboarding import OnboardingError
 from pool_registry import ConfigError
 from replay.errors import ReplayError
 from store import StoreError
@@ -14,4 +15,4 @@ class UsageError(Exception):
 
 
 USER_ERRORS: tuple[type[BaseException], ...] = (UsageError, ConfigError, StoreError, CollectorError, ReplayError,
-                                                  NormalizerError)
+                                                  NormalizerError, OnboardingError)

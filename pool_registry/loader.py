@@ -23,6 +23,7 @@ from pool_registry.model import (
     Serving,
     Thermal,
 )
+from pool_registry.onboarding import read_checks
 from pool_registry.versions import SpecifierError, parse_specifier
 from pool_registry.yamlread import ConfigError, Reader, read_text
 
@@ -247,7 +248,7 @@ def _cost_model(r: Reader, node: Node, path: str) -> CostModel:
 
 
 def _onboarding(r: Reader, node: Node, path: str) -> Onboarding:
-    f = r.mapping(node, path, required=("stage",), optional=("started", "evidence"))
+    f = r.mapping(node, path, required=("stage",), optional=("started", "evidence", "checks"))
     evidence: dict[str, str] = r.optional(f, "evidence", path, r.string_map, {})
     for stage in evidence:
         if stage not in ONBOARDING_STAGES:
@@ -257,6 +258,7 @@ def _onboarding(r: Reader, node: Node, path: str) -> Onboarding:
         stage=r.optional(f, "stage", path, lambda n, p: r.choice(n, p, ONBOARDING_STAGES), "production"),
         started=r.optional(f, "started", path, r.date, None),
         evidence=evidence,
+        checks=r.optional(f, "checks", path, lambda n, p: read_checks(r, n, p), {}),
     )
 
 

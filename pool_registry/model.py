@@ -7,6 +7,8 @@ import fnmatch
 from dataclasses import dataclass, field
 from typing import TypeVar
 
+from pool_registry.onboarding import Check
+
 DTYPES = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "fp6", "fp4", "int8", "int4")
 # vLLM's --kv-cache-dtype values; "auto" stores the cache in the model's own kv_bytes_per_elem.
 KV_CACHE_DTYPES = {"auto": None, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "fp8_e4m3": 1.0, "fp8_e5m2": 1.0}
@@ -145,6 +147,7 @@ class Onboarding:
     stage: str
     started: dt.date | None = None
     evidence: dict[str, str] = field(default_factory=dict)
+    checks: dict[str, Check] = field(default_factory=dict)  # checklist item -> sign-off or evidence files
 
     @property
     def stage_index(self) -> int:

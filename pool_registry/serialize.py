@@ -7,6 +7,7 @@ from typing import Any
 
 from pool_registry.loader import load_registry_text
 from pool_registry.model import Chip, Model, Pool, Registry
+from pool_registry.onboarding import check_to_dict
 
 
 def _chip(c: Chip) -> dict[str, Any]:
@@ -46,6 +47,8 @@ def _pool(p: Pool) -> dict[str, Any]:
         "cost_model": {"mfu": p.cost_model.mfu, "mem_bw_eff": p.cost_model.mem_bw_eff},
         "onboarding": {"stage": p.onboarding.stage, "evidence": dict(p.onboarding.evidence)},
     }
+    if p.onboarding.checks:
+        out["onboarding"]["checks"] = {k: check_to_dict(c) for k, c in p.onboarding.checks.items()}
     if p.onboarding.started is not None:
         out["onboarding"]["started"] = p.onboarding.started.isoformat()
     if p.serving is not None:

@@ -30,6 +30,7 @@ PAGES = [  # (url path, title, text that must be on the page once it has run)
     ("", "Fleet health", "Devices reporting"),
     ("reliability", "Errors and reliability", "Nodes to drain"),
     ("versions", "Versions", "Model × pool compatibility"),
+    ("onboarding", "Onboarding", "Detail of pool"),
     ("cost", "Cost", "Cost per million tokens"),
     ("replay", "Replay what-if", "Run replay"),
     ("export", "Export", "Rows (raw samples)"),

@@ -59,9 +59,10 @@ def test_validate_load_show(capsys: pytest.CaptureFixture[str], db_path: Path) -
     code, out, _ = run(capsys, "registry", "validate", str(FLEET))
     assert code == 0 and "valid (5 chips, 3 models, 5 pools)" in out
     code, out, _ = run(capsys, "--db", str(db_path), "--json", "registry", "load", str(FLEET))
-    assert code == 0 and json.loads(out) == {"snapshot_id": 1, "created": True, "pools": 5}
+    assert code == 0 and json.loads(out) == {"snapshot_id": 1, "created": True, "pools": 5, "evidence_files": 5,
+                                             "evidence_stored": 5}
     code, out, _ = run(capsys, "--db", str(db_path), "--json", "registry", "load", str(FLEET))
-    assert json.loads(out)["created"] is False
+    assert json.loads(out)["created"] is False and json.loads(out)["evidence_stored"] == 0
     code, out, _ = run(capsys, "--db", str(db_path), "registry", "show")
     assert code == 0
     assert re.search(r"h100-a\s+h100-sxm\s+64\s+204\.80\s+llama-3\.1-70b\s+production", out)

@@ -22,8 +22,8 @@ from tests.oracles import raw_quantile
 
 MAIN = str(REPO / "app" / "console" / "main.py")
 PAGES = ("screens/health.py", "screens/reliability.py", "screens/cost.py", "screens/export.py", "screens/fleet.py",
-         "screens/versions.py")
-TITLES = ("Fleet health", "Errors and reliability", "Cost", "Export", "Fleet registry", "Versions")
+         "screens/versions.py", "screens/onboarding.py")
+TITLES = ("Fleet health", "Errors and reliability", "Cost", "Export", "Fleet registry", "Versions", "Onboarding")
 END = int(dt.datetime(2026, 11, 29, 8, tzinfo=dt.UTC).timestamp() * 1000)
 START = END - 86_400_000  # "Last 24 hours" ends with the hour of the newest sample
 POOLS = ("h100-a", "mi300x-a", "ascend-a", "gaudi3-a", "mlu370-a")
@@ -270,3 +270,23 @@ def test_fleet_health_opens_with_the_verdict_and_colours_the_cards(demo_db: Path
     at.selectbox(key="window").set_value("Last 6 hours").run()
     assert at.markdown[0].value.startswith("### :orange[⚠️ 1 of 1 pool warning: mi300x-a")
     assert at.metric[0].delta == "+0" and at.metric[6].delta == "+0"
+
+
+def test_onboarding_page_shows_the_cambricon_pool_part_way(demo_db: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    at = open_page(demo_db, monkeypatch, "screens/onboarding.py")
+    assert not at.exception, at.exception
+    cards = [m.value for m in at.markdown if str(m.value).startswith("**")]
+    assert any(c.startswith("**mlu370-a** · Cambricon MLU370-X8") for c in cards)
+    progress = {w.proto.text: w.proto.value for w in at.get("progress")}
+    assert progress["Stage: inference bring-up · 1 of 6 stages done"] == 16  # device abstraction done
+    # started five days before the demo's end, inference bring-up not reached: over the three-day bar
+    assert "Inference bring-up not reached after 5.3 days, over the three-day bar" in [w.value for w in at.warning]
+    checklists = [d.value for d in at.dataframe if "item" in d.value.columns]  # one per card, in card order
+    table = checklists[next(i for i, c in enumerate(cards) if c.startswith("**mlu370-a**"))]
+    status = dict(zip(table["item"], table["status"], strict=True))
+    assert status["operators aligned"] == "PASS" and status["precision"] == "PASS"
+    assert status["serving benchmark matches the pool's model"] == "FAIL"
+    assert status["regression against the baseline loss curve"] == "FAIL"
+    assert status["communication (collectives at bandwidth)"] == "PENDING"
+    evidence = dict(zip(table["item"], table["evidence"], strict=True))
+    assert evidence["regression against the baseline loss curve"] == "loss_baseline.csv, loss_candidate.csv"

@@ -9,7 +9,7 @@ import pytest
 
 from tests.conftest import REPO
 
-LAYERS = ("app", "collectors", "normalizers", "replay", "status", "pool_registry", "store", "canonical")
+LAYERS = ("app", "collectors", "normalizers", "onboarding", "replay", "status", "pool_registry", "store", "canonical")
 ALLOWED = {
     "canonical": set(),
     "pool_registry": set(),
@@ -18,6 +18,7 @@ ALLOWED = {
     "collectors": {"normalizers", "store", "pool_registry", "canonical"},
     "replay": {"store", "pool_registry", "canonical"},
     "status": {"pool_registry", "canonical"},  # pure: the store's frames come in through app/
+    "onboarding": {"replay", "store", "pool_registry", "canonical"},
     "app": set(LAYERS),
 }
 

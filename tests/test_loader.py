@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from pathlib import Path
 
@@ -83,6 +84,11 @@ def _swap(old: str, new: str) -> str:
     return VALID.replace(old, new, 1)
 
 
+def _checks(item: str) -> str:
+    return _swap("    cost_model:", f"    onboarding:\n      stage: exporter\n      checks:\n        {item}\n"
+                                  "    cost_model:")
+
+
 # (name, text, line, path, reason fragment)
 INVALID = [
     ("unknown chip reference", _swap("chip: h100\n", "chip: h200\n"), 22, "pools[0].chip",
@@ -119,6 +125,21 @@ INVALID = [
      "pools[0].devices", "duplicate key (first at line 23)"),
     ("unknown onboarding stage", _swap("    cost_model:", "    onboarding: {stage: shipping}\n    cost_model:"),
      29, "pools[0].onboarding.stage", "unknown value 'shipping'"),
+    # onboarding checks: sign-offs, evidence files and bounds per checklist item (the item is on line 32)
+    ("unknown checklist item", _checks("operator: {file: o.csv}"), 32, "pools[0].onboarding.checks.operator",
+     "unknown checklist item 'operator'; expected one of: devices, capabilities"),
+    ("sign-off without who", _checks("devices: {at: 2026-11-24}"), 32, "pools[0].onboarding.checks.devices.by",
+     "missing required field"),
+    ("sign-off with a bad result", _checks("devices: {by: a, at: 2026-11-24, result: maybe}"), 32,
+     "pools[0].onboarding.checks.devices.result", "unknown value 'maybe'; expected one of: pass, fail"),
+    ("evidence item without its file", _checks("operators: {at: 2026-11-25}"), 32,
+     "pools[0].onboarding.checks.operators.file", "missing required field"),
+    ("regression without a candidate", _checks("regression: {baseline: b.csv}"), 32,
+     "pools[0].onboarding.checks.regression.candidate", "missing required field"),
+    ("negative tolerance", _checks("benchmark: {file: b.csv, tolerance: -1}"), 32,
+     "pools[0].onboarding.checks.benchmark.tolerance", "must be > 0, got -1"),
+    ("sign-off key on an evidence item", _checks("operators: {file: o.csv, by: me}"), 32,
+     "pools[0].onboarding.checks.operators.by", "unknown key 'by'"),
     ("pools not a list", VALID.split("pools:")[0] + "pools: p1\n", 20, "pools", "expected a list, got 'p1'"),
     ("bad id characters", _swap("id: p1", "id: 'P 1'"), 21, "pools[0].id", "bad id 'P 1'"),
     ("empty file", "", None, "", "empty file"),
@@ -138,6 +159,19 @@ INVALID = [
     ("overhead not a number", _swap("max_concurrency: 32}", "max_concurrency: 32, step_overhead_ms: soon}"), 28,
      "pools[0].serving.step_overhead_ms", "expected a number, got 'soon' (string)"),
 ]
+
+
+def test_onboarding_checks_load_with_defaults_and_round_trip() -> None:
+    reg = load_registry_text(_checks("regression: {baseline: b.csv, candidate: c.csv, steps: [100, 500]}\n"
+                                     "        devices: {by: wang.li, at: 2026-11-24, note: 16/16 in cnmon}\n"
+                                     "        stability: {hours: 48}"))
+    checks = reg.pool("p1").onboarding.checks
+    assert checks["regression"].files == {"baseline": "b.csv", "candidate": "c.csv"}
+    assert checks["regression"].steps == (100, 500) and checks["regression"].params == {"tolerance": 0.02}
+    assert (checks["devices"].by, checks["devices"].at, checks["devices"].result) == (
+        "wang.li", dt.date(2026, 11, 24), "pass")
+    assert checks["stability"].params == {"hours": 48.0, "max_memory_growth": 0.05}
+    assert registry_from_json(registry_to_json(reg)) == reg
 
 
 def test_engine_fields_default_like_vllm_and_round_trip() -> None:

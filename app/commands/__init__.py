@@ -1,5 +1,20 @@
 """CLI command modules; each exposes register(subparsers, common)."""
 
-from app.commands import alerts, console, demo, export, ingest, init, profile, prune, registry, replay, serve, versions
+from app.commands import (
+    alerts,
+    console,
+    demo,
+    export,
+    ingest,
+    init,
+    onboarding,
+    profile,
+    prune,
+    registry,
+    replay,
+    serve,
+    versions,
+)
 
-MODULES = (init, registry, profile, ingest, export, prune, replay, versions, alerts, demo, console, serve)
+MODULES = (init, registry, profile, ingest, export, prune, replay, versions, alerts, onboarding, demo, console,
+           serve)

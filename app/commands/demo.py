@@ -10,9 +10,8 @@ from typing import TextIO
 import yaml
 
 from app.commands._base import Context, add_command, duration_ms, timestamp_ms
-from app.demo.build import DemoSpec, build_demo
+from app.demo.build import DemoSpec, build_demo, demo_fleet
 from app.demo.errors import DemoError
-from app.demo.story import scale_registry
 from pool_registry import load_registry, registry_to_dict
 from store import Held, connect, schema_version
 from store.replace import building_path, discard, refuse_held_data, remove_stale, replace_database
@@ -95,7 +94,7 @@ def run(ctx: Context) -> int:
     fleet_file = path.with_name(f"{path.stem}.fleet.yaml")
     fleet_file.write_text(f"# The demo's fleet: {args.registry} scaled to {spec.devices_per_pool} devices per pool.\n"
                           "# Edit it and load it with 'hetpool registry load' to see the change in the console.\n"
-                          + yaml.safe_dump(registry_to_dict(scale_registry(registry, spec.devices_per_pool)),
+                          + yaml.safe_dump(registry_to_dict(demo_fleet(registry, spec, args.registry)),
                                            sort_keys=False), encoding="utf-8")
     ctx.emit({**report.__dict__, "db": str(path), "schema_version": version, "fleet": str(fleet_file)},
              f"demo: {report.pools} pools, {report.devices} devices; {report.rows:,} samples stored from "

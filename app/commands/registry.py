@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from app.commands._base import Context, add_command, add_group
+from onboarding import OnboardingError
+from onboarding.files import registry_files, store_files
 from pool_registry import Registry, RegistryError, load_registry, registry_to_dict
 from store import require_registry, save_registry
 
@@ -30,11 +33,13 @@ def validate(ctx: Context) -> int:
     """Exit 0 when valid; on problems print all of them, one per line, and exit 2."""
     try:
         reg = load_registry(ctx.args.file)
-    except RegistryError as exc:
+        registry_files(reg, Path(ctx.args.file).parent)  # the onboarding evidence files it names must read too
+    except (RegistryError, OnboardingError) as exc:
+        problems = [str(p) for p in exc.problems] if isinstance(exc, RegistryError) else [str(exc)]
         if ctx.as_json:
-            ctx.emit({"valid": False, "problems": [str(p) for p in exc.problems]}, "")
+            ctx.emit({"valid": False, "problems": problems}, "")
         else:
-            for problem in exc.problems:
+            for problem in problems:
                 print(problem, file=ctx.err)
         return 2
     ctx.emit({"valid": True, "file": ctx.args.file, "chips": len(reg.chips), "models": len(reg.models),
@@ -45,11 +50,15 @@ def validate(ctx: Context) -> int:
 def load(ctx: Context) -> int:
     """Validate, then store a snapshot (a no-op when nothing changed)."""
     reg = load_registry(ctx.args.file)
+    files = registry_files(reg, Path(ctx.args.file).parent)  # checked before anything is written
     with ctx.store().transaction(f"hetpool registry load {ctx.args.file}") as con:
         snapshot_id, created = save_registry(con, reg, str(ctx.args.file))
+        new_files = store_files(con, files, "registry")
     verb = "stored as snapshot" if created else "unchanged since snapshot"
-    ctx.emit({"snapshot_id": snapshot_id, "created": created, "pools": len(reg.pools)},
-             f"{ctx.args.file}: {_summary(reg)}; {verb} #{snapshot_id} in {ctx.db_path}")
+    evidence = f"; {new_files} of {len(files)} onboarding evidence file(s) new" if files else ""
+    ctx.emit({"snapshot_id": snapshot_id, "created": created, "pools": len(reg.pools), "evidence_files": len(files),
+              "evidence_stored": new_files},
+             f"{ctx.args.file}: {_summary(reg)}; {verb} #{snapshot_id} in {ctx.db_path}{evidence}")
     return 0
 
 

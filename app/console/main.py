@@ -26,6 +26,7 @@ def main() -> None:
         st.Page(PAGES / "health.py", title="Fleet health", url_path="health", default=True),
         st.Page(PAGES / "reliability.py", title="Errors and reliability", url_path="reliability"),
         st.Page(PAGES / "versions.py", title="Versions", url_path="versions"),
+        st.Page(PAGES / "onboarding.py", title="Onboarding", url_path="onboarding"),
         st.Page(PAGES / "cost.py", title="Cost", url_path="cost"),
         st.Page(PAGES / "replay.py", title="Replay what-if", url_path="replay"),
         st.Page(PAGES / "export.py", title="Export", url_path="export"),

@@ -14,12 +14,14 @@ import io
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import polars as pl
 
 from app.demo.dialects import EngineSlice, NodeSlice, device_dialect, engine_dialect
 from app.demo.errors import DemoError
+from app.demo.onboarding import plant_onboarding
 from app.demo.story import (
     DAY_MS,
     HOUR_MS,
@@ -34,6 +36,7 @@ from app.demo.story import (
 from app.demo.traffic import TRACE, EngineSeries, Served, engine_series, serve
 from collectors.pipeline import IngestOptions, ingest_exposition, make_context
 from collectors.traffic import ingest_traffic
+from onboarding.files import registry_files, store_files
 from pool_registry import Registry
 from replay.traffic import FORMATS, ParseOptions
 from store import Access, save_registry
@@ -153,14 +156,21 @@ def _engine_slice(lay: PoolLayout, eng: EngineSeries, node: str, ts: np.ndarray,
         e2e=(eng.e2e[0][cut], eng.e2e[1][cut], eng.e2e[2][cut]))
 
 
+def demo_fleet(registry: Registry, spec: DemoSpec, source: str) -> Registry:
+    """The registry scaled to the demo's size, its onboarding pool's dates moved into the demo's window."""
+    return plant_onboarding(scale_registry(registry, spec.devices_per_pool), spec.end_ms, Path(source).parent)
+
+
 def build_demo(store: Access, registry: Registry, spec: DemoSpec, source: str,
                progress: Progress | None = None) -> DemoReport:
     """Store the scaled registry, then ingest every node's exporter text, slice by slice, and the traffic."""
     began = time.perf_counter()
     say = progress or (lambda _f, _m: None)
-    fleet = scale_registry(registry, spec.devices_per_pool)
+    fleet = demo_fleet(registry, spec, source)
+    evidence = registry_files(fleet, Path(source).parent)
     with store.write("hetpool demo") as con:
         save_registry(con, fleet, f"{source} (demo: {spec.devices_per_pool} devices per pool)")
+        store_files(con, evidence, "registry")
     layouts = layout(fleet)
     rng = np.random.default_rng(spec.seed)
     grid = np.arange(spec.start_ms, spec.end_ms, spec.interval_ms, dtype=np.int64)

@@ -1,0 +1,53 @@
+"""The Onboarding page's queries: the tracker per pool, and the evidence behind one pool's detail charts."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import duckdb
+import polars as pl
+
+from app.console.data import query
+from onboarding import Track, onboarding_pools, read_facts
+from onboarding.evidence import parse_evidence, parse_loss_curve
+from onboarding.gates import benchmark, deviations, key_steps
+from onboarding.report import tracks
+from pool_registry.onboarding import item_spec
+from replay.candidate import Candidate
+from replay.fleet import resolve_pools
+from store import latest_registry
+
+
+@query
+def onboarding_tracks(con: duckdb.DuckDBPyConnection) -> tuple[Track, ...]:
+    """Every pool being onboarded, tracked; empty without a registry."""
+    snap = latest_registry(con)
+    return () if snap is None else tracks(con, snap.registry, onboarding_pools(snap.registry))
+
+
+@query
+def onboarding_detail(con: duckdb.DuckDBPyConnection, pool: str) -> dict[str, Any]:
+    """One pool's charts: loss curves with key-step deviations, hourly memory per device, benchmark against model,
+    and the stored evidence files (item, role, name, body) to download."""
+    snap = latest_registry(con)
+    if snap is None:
+        return {}
+    reg = snap.registry
+    facts = read_facts(con, pool)
+    out: dict[str, Any] = {"memory": facts.telemetry.memory, "files": [(e.item, e.role, e.name, e.body)
+                                                                      for e in facts.evidence]}
+    curves = facts.files("regression")
+    if {"baseline", "candidate"} <= set(curves):
+        base, cand = (parse_loss_curve(curves[r].body, curves[r].name) for r in ("baseline", "candidate"))
+        check = reg.pool(pool).onboarding.checks.get("regression")
+        steps = (check.steps if check else ()) or key_steps(base, cand)
+        out["curves"] = pl.concat([base.select("step", "loss", curve=pl.lit("baseline")),
+                                   cand.select("step", "loss", curve=pl.lit("candidate"))])
+        out["deviations"] = deviations(base, cand, steps)
+    bench = facts.files("benchmark").get("file")
+    specs = {s.id: s for s in resolve_pools(reg, Candidate(name="onboarding"))}
+    if bench is not None and pool in specs:
+        check = reg.pool(pool).onboarding.checks.get("benchmark")
+        tol = (check.params if check else {}).get("tolerance", item_spec("benchmark").params["tolerance"])
+        out["bench"] = benchmark(parse_evidence("benchmark", bench.body, bench.name), specs[pool], tol)[1]
+    return out

@@ -1,0 +1,102 @@
+"""Onboarding: per pool being onboarded, its stage progress, the checklist with evidence, and detail charts."""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+from typing import Any
+
+import altair as alt
+import pandas as pd
+import polars as pl
+import streamlit as st
+
+from app.console import charts, data, onboarding_data
+from onboarding import Track
+
+STATUS_COLOURS = {"PASS": "background-color: #d9f2d9", "FAIL": "background-color: #f8d0d0",
+                  "PENDING": "background-color: #f2f2f2"}
+ROW_PX = 35  # Streamlit's table row height: the whole checklist shows without scrolling
+ABOUT = ("Stages from device abstraction to routine operations; a stage is reached when every checklist item of "
+         "it and of the stages before it passes, on the day its last evidence was produced. Items are judged from "
+         "evidence files (`hetpool onboarding add-evidence`, or named in the registry), stored telemetry, stored "
+         "replays and signed-off manual checks. The sidebar's window does not apply: onboarding is counted from "
+         "the registry's start date to the newest sample.")
+
+
+def render() -> None:
+    """Draw a card per pool, then the detail of the chosen one."""
+    st.title("Onboarding")
+    st.caption(ABOUT)
+    path = data.db_path()
+    found = onboarding_data.onboarding_tracks(path)
+    if not found:
+        st.info("No pool is being onboarded: every pool of the registry is declared in production, with no "
+                "checklist evidence. Load a registry with `hetpool registry load examples/fleet.yaml`.")
+        return
+    for t in found:
+        _card(t)
+    # open on the first pool with evidence files: that is where the charts have something to show
+    first = next((k for k, t in enumerate(found) if any(i.files for i in t.items)), 0)
+    chosen = st.selectbox("Detail of pool", [t.pool for t in found], index=first, key="onboarding_detail")
+    _detail(next(t for t in found if t.pool == chosen), onboarding_data.onboarding_detail(path, chosen))
+
+
+def _card(t: Track) -> None:
+    with st.container(border=True):
+        started = t.started.isoformat() if t.started else "no start date"
+        st.markdown(f"**{t.pool}** · {t.chip} ({t.vendor}) · started {started} · declared stage {t.declared}")
+        st.progress(t.reached / len(t.stages), text=f"Stage: {t.stage_title} · {t.reached} of {len(t.stages)} "
+                                                    "stages done")
+        met = t.bringup()[1]
+        (st.success if met else st.warning if met is False else st.caption)(t.bar_text().capitalize())
+        reached = "; ".join(f"{s.title} on day {s.days:.1f}" for s in t.stages if s.days is not None)
+        if reached:
+            st.caption(f"Reached: {reached}.")
+        rows = [{"stage": next(s.title for s in t.stages if s.id == i.stage), "item": i.title,
+                 "status": i.status.upper(), "reason": i.reason,
+                 "evidence": ", ".join(Path(n).name for _, n in i.files), "when": _day(i.at_ms)} for i in t.items]
+        table = pd.DataFrame(rows)
+        st.dataframe(table.style.map(lambda v: STATUS_COLOURS.get(str(v), ""), subset=["status"]),
+                     hide_index=True, width="stretch", height=ROW_PX * (len(rows) + 1) + 3)
+
+
+def _detail(t: Track, detail: dict[str, Any]) -> None:
+    st.subheader(f"{t.pool}: evidence")
+    if "curves" in detail:
+        _loss_chart(detail["curves"], detail["deviations"])
+    if "bench" in detail and not detail["bench"].is_empty():
+        st.markdown("**Serving benchmark against the pool's model** (medians, ms)")
+        st.dataframe(detail["bench"].select("line", "isl", "osl", "concurrency", "ttft_ms", "model_ttft_ms",
+                                            "tpot_ms", "model_tpot_ms", pl.col("error").round(3)),
+                     hide_index=True, width="stretch")
+    memory: pl.DataFrame = detail.get("memory", pl.DataFrame())
+    if not memory.is_empty():
+        frame = charts.with_time(memory.with_columns(device=pl.col("node") + "/" + pl.col("device"),
+                                                     gb=pl.col("used") / 1e9), "bucket")
+        charts.show(alt.Chart(frame.to_pandas(), title="HBM used per device, hourly mean (GB)",
+                              height=charts.CHART_HEIGHT).mark_line().encode(
+            x=alt.X("time:T", title=None), y=alt.Y("gb:Q", title=None),
+            color=alt.Color("device:N", title="device"), tooltip=["time:T", "device:N", "gb:Q"]))
+    for item, role, name, body in detail.get("files", []):
+        st.download_button(f"{item} · {role}: {Path(name).name}", body, file_name=Path(name).name,
+                           mime="text/csv", key=f"ev-{t.pool}-{item}-{role}")
+
+
+def _loss_chart(curves: pl.DataFrame, dev: pl.DataFrame) -> None:
+    base = alt.Chart(curves.to_pandas(), title="Regression: loss, baseline against candidate",
+                     height=charts.CHART_HEIGHT)
+    lines = base.mark_line().encode(x=alt.X("step:Q"), y=alt.Y("loss:Q", scale=alt.Scale(zero=False)),
+                                    color=alt.Color("curve:N", title=None), tooltip=["curve:N", "step:Q", "loss:Q"])
+    keys = alt.Chart(dev.to_pandas()).mark_rule(strokeDash=[3, 3], color="#888888").encode(
+        x="step:Q", tooltip=["step:Q", "baseline:Q", "candidate:Q", alt.Tooltip("deviation:Q", format=".1%")])
+    charts.show(lines + keys)
+    st.dataframe(dev.with_columns(pl.col("deviation").round(4)), hide_index=True, width="stretch")
+
+
+def _day(ms: int | None) -> str:
+    return dt.datetime.fromtimestamp(ms / 1000, dt.UTC).strftime("%Y-%m-%d") if ms is not None else ""
+
+
+if __name__ == "__main__":
+    render()

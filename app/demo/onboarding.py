@@ -1,0 +1,32 @@
+"""The demo's onboarding pool: its registry dates moved to the demo's window, its evidence files found."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+from pathlib import Path
+
+from pool_registry import Registry
+
+# The pool being onboarded started this many days before the demo ends, whenever the demo is built, so the
+# tracker shows it part-way through (past the three-day bar for inference bring-up) on any day.
+STARTED_DAYS_AGO = 5
+
+
+def plant_onboarding(reg: Registry, end_ms: int, base: Path) -> Registry:
+    """Shift the started day and every sign-off and evidence day of pools with checks by one offset, so the
+    pool started STARTED_DAYS_AGO days before the window's end; evidence paths become absolute under base."""
+    end_day = dt.datetime.fromtimestamp(end_ms / 1000, dt.UTC).date()
+    pools = []
+    for p in reg.pools:
+        ob = p.onboarding
+        if not ob.checks:
+            pools.append(p)
+            continue
+        shift = end_day - dt.timedelta(days=STARTED_DAYS_AGO) - ob.started if ob.started else dt.timedelta(0)
+        checks = {k: dataclasses.replace(
+            c, at=c.at + shift if c.at else None,
+            files={role: str((base / f).resolve()) for role, f in c.files.items()}) for k, c in ob.checks.items()}
+        started = ob.started + shift if ob.started else None
+        pools.append(dataclasses.replace(p, onboarding=dataclasses.replace(ob, started=started, checks=checks)))
+    return dataclasses.replace(reg, pools=tuple(pools))
