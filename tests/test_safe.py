@@ -11,8 +11,8 @@ from app.console.safe import md
 @pytest.mark.parametrize(("text", "expected"), [
     ("h100-a-01", "h100-a-01"),
     ("mi300x-a · driver: 2 versions", "mi300x-a · driver: 2 versions"),
-    ("![x](http://evil/p.png)", "\\!\\[x\\]\\(http://evil/p.png\\)"),
-    ("<img src=x onerror=alert(1)>", "\\<img src=x onerror=alert\\(1\\)\\>"),
+    ("![x](http://evil/p.png)", "!\\[x\\](http://evil/p.png)"),
+    ("<img src=x onerror=alert(1)>", "\\<img src=x onerror=alert(1)\\>"),
     ("**bold** _it_ `code`", "\\*\\*bold\\*\\* \\_it\\_ \\`code\\`"),
 ])
 def test_md_escapes(text: str, expected: str) -> None:
@@ -33,4 +33,4 @@ def test_a_hostile_name_renders_as_the_text_it_is(name: str) -> None:
     assert not at.exception
     shown = at.markdown[0].value
     # Markdown renders the escaped text back to the name itself, and nothing is a link or an image any more
-    assert shown == f"**{md(name)}** · chip" and "](" not in shown.replace("\\]\\(", "")
+    assert shown == f"**{md(name)}** · chip" and "](" not in shown.replace("\\](", "")

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import re
 
-# Markdown's inline punctuation (links, images, emphasis, code, tables, maths, Streamlit's :colour[...]) and
-# HTML's angle brackets; names are shown mid-line, so the line-start markers (#, -, 1.) need no escape
-_SPECIAL = re.compile(r"([\\`*_{}\[\]()!|<>~$])")
+# Markdown's inline punctuation (emphasis, code, tables, maths, and the brackets every link, image and
+# Streamlit :colour[...] needs) and HTML's angle brackets; names are shown mid-line, so the line-start
+# markers (#, -, 1.) need no escape, and without a bracket a parenthesis or ! is plain text
+_SPECIAL = re.compile(r"([\\`*_{}\[\]|<>~$])")
 
 
 def md(text: object) -> str:

@@ -10,6 +10,7 @@ import polars as pl
 import streamlit as st
 
 from app.console import charts, data, filters
+from app.console.safe import md
 from status.evaluate import Status, evaluate
 from status.rules import load_rules
 from status.verdict import pool_status, verdict
@@ -42,13 +43,6 @@ STYLE = {"ok": ("green", "✅"), "warning": ("orange", "⚠️"), "critical": ("
 DELTA = (("int", "normal"), ("pct", "off"), ("pct", "off"), ("kw", "off"), ("c", "inverse"), ("pct", "inverse"),
          ("int", "inverse"), ("s", "inverse"))
 COLUMNS = ("reporting", "utilization", "hbm_used", "power_w", "temp_max", "throttled", "fatal_errors", "ttft_p99")
-
-
-def escape(text: str) -> str:
-    """Text shown literally inside Streamlit markdown."""
-    for ch in "\\`*_[]$<>":
-        text = text.replace(ch, "\\" + ch)
-    return text
 
 
 def deltas(row: dict[str, object], before: dict[str, object] | None) -> list[str | None]:
@@ -108,7 +102,7 @@ def render() -> None:
     statuses = statuses_now(path, view)
     level, sentence = verdict(statuses, view.pools)
     colour, icon = STYLE[level]
-    st.markdown(f"### :{colour}[{icon} {escape(sentence)}]")
+    st.markdown(f"### :{colour}[{icon} {md(sentence)}]")
     length = view.end_ms - view.start_ms
     before = {r["pool"]: r for r in data.tiles(path, view.start_ms - length, view.start_ms, view.pools)
               .iter_rows(named=True) if r["reporting"] or r["utilization"] is not None}  # a pool unseen then: no change
@@ -120,8 +114,8 @@ def render() -> None:
         lvl, reason = pool_status(statuses, pool.id)
         colour, icon = STYLE[lvl]
         with st.container(border=True):
-            st.markdown(f"**{pool.id}** · {chip.name} · {pool.onboarding.stage} · "
-                        f":{colour}-background[{icon} {lvl}] {escape(reason)}")
+            st.markdown(f"**{md(pool.id)}** · {md(chip.name)} · {pool.onboarding.stage} · "
+                        f":{colour}-background[{icon} {lvl}] {md(reason)}")
             changes = deltas(row, before.get(pool.id))
             for col, label, value, change, (_, tone) in zip(st.columns(len(TILES)), TILES,
                                                             tile_values(row, pool.devices), changes, DELTA,

@@ -12,6 +12,7 @@ import polars as pl
 import streamlit as st
 
 from app.console import charts, data, onboarding_data
+from app.console.safe import md
 from onboarding import Track
 
 STATUS_COLOURS = {"PASS": "background-color: #d9f2d9", "FAIL": "background-color: #f8d0d0",
@@ -45,7 +46,8 @@ def render() -> None:
 def _card(t: Track) -> None:
     with st.container(border=True):
         started = t.started.isoformat() if t.started else "no start date"
-        st.markdown(f"**{t.pool}** · {t.chip} ({t.vendor}) · started {started} · declared stage {t.declared}")
+        st.markdown(f"**{md(t.pool)}** · {md(t.chip)} ({md(t.vendor)}) · started {started} · "
+                    f"declared stage {t.declared}")
         st.progress(t.reached / len(t.stages), text=f"Stage: {t.stage_title} · {t.reached} of {len(t.stages)} "
                                                     "stages done")
         met = t.bringup()[1]
