@@ -224,6 +224,7 @@ def test_versions_page_flags_the_drifted_cells(demo_db: Path, monkeypatch: pytes
     compat = at.dataframe[3].value.set_index("model")
     assert compat.loc["qwen3-235b-a22b", "mi300x-a"] == "PASS*"
     assert compat.loc["llama-3.1-70b", "mi300x-a"] == "FRAMEWORK_INCOMPATIBLE"
+    assert compat.loc["llama-3.1-70b", "gaudi3-a"] == "FRAMEWORK_INCOMPATIBLE*"  # the canary's vllm 0.16
 
 
 def test_a_url_with_query_parameters_restores_the_window_and_the_pools(demo_db: Path,

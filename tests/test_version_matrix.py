@@ -165,6 +165,10 @@ def test_versions_command_exits_1_on_the_demo(demo_db: Path, capsys: pytest.Capt
     table = pl.read_csv(csv)
     assert table.columns == ["model", "pool", "status", "serves", "requirement"]
     assert table.height == len(got["compatibility"]) == 15
+    # the demo's canary ships vllm 0.16 under a model pinned to 0.15: a served model it cannot serve
+    served = table.filter(pl.col("serves")).select("model", "pool", "status", "requirement").rows()
+    assert ("llama-3.1-70b", "gaudi3-a", "FRAMEWORK_INCOMPATIBLE",
+            "requires vllm >=0.15,<0.16; the pool has 0.16.0") in served
 
 
 def test_versions_command_exits_0_on_a_clean_fleet(fleet_db: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -21,6 +21,8 @@ THROTTLE_POOL = "ascend-a"   # runs hot under afternoon load and drops its AI-co
 STRAGGLER_POOL = "mi300x-a"  # one device is stuck on a low clock (a power cap left behind)
 DRIFT = (("mi300x-a", -1, "driver", "6.12.12"), ("gaudi3-a", 0, "driver", "1.22.2"))  # (pool, node index, ...)
 DRIFT_AT = 0.4               # share of the window after which the drifted drivers are seen
+# the canary's image ships a newer serving engine than the model it serves pins (declared in its stack)
+ENGINE_AHEAD = ("gaudi3-a", "vllm", "0.16.0")
 ONBOARDING_FROM = 0.35       # share of the window after which an onboarding pool's exporter is deployed
 
 # Chip facts the registry does not hold: board power limit (W) and top compute clock (MHz).
@@ -73,7 +75,7 @@ def scale_registry(reg: Registry, devices_per_pool: int) -> Registry:
     Replicas keep their width (capped at the pool size) unless that could not hold the model
     (replica_width); a pool too small for one such replica gets just one, on as many nodes as the other
     pools. Pools keep their price per device, so the demo's costs and capacities stay proportional to the
-    declared fleet.
+    declared fleet. The canary pool declares the newer engine its image ships (ENGINE_AHEAD).
     """
     pools = []
     for p in reg.pools:
@@ -85,7 +87,8 @@ def scale_registry(reg: Registry, devices_per_pool: int) -> Registry:
             if width > devices:
                 dpn, devices = width // max(1, devices // dpn), width
             serving = dataclasses.replace(serving, devices_per_replica=width, replicas=max(1, devices // width))
-        pools.append(dataclasses.replace(p, devices=devices, devices_per_node=dpn, serving=serving))
+        stack = {**p.stack, ENGINE_AHEAD[1]: ENGINE_AHEAD[2]} if p.id == ENGINE_AHEAD[0] else p.stack
+        pools.append(dataclasses.replace(p, devices=devices, devices_per_node=dpn, serving=serving, stack=stack))
     return dataclasses.replace(reg, pools=tuple(pools))
 
 
