@@ -179,10 +179,11 @@ class Normalizer:
         table = self.ids.series_frame()
         frame = pl.concat([samples, table.drop("sid")[samples.get_column("sid")]], how="horizontal").with_columns(
             ts=pl.col("ts_ms").fill_null(self.options.default_ts_ms))
-        ignored = 0
+        ignored, info = 0, frame.clear()
         if self.ids.ignoring:  # dropped before any check: an ignored metric is never a reject, whatever its value
             keep = frame.get_column("role") != IGNORED
             ignored = frame.height - int(keep.sum())
+            info = frame.filter(~keep) if ignored else info
             frame = frame.filter(keep) if ignored else frame
         dup = pl.lit(False) if _pairs_distinct(frame, "sid") else _first_of_pair(frame, "sid", "ts").not_()
         frame = (
@@ -215,7 +216,9 @@ class Normalizer:
         folded += int(out.get_column("n_src").sum()) - int(unique.get_column("n_src").sum())
         canon = self.ids.canonical_frame()[unique.get_column("cid")]
         samples_out = pl.concat([unique, canon], how="horizontal").select(list(ROW_SCHEMA))
-        return Normalized(samples_out, pl.concat(rejects), _versions(good, self.ids), folded, state, ignored)
+        seen = good.select("sid", "ts") if info.height == 0 else pl.concat([good.select("sid", "ts"),
+                                                                             info.select("sid", "ts")])
+        return Normalized(samples_out, pl.concat(rejects), _versions(seen, self.ids), folded, state, ignored)
 
 
 def _pairs_distinct(frame: pl.DataFrame, small: str) -> bool:

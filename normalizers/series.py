@@ -173,9 +173,14 @@ def resolve(ctx: Context, name: str, labels: dict[str, str]) -> Resolution:
     target = _target(profile, name, labels)
     if isinstance(target, str):
         return Resolution(name, target, profile.name)
-    if target is IGNORED:
-        return Resolution(name, None, profile.name, kind="ignored")
     node = _first(labels, profile.node_labels) or (ctx.node or "")
+    if target is IGNORED:
+        # not data, but an info series may carry versions (an exporter's own build): keep them where placed
+        pool, why = _pool(ctx, node, labels) if node else ("", "no node")
+        versions = () if why else tuple((v.component, labels[v.label], v.per_device) for v in profile.versions
+                                        if labels.get(v.label))
+        return Resolution(name, None, profile.name, pool, node, _first(labels, profile.device_labels),
+                          versions=versions, kind="ignored")
     if not node:
         tried = ", ".join(profile.node_labels) or "(none in this profile)"
         return Resolution(name, f"no node: no label among {tried} is set and no --node was given", profile.name)

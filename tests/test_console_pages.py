@@ -214,14 +214,15 @@ def test_versions_page_flags_the_drifted_cells(demo_db: Path, monkeypatch: pytes
     matrix = at.dataframe[0].value
     flagged = {(row["pool"], col) for _, row in matrix.iterrows() for col in matrix.columns[1:]
                if "⚠" in str(row[col])}
-    assert flagged == {("mi300x-a", "driver"), ("gaudi3-a", "driver")}
-    assert list(matrix["pool"][:2]) == ["mi300x-a", "gaudi3-a"]  # drift first
+    assert flagged == {("mi300x-a", "driver"), ("gaudi3-a", "driver"), ("ascend-a", "exporter")}
+    assert set(matrix["pool"][:3]) == {"mi300x-a", "gaudi3-a", "ascend-a"}  # drift first
     assert "declared 6.10.5; seen 6.10.5 (2 nodes), 6.12.12 (1 node)" in matrix["driver"][0]
     assert [e.label for e in at.expander] == ["⚠ mi300x-a · driver: 2 versions in the pool",
+                                              "⚠ ascend-a · npu-exporter: 2 versions in the pool",
                                               "⚠ gaudi3-a · driver: 2 versions in the pool"]
     nodes = at.dataframe[1].value
     assert list(nodes["node"]) == ["mi300x-a-02"] and list(nodes["version"]) == ["6.12.12"]
-    compat = at.dataframe[3].value.set_index("model")
+    compat = next(d.value for d in at.dataframe if "model" in d.value.columns).set_index("model")
     assert compat.loc["qwen3-235b-a22b", "mi300x-a"] == "PASS*"
     assert compat.loc["llama-3.1-70b", "mi300x-a"] == "FRAMEWORK_INCOMPATIBLE"
     assert compat.loc["llama-3.1-70b", "gaudi3-a"] == "FRAMEWORK_INCOMPATIBLE*"  # the canary's vllm 0.16

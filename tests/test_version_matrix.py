@@ -38,7 +38,18 @@ def test_drift_on_the_demo_inside_the_window(demo_db: Path) -> None:
     assert drifted(demo_db, START + 10 * HOUR, END) == {
         ("mi300x-a", "driver"): [("mi300x-a-02", "6.12.12")],
         ("gaudi3-a", "driver"): [("gaudi3-a-01", "1.22.2")],
+        ("ascend-a", "npu-exporter"): [("ascend-a-02", "v6.0.1")],  # upgraded 60 % in, at 14.4 h
     }
+
+
+def test_the_demo_exporter_upgrade_drops_a_metric(demo_db: Path) -> None:
+    con = connect(demo_db, read_only=True)
+    try:
+        gone = vanished_metrics(con, require_registry(con), Window(START, END))
+    finally:
+        con.close()
+    assert gone.select("pool", "metric", "before", "after", "nodes").rows() == [
+        ("ascend-a", "accelerator.power", "v6.0.0", "v6.0.1", ["ascend-a-02"])]  # error events never count
 
 
 def test_no_drift_on_the_demo_before_the_drivers_changed(demo_db: Path) -> None:
@@ -159,9 +170,9 @@ def test_versions_command_exits_1_on_the_demo(demo_db: Path, capsys: pytest.Capt
     csv = tmp_path / "compat.csv"
     assert main(["--db", str(demo_db), "versions", "--json", "--csv", str(csv)]) == 1
     got = json.loads(capsys.readouterr().out)
-    assert not got["ok"] and got["drift"] == 2
-    assert {(c["pool"], c["component"]) for c in got["matrix"] if c["drift"]} == {("mi300x-a", "driver"),
-                                                                                 ("gaudi3-a", "driver")}
+    assert not got["ok"] and got["drift"] == 3
+    assert {(c["pool"], c["component"]) for c in got["matrix"] if c["drift"]} == {
+        ("mi300x-a", "driver"), ("gaudi3-a", "driver"), ("ascend-a", "npu-exporter")}
     table = pl.read_csv(csv)
     assert table.columns == ["model", "pool", "status", "serves", "requirement"]
     assert table.height == len(got["compatibility"]) == 15

@@ -30,8 +30,10 @@ from app.demo.story import (
     device_signals,
     drift_step,
     drifted_driver,
+    exporter_upgraded,
     layout,
     scale_registry,
+    upgrade_step,
 )
 from app.demo.traffic import TRACE, EngineSeries, Served, engine_series, serve
 from collectors.pipeline import IngestOptions, ingest_exposition, make_context
@@ -132,7 +134,9 @@ def node_text(plan: NodePlan, sig: Signals, grid: np.ndarray, k0: int, k1: int, 
     parts = []
     if cut.present.any():
         driver = drifted_driver(lay, plan.index, k0, len(grid))
-        parts.append(device_dialect(lay.pool.exporter).render(NodeSlice(lay, plan.name, plan.index, ts, cut, driver)))
+        upgraded = exporter_upgraded(lay, plan.index, k0, len(grid))
+        parts.append(device_dialect(lay.pool.exporter).render(NodeSlice(lay, plan.name, plan.index, ts, cut, driver,
+                                                                        upgraded)))
     serving = lay.pool.serving
     for eng in plan.engines:
         assert serving is not None
@@ -184,8 +188,10 @@ def build_demo(store: Access, registry: Registry, spec: DemoSpec, source: str,
         return spec.end_ms / 1000
 
     per_slice = max(1, spec.slice_hours * HOUR_MS // spec.interval_ms)
-    # slices end at whole slice lengths and where the drifted drivers change, so labels hold per slice
-    cuts = sorted({*range(0, len(grid), per_slice), drift_step(len(grid)), len(grid)} - {len(grid)})
+    # slices end at whole slice lengths and where the drifted drivers and the upgraded exporter change, so labels
+    # hold per slice
+    cuts = sorted({*range(0, len(grid), per_slice), drift_step(len(grid)), upgrade_step(len(grid)), len(grid)}
+                  - {len(grid)})
     bounds = list(zip(cuts, [*cuts[1:], len(grid)], strict=True))
     total, done = len(bounds) * len(nodes) + 1, 0
     runs = read = stored = rejected = rows = 0

@@ -21,6 +21,8 @@ THROTTLE_POOL = "ascend-a"   # runs hot under afternoon load and drops its AI-co
 STRAGGLER_POOL = "mi300x-a"  # one device is stuck on a low clock (a power cap left behind)
 DRIFT = (("mi300x-a", -1, "driver", "6.12.12"), ("gaudi3-a", 0, "driver", "1.22.2"))  # (pool, node index, ...)
 DRIFT_AT = 0.4               # share of the window after which the drifted drivers are seen
+UPGRADE = ("ascend-a", -1)  # (pool, node index) whose exporter is upgraded, to a build that drops a metric
+UPGRADE_AT = 0.6            # share of the window after which the upgraded exporter runs
 # the canary's image ships a newer serving engine than the model it serves pins (declared in its stack)
 ENGINE_AHEAD = ("gaudi3-a", "vllm", "0.16.0")
 ONBOARDING_FROM = 0.35       # share of the window after which an onboarding pool's exporter is deployed
@@ -285,6 +287,17 @@ def _fatal_node(lay: PoolLayout, interval_ms: int, rng: np.random.Generator, uti
 def drift_step(steps: int) -> int:
     """The scrape from which the drifted nodes report their new driver."""
     return int(steps * DRIFT_AT)
+
+
+def exporter_upgraded(lay: PoolLayout, node_index: int, step: int, steps: int) -> bool:
+    """Whether the node's exporter runs its upgraded build at this scrape."""
+    pool, index = UPGRADE
+    return lay.pool.id == pool and node_index == index % len(lay.nodes) and step >= upgrade_step(steps)
+
+
+def upgrade_step(steps: int) -> int:
+    """The scrape from which the upgraded exporter runs."""
+    return int(steps * UPGRADE_AT)
 
 
 def drifted_driver(lay: PoolLayout, node_index: int, step: int, steps: int) -> str:

@@ -8,6 +8,7 @@ import itertools
 import duckdb
 import polars as pl
 
+from canonical.metrics import METRICS
 from canonical.timeunits import HOUR_MS
 from pool_registry import Registry, version_key
 from pool_registry.components import group_of
@@ -82,7 +83,7 @@ def vanished_metrics(con: duckdb.DuckDBPyConnection, reg: Registry, w: Window) -
     """Metrics a node reported under one exporter version and no longer under the next one it ran.
 
     Only nodes that report something after the upgrade count, so a node that went silent is not an upgrade that
-    dropped everything.
+    dropped everything; event metrics (error events) are never counted as vanished.
     """
     rows = []
     for (pool, node), g in node_coverage(con, reg, w).group_by(["pool", "node"], maintain_order=True):
@@ -91,6 +92,8 @@ def vanished_metrics(con: duckdb.DuckDBPyConnection, reg: Registry, w: Window) -
             if before["version"] == after["version"] or not after["metrics"]:
                 continue
             for metric in sorted(set(before["metrics"]) - set(after["metrics"])):
+                if metric in METRICS and METRICS[metric].kind == "events":
+                    continue  # an event metric has rows only when something happened: its absence is no gap
                 rows.append((pool, metric, before["version"], after["version"], node, after["first_seen"]))
     if not rows:
         return pl.DataFrame(schema=VANISHED_SCHEMA)

@@ -11,6 +11,8 @@ MIB = 1024**2
 MODEL_NAME = {"ascend-910b": "910B3"}
 # DCMI fault codes, written as the decimal of their hex: a restart request and a sub-health notice
 CODE_FAULT, CODE_NOTICE = int("80C98008", 16), int("81A3880C", 16)
+# the exporter's builds: the newer one no longer reports the chip's power (an upgrade that drops a metric)
+BUILDS = ("v6.0.0", "v6.0.1")
 
 
 class Ascend:
@@ -46,9 +48,12 @@ class Ascend:
             fam("npu_chip_info_hbm_total_memory", "the npu hbm total memory, unit is 'MB'",
                 np.round(s.mem_total / MIB)),
             fam("npu_chip_info_hbm_used_memory", "the npu hbm used memory, unit is 'MB'", np.round(s.mem_used / MIB)),
-            fam("npu_chip_info_power", "the npu power, unit is 'W'", s.power, 1),
+            *([] if ns.upgraded else [fam("npu_chip_info_power", "the npu power, unit is 'W'", s.power, 1)]),
             fam("npu_chip_info_temperature", "the npu temperature, unit is 'C'", s.temp),
             fam("npu_chip_info_utilization", "the ai core utilization, unit is '%'", s.util * 100),
+            family("npu_exporter_version_info", "exporter version with value '1'", "gauge", {
+                f"npu_exporter_version_info{labels_text([('exporterVersion', BUILDS[ns.upgraded])])}":
+                np.where(s.present.any(axis=1), 1.0, np.nan)}),
         ], ns.ts_ms)
 
 

@@ -21,6 +21,7 @@ class NodeSlice:
     ts_ms: np.ndarray
     sig: Signals
     driver: str
+    upgraded: bool = False   # the exporter runs its newer build (story.UPGRADE)
 
     def masked(self, values: np.ndarray) -> np.ndarray:
         """The values with NaN where the device was not scraped."""
