@@ -64,7 +64,8 @@ def test_pairs_are_counted_without_hashing_only_when_time_is_ordered() -> None:
 
 
 def test_duplicates_are_found_when_time_goes_backwards() -> None:
-    text = "".join(TEMP.format(gpu=0, model="a", value=v, ts=t) for v, t in ((40, 2000), (41, 1000), (42, 2000)))
+    text = "".join(TEMP.format(gpu=0, model="a", value=v, ts=t)
+                   for v, t in ((40, AT + 2000), (41, AT + 1000), (42, AT + 2000)))
     out, reads = normalize(text)
     assert reads == 3 and out.samples.height == 2
     assert reasons(out) == ["duplicate series in one scrape: same series and timestamp as an earlier line"]

@@ -127,4 +127,4 @@ def test_an_ignored_name_routes_to_its_profile_but_a_prefix_claims_nothing(tmp_p
 def test_runs_recorded_before_the_column_read_as_nothing_ignored(con: duckdb.DuckDBPyConnection) -> None:
     con.execute("INSERT INTO ingest_runs (kind, source, started_at) VALUES ('file', 'old', now())")
     assert con.execute("SELECT ignored FROM ingest_runs WHERE source = 'old'").fetchall() == [(0,)]
-    assert con.execute("SELECT max(version) FROM schema_migrations").fetchall() == [(7,)]
+    assert (7,) in con.execute("SELECT version FROM schema_migrations").fetchall()  # the column came with 0007

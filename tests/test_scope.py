@@ -74,7 +74,7 @@ def stored(tmp_path: Path, vendor: str, text: str) -> duckdb.DuckDBPyConnection:
     path.write_text(text + "\n")
     con = connect(tmp_path / f"{vendor}.duckdb")
     report = ingest_exposition(Held(con), read_chunks(path), kind="file", source=str(path),
-                               options=IngestOptions(pool="p", at_ms=AT, profile=vendor), clock=lambda: AT)
+                               options=IngestOptions(pool="p", at_ms=AT, profile=vendor), clock=lambda: AT / 1000)
     c = report.counts
     assert c.rejected == 0 and c.read == c.stored, report
     return con

@@ -11,6 +11,7 @@ import streamlit as st
 
 from app.console import charts, data, filters
 from app.console.safe import md
+from canonical.timeunits import HOUR_MS
 from status.evaluate import Status, evaluate
 from status.rules import load_rules
 from status.verdict import pool_status, verdict
@@ -106,7 +107,7 @@ def render() -> None:
     length = view.end_ms - view.start_ms
     before = {r["pool"]: r for r in data.tiles(path, view.start_ms - length, view.start_ms, view.pools)
               .iter_rows(named=True) if r["reporting"] or r["utilization"] is not None}  # a pool unseen then: no change
-    st.caption(f"Changes are against the previous {length / 3_600_000:,.0f} hours "
+    st.caption(f"Changes are against the previous {length / HOUR_MS:,.0f} hours "
                f"({filters.fmt_time(view.start_ms - length)} to {filters.fmt_time(view.start_ms)} UTC).")
     for row in tiles.iter_rows(named=True):
         pool = reg.pool(row["pool"])
