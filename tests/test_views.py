@@ -245,6 +245,9 @@ def test_drift_compares_the_newest_observed_version_with_the_declared_stack(ro: 
     got = drift.version_drift(ro, fleet, ALL)
     assert got.select("pool", "node", "component", "declared", "observed").rows() == [
         ("h100-a", "n2", "driver", "550.144.03", "550.163.01")]
+    # n2 upgraded at the start of the second hour: the first hour holds no drift, the second does
+    assert drift.version_drift(ro, fleet, ALL, Window(T0, T0 + 30 * MINUTE_MS)).is_empty()
+    assert drift.version_drift(ro, fleet, ALL, Window(T0 + HOUR_MS, T0 + 2 * HOUR_MS))["node"].to_list() == ["n2"]
 
 
 def test_export_selects_window_pools_and_metrics(ro: duckdb.DuckDBPyConnection) -> None:

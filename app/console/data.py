@@ -170,12 +170,12 @@ def worst_devices(con: duckdb.DuckDBPyConnection, start: int, end: int, pools: t
 
 
 @query
-def version_drift(con: duckdb.DuckDBPyConnection, pools: tuple[str, ...]) -> pl.DataFrame:
-    """Nodes whose observed versions differ from the declared stack."""
+def version_drift(con: duckdb.DuckDBPyConnection, start: int, end: int, pools: tuple[str, ...]) -> pl.DataFrame:
+    """Nodes whose versions observed in the window differ from the declared stack."""
     snap = latest_registry(con)
     if snap is None:
         return pl.DataFrame(schema=drift.DRIFT_SCHEMA)
-    return drift.version_drift(con, snap.registry, list(pools))
+    return drift.version_drift(con, snap.registry, list(pools), Window(start, end, pools))
 
 
 @query

@@ -146,7 +146,7 @@ def render() -> None:
         st.dataframe(worst, hide_index=True, width="stretch",
                      column_config={"value": st.column_config.NumberColumn(format="%.1f")})
     st.subheader("Software drift")
-    drift = data.version_drift(path, view.pools)
+    drift = data.version_drift(path, view.start_ms, view.end_ms, view.pools)
     if drift.is_empty():
         st.success("Every node runs the versions its pool declares.")
     else:
