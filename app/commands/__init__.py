@@ -5,6 +5,7 @@ from app.commands import (
     console,
     demo,
     export,
+    feed,
     ingest,
     init,
     onboarding,
@@ -17,4 +18,4 @@ from app.commands import (
 )
 
 MODULES = (init, registry, profile, ingest, export, prune, replay, versions, alerts, onboarding, demo, console,
-           serve)
+           serve, feed)

@@ -1,0 +1,53 @@
+"""hetpool serve-feed: the newest canonical values for Prometheus (or any OpenMetrics scraper) to scrape."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+
+from app.commands._base import Context, add_command, duration_ms
+from app.errors import UsageError
+from app.serve.feed import DEFAULT_WINDOW_MS, ENV_TOKEN, FeedServer, store_reader
+from store import StoreError
+
+
+def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+    """Add the serve-feed command."""
+    p = add_command(sub, "serve-feed",
+                    help="serve the newest canonical value of every series at /metrics in Prometheus/OpenMetrics "
+                         f"text; with ${ENV_TOKEN} set, requests need 'Authorization: Bearer <token>'",
+                    example="hetpool serve-feed --port 9464  # then: curl http://127.0.0.1:9464/metrics",
+                    handler=run, common=common)
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1, loopback only)")
+    p.add_argument("--port", type=int, default=9464, help="port to listen on (default: 9464; 0 picks a free one)")
+    p.add_argument("--window", type=duration_ms, default=DEFAULT_WINDOW_MS, metavar="DURATION",
+                   help="serve series whose newest sample is at most this much older than the newest sample "
+                        "in the store (default: 5m)")
+
+
+def run(ctx: Context) -> int:
+    """Serve until SIGTERM or Ctrl-C, then close the socket and exit 0."""
+    a = ctx.args
+    if not 0 <= a.port <= 65535:
+        raise UsageError(f"--port {a.port} is not a TCP port (0-65535)")
+    store = ctx.store()
+    if not store.exists():
+        raise StoreError(f"database {str(store.path)!r} does not exist; run 'hetpool init' or 'hetpool demo' first")
+    token = os.environ.get(ENV_TOKEN, "").strip() or None
+    try:
+        server = FeedServer(a.host, a.port, store_reader(store, a.window), token,
+                            log=lambda line: ctx.note(f"hetpool serve-feed: {line}"))
+    except OSError as exc:
+        raise UsageError(f"cannot listen on {a.host}:{a.port}: {exc.strerror or exc}") from None
+    server.start()
+    guard = f"; requests need the bearer token in ${ENV_TOKEN}" if token else ""
+    ctx.note(f"hetpool serve-feed: serving {store.path} on {server.url}/metrics{guard}")
+    try:
+        while True:
+            time.sleep(0.5)
+    except KeyboardInterrupt:
+        ctx.note("hetpool serve-feed: stopping")
+    finally:
+        server.stop()
+    return 0

@@ -1,0 +1,170 @@
+"""`hetpool serve-feed` as a scraper sees it: exact values and labels, the bearer token, a real Prometheus."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from store import connect
+from tests.conftest import REPO
+from tests.promserver import PrometheusServer
+
+T = 1_796_000_000_000  # newest sample in the store, epoch ms
+MIN = 60_000
+ROWS = [  # ts, pool, node, device, metric, value, attributes
+    (T - 9 * MIN, "h100-a", "h100-a-01", "nvidia0", "accelerator.utilization", 0.25, "{}"),
+    (T, "h100-a", "h100-a-01", "nvidia0", "accelerator.utilization", 0.75, "{}"),
+    (T - MIN, "h100-a", "h100-a-01", "nvidia1", "accelerator.utilization", 0.5, "{}"),
+    (T - 10 * MIN, "mi300x-a", "mi300x-a-01", "gpu0", "accelerator.utilization", 0.9, "{}"),  # stale: left out
+    (T - 2 * MIN, "mi300x-a", "mi300x-a-01", "gpu0", "accelerator.memory.used", 1.5e9, '{"pool_kind": "hbm"}'),
+    (T, "h100-a", "h100-a-01", "", "serving.requests", 42.0, '{"code": "200", "engine": "vllm"}'),
+    (T, "lab-x", "box", "d0", "accelerator.power", 300.0, "{}"),  # a pool the registry does not know
+    (T, "h100-a", "h100-a-01", "", "serving.time_to_first_token", 3.5, '{"stat": "sum"}'),  # histograms: not served
+]
+TOKEN = "s3cret-feed-token-0123456789"
+
+
+@pytest.fixture
+def feed_db(fleet_db: Path) -> Path:
+    con = connect(fleet_db)
+    con.executemany("INSERT INTO samples (ts, pool, node, device, metric, value, attributes) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?)", ROWS)
+    con.close()
+    return fleet_db
+
+
+class Feed:
+    """A `hetpool serve-feed` process on a free loopback port."""
+
+    def __init__(self, db: Path, token: str | None = None):
+        env = {k: v for k, v in os.environ.items() if k != "HETPOOL_FEED_TOKEN"}
+        if token is not None:
+            env["HETPOOL_FEED_TOKEN"] = token
+        self.proc = subprocess.Popen([sys.executable, "-m", "app.cli", "--db", str(db), "serve-feed", "--port", "0"],
+                                     cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        assert self.proc.stderr is not None
+        first = self.proc.stderr.readline()
+        assert " on http://127.0.0.1:" in first, first
+        self.first = first
+        self.url = first.split(" on ", 1)[1].split()[0].removesuffix(";")
+        self.host_port = self.url.removeprefix("http://").removesuffix("/metrics")
+
+    def get(self, headers: dict[str, str] | None = None) -> tuple[int, str]:
+        req = urllib.request.Request(self.url, headers=headers or {})
+        try:
+            with urllib.request.urlopen(req, timeout=10) as r:
+                return r.status, r.read().decode()
+        except urllib.error.HTTPError as exc:
+            return exc.code, exc.read().decode()
+
+    def stop(self) -> tuple[int, str]:
+        """SIGTERM; the exit code and everything else the server wrote on stderr."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        _, err = self.proc.communicate(timeout=20)
+        return self.proc.returncode, self.first + err
+
+
+@pytest.fixture
+def feed(feed_db: Path) -> Iterator[Feed]:
+    f = Feed(feed_db)
+    yield f
+    f.stop()
+
+
+def samples(text: str) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
+    return {(s.name, frozenset(s.labels.items())): s.value
+            for fam in text_string_to_metric_families(text) for s in fam.samples}
+
+
+def key(name: str, **labels: str) -> tuple[str, frozenset[tuple[str, str]]]:
+    return name, frozenset(labels.items())
+
+
+def test_latest_values_with_names_units_and_labels(feed: Feed) -> None:
+    code, text = feed.get()
+    assert code == 200
+    assert samples(text) == {
+        key("accelerator_utilization_ratio", pool="h100-a", node="h100-a-01", device="nvidia0", vendor="nvidia"): 0.75,
+        key("accelerator_utilization_ratio", pool="h100-a", node="h100-a-01", device="nvidia1", vendor="nvidia"): 0.5,
+        key("accelerator_memory_used_bytes", pool="mi300x-a", node="mi300x-a-01", device="gpu0", vendor="amd",
+            pool_kind="hbm"): 1.5e9,
+        key("serving_requests_total", pool="h100-a", node="h100-a-01", device="", vendor="nvidia", code="200",
+            engine="vllm"): 42.0,
+        key("accelerator_power_watts", pool="lab-x", node="box", device="d0", vendor=""): 300.0,
+    }
+    assert "# TYPE serving_requests_total counter" in text and "# TYPE accelerator_power_watts gauge" in text
+
+
+def test_openmetrics_when_asked(feed: Feed) -> None:
+    code, text = feed.get({"Accept": "application/openmetrics-text; version=1.0.0"})
+    assert code == 200 and text.endswith("# EOF\n")
+    assert 'accelerator_utilization_ratio{device="nvidia0",node="h100-a-01",pool="h100-a",vendor="nvidia"} 0.75' \
+        in text
+
+
+def test_a_wider_window_brings_back_a_stale_series(feed_db: Path) -> None:
+    proc = subprocess.run([sys.executable, "-m", "app.cli", "--db", str(feed_db), "serve-feed", "--window", "bogus"],
+                          cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1
+    from app.serve.feed import FeedCollector, store_reader
+    from store import Store
+    got = {(r.node, r.metric, r.value) for r in store_reader(Store(feed_db), 15 * MIN)()}
+    assert ("mi300x-a-01", "accelerator.utilization", 0.9) in got
+    assert len(list(FeedCollector(store_reader(Store(feed_db), 15 * MIN)).collect())) == 4
+
+
+def test_bearer_token(feed_db: Path) -> None:
+    f = Feed(feed_db, TOKEN)
+    try:
+        assert f.get()[0] == 401
+        assert f.get({"Authorization": "Bearer wrong-token"})[0] == 401
+        assert f.get({"Authorization": f"Basic {TOKEN}"})[0] == 401
+        assert f.get({"Authorization": f"Bearer {TOKEN}x"})[0] == 401
+        code, text = f.get({"Authorization": f"Bearer {TOKEN}"})
+        assert code == 200 and "accelerator_utilization_ratio" in text
+    finally:
+        code, err = f.stop()
+    assert code == 0
+    assert "stopping" in err and "HETPOOL_FEED_TOKEN" in err
+    assert TOKEN not in err and "wrong-token" not in err
+
+
+def test_taken_port_and_missing_database_are_one_line_exit_2(feed: Feed, feed_db: Path, tmp_path: Path) -> None:
+    port = feed.host_port.rsplit(":", 1)[1]
+    for db, port_arg in ((str(feed_db), port), (str(tmp_path / "none.duckdb"), "0")):
+        proc = subprocess.run([sys.executable, "-m", "app.cli", "--db", db, "serve-feed", "--port", port_arg],
+                              cwd=REPO, capture_output=True, text=True, timeout=60)
+        assert proc.returncode == 2, proc.stderr
+        assert len(proc.stderr.strip().splitlines()) == 1 and proc.stderr.startswith("hetpool: error: ")
+
+
+@pytest.mark.prometheus
+def test_prometheus_scrapes_the_stored_values(feed: Feed, tmp_path: Path) -> None:
+    prom = PrometheusServer(tmp_path, None, targets=(feed.host_port,), interval="1s").start()
+    try:
+        query = 'accelerator_utilization_ratio{node="h100-a-01",device="nvidia0"}'
+        url = f"{prom.url}/api/v1/query?{urllib.parse.urlencode({'query': query})}"
+        deadline = time.monotonic() + 60
+        result: list[dict[str, object]] = []
+        while time.monotonic() < deadline and not result:
+            with urllib.request.urlopen(url, timeout=5) as r:
+                result = json.load(r)["data"]["result"]
+            time.sleep(0.5)
+        assert len(result) == 1, result
+        assert result[0]["value"][1] == "0.75"  # type: ignore[index]
+        assert result[0]["metric"]["vendor"] == "nvidia" and result[0]["metric"]["pool"] == "h100-a"  # type: ignore[index]
+    finally:
+        prom.stop()
