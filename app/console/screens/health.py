@@ -9,7 +9,7 @@ import time
 import polars as pl
 import streamlit as st
 
-from app.console import charts, data, filters
+from app.console import charts, data, drill, filters
 from app.console.safe import md
 from canonical.timeunits import HOUR_MS
 from status.evaluate import Status, evaluate
@@ -143,8 +143,11 @@ def render() -> None:
     if worst.is_empty():
         st.success("No straggler, hot or silent device in this window.")
     else:
-        st.dataframe(worst, hide_index=True, width="stretch",
-                     column_config={"value": st.column_config.NumberColumn(format="%.1f")})
+        linked = worst.with_columns(pl.struct("pool", "node", "device").map_elements(
+            lambda r: drill.link(r["pool"], r["node"], r["device"]), return_dtype=pl.String).alias("open"))
+        st.dataframe(linked, hide_index=True, width="stretch",
+                     column_config={"value": st.column_config.NumberColumn(format="%.1f"),
+                                    "open": st.column_config.LinkColumn(display_text="Device page")})
     st.subheader("Software drift")
     drift = data.version_drift(path, view.pools)
     if drift.is_empty():
