@@ -126,5 +126,7 @@ def show(target: Target, view: filters.View) -> None:
     cols = st.columns(3)
     for i, metric in enumerate(m for m in METRICS if m in set(series["metric"].to_list())):
         with cols[i % 3]:
+            spec = METRICS[metric]
             charts.show(charts.lines_by_device(series.filter(pl.col("metric") == metric),
-                                               f"{metric} ({METRICS[metric].unit})"))
+                                               f"{metric} ({spec.unit})", "%" if spec.unit == "ratio" else "~s",
+                                               events=spec.kind == "events"))
