@@ -102,7 +102,7 @@ def test_nodes_to_drain_link_to_the_node_page(demo_db: Path, monkeypatch: pytest
     assert opened.markdown[0].value.startswith(f"**{NODE}** · pool **{POOL}**")
 
 
-def test_worst_devices_link_to_the_device_page(demo_db: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_worst_devices_and_drifted_nodes_link_to_their_pages(demo_db: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(ENV_DB, str(demo_db))
     at = AppTest.from_file(MAIN, default_timeout=60).run()
     worst = at.dataframe[1].value
@@ -111,6 +111,9 @@ def test_worst_devices_link_to_the_device_page(demo_db: Path, monkeypatch: pytes
         assert page == "device"
         assert urllib.parse.parse_qs(query) == {"node": [node], "pool": [pool], "device": [device]}
     assert f"device?node={NODE}&pool={POOL}&device={DEVICE}" in set(worst["open"])
+    drift = at.dataframe[2].value
+    assert list(drift["open"]) == [f"node?node={n}&pool={p}" for p, n in zip(drift["pool"], drift["node"],
+                                                                             strict=True)]
 
 
 def test_an_unknown_node_or_device_is_named_with_the_known_ones(demo_db: Path,

@@ -155,7 +155,11 @@ def render() -> None:
     else:
         st.caption("Nodes whose newest observed version differs from the pool's declared stack.")
         st.dataframe(drift.select("pool", "node", "component", "declared", "observed",
-                                  pl.from_epoch("last_seen", time_unit="ms")), hide_index=True, width="stretch")
+                                  pl.from_epoch("last_seen", time_unit="ms"),
+                                  pl.struct("pool", "node").map_elements(lambda r: drill.link(r["pool"], r["node"]),
+                                                                         return_dtype=pl.String).alias("open")),
+                     hide_index=True, width="stretch",
+                     column_config={"open": st.column_config.LinkColumn(display_text="Node page")})
     with st.expander("Definitions"):
         st.markdown(DEFINITIONS)
 
