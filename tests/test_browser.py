@@ -36,6 +36,8 @@ PAGES = [  # (url path, title, text that must be on the page once it has run)
     ("export", "Export", "Rows (raw samples)"),
     ("collectors", "Collectors", "Sources, by their last ingest run"),
     ("fleet", "Fleet registry", "Vendors"),
+    ("node", "Node", "Pick a node above"),
+    ("device", "Device", "Pick a device above"),
 ]
 
 

@@ -22,8 +22,9 @@ from tests.oracles import raw_quantile
 
 MAIN = str(REPO / "app" / "console" / "main.py")
 PAGES = ("screens/health.py", "screens/reliability.py", "screens/cost.py", "screens/export.py", "screens/fleet.py",
-         "screens/versions.py", "screens/onboarding.py")
-TITLES = ("Fleet health", "Errors and reliability", "Cost", "Export", "Fleet registry", "Versions", "Onboarding")
+         "screens/versions.py", "screens/onboarding.py", "screens/node.py", "screens/device.py")
+TITLES = ("Fleet health", "Errors and reliability", "Cost", "Export", "Fleet registry", "Versions", "Onboarding",
+          "Node", "Device")
 END = int(dt.datetime(2026, 11, 29, 8, tzinfo=dt.UTC).timestamp() * 1000)
 START = END - 86_400_000  # "Last 24 hours" ends with the hour of the newest sample
 POOLS = ("h100-a", "mi300x-a", "ascend-a", "gaudi3-a", "mlu370-a")

@@ -22,6 +22,7 @@ from pool_registry import Registry
 from store import Held, IngestRun, commit_run, connect, save_registry
 from store.rollups import HOUR_MS, MINUTE_MS
 from store.views import cost, drift, export, health, reliability
+from store.views import node as one_node
 from store.views.window import Window, counter_increments, histogram_quantile, le_value, table_for
 
 T0 = 1_767_225_600_000  # 2026-01-01T00:00:00Z
@@ -259,3 +260,23 @@ def test_export_selects_window_pools_and_metrics(ro: duckdb.DuckDBPyConnection) 
     back = pl.read_parquet(export.export_bytes(ro, w, ["accelerator.power", "accelerator.clock"], "parquet"))
     assert back.height == 8 and set(back["metric"]) == {"accelerator.power", "accelerator.clock"}
     assert "accelerator.errors" in export.metrics_in(ro, WHOLE)
+
+
+def test_one_node_and_one_device(ro: duckdb.DuckDBPyConnection) -> None:
+    dev = one_node.metric_series(ro, WHOLE, "h100-a", "n1", "1", HOUR_MS)
+    value = {(r["metric"], r["t"]): r["value"] for r in dev.iter_rows(named=True)}
+    assert set(dev["device"]) == {"1"}
+    assert value["accelerator.utilization", T0] == pytest.approx(0.8)  # the dram engine's 0.01 is left out
+    assert value["accelerator.clock", T0 + HOUR_MS] == pytest.approx(1.2e9)
+    n1 = one_node.metric_series(ro, WHOLE, "h100-a", "n1", None, HOUR_MS)
+    assert set(n1["device"]) == {"", "0", "1"}
+    wide = {(r["metric"], r["t"]): r["value"] for r in n1.filter(pl.col("device") == "").iter_rows(named=True)}
+    # increases from the hour before: the prompt counter reset to 0 and reached 3000 x 119; 4 observations a step
+    assert wide == {("serving.tokens.prompt", T0 + HOUR_MS): pytest.approx(357_000.0),
+                    ("serving.time_to_first_token", T0 + HOUR_MS): pytest.approx(480.0)}
+    events = one_node.error_events(ro, WHOLE, "h100-a", "n2", None)
+    assert events.select("ts", "device", "code", "severity").rows() == [(T0 + 65 * MINUTE_MS, "0", "79", "fatal")]
+    assert one_node.error_events(ro, WHOLE, "h100-a", "n1", "0").is_empty()
+    assert one_node.versions(ro, "h100-a", "n2", "0")["version"].to_list() == ["550.144.03", "550.163.01"]
+    assert one_node.known_devices(ro, ("h100-a",)).rows() == [("h100-a", "n1", ""), ("h100-a", "n1", "0"),
+                                                           ("h100-a", "n1", "1"), ("h100-a", "n2", "0")]

@@ -55,6 +55,22 @@ def lines_by_pool(df: pl.DataFrame, title: str, fmt: str, pools: list[str]) -> a
     )
 
 
+def lines_by_device(df: pl.DataFrame, title: str, fmt: str = "~s", events: bool = False) -> alt.Chart:
+    """A small chart of one metric, a line (for events a point) per device, "node" for node-wide series;
+    df has t, device, value."""
+    data = with_time(df).with_columns(
+        pl.when(pl.col("device") == "").then(pl.lit("node")).otherwise(pl.col("device")).alias("device")
+    ).select("time", "device", "value").to_pandas()
+    chart = alt.Chart(data, title=title, height=CHART_HEIGHT // 2 + 40)
+    mark = chart.mark_point(filled=True) if events else chart.mark_line(point=len(data) < 3)
+    return mark.encode(
+        x=alt.X("time:T", title=None),
+        y=alt.Y("value:Q", title=None, axis=alt.Axis(format=fmt)),
+        color=alt.Color("device:N", title="device"),
+        tooltip=[alt.Tooltip("time:T", format="%Y-%m-%d %H:%M"), "device:N", alt.Tooltip("value:Q", format=",.4~g")],
+    )
+
+
 def errors_over_time(df: pl.DataFrame) -> alt.Chart:
     """One strip per pool and vendor, a mark per time bucket and error class; df has t, label, error_class, ..."""
     data = with_time(df).select("time", "label", "error_class", "severity", "events").to_pandas()

@@ -22,6 +22,7 @@ WINDOW_KEY, DAYS_KEY, POOLS_KEY, LIVE_KEY = "window", "window_days", "pools", "l
 TOKENS = {"Last 6 hours": "6h", "Last 24 hours": "24h", "Last 7 days": "7d", "All data": "all", CUSTOM: "days"}
 REFRESH_S = 30  # how often auto-refresh looks for new commits; a rerun happens only when there is one
 _URL_READ = "_hetpool_url_read"
+KEEP = ("node", "device")  # owned by the Node and Device pages: the sidebar rewrites the URL around them
 
 
 @dataclass(frozen=True)
@@ -133,6 +134,7 @@ def write_to_url(choice: str, days: tuple[dt.date, ...] | None, pools: list[str]
         wanted["pool"] = pools
     if live:
         wanted["refresh"] = "1"
+    wanted.update({k: st.query_params[k] for k in KEEP if k in st.query_params})
     current = {k: st.query_params.get_all(k) if k == "pool" else st.query_params.get(k) for k in st.query_params}
     if current != wanted:
         st.query_params.from_dict(wanted)

@@ -32,6 +32,8 @@ def main() -> None:
         st.Page(PAGES / "export.py", title="Export", url_path="export"),
         st.Page(PAGES / "collectors.py", title="Collectors", url_path="collectors"),
         st.Page(PAGES / "fleet.py", title="Fleet registry", url_path="fleet"),
+        st.Page(PAGES / "node.py", title="Node", url_path="node"),
+        st.Page(PAGES / "device.py", title="Device", url_path="device"),
     ]
     page = st.navigation(pages)
     data.show_waits_in(st.empty())

@@ -9,7 +9,7 @@ import time
 import polars as pl
 import streamlit as st
 
-from app.console import charts, data, filters
+from app.console import charts, data, drill, filters
 from app.console.safe import md
 from canonical.timeunits import HOUR_MS
 from status.evaluate import Status, evaluate
@@ -143,8 +143,11 @@ def render() -> None:
     if worst.is_empty():
         st.success("No straggler, hot or silent device in this window.")
     else:
-        st.dataframe(worst, hide_index=True, width="stretch",
-                     column_config={"value": st.column_config.NumberColumn(format="%.1f")})
+        linked = worst.with_columns(pl.struct("pool", "node", "device").map_elements(
+            lambda r: drill.link(r["pool"], r["node"], r["device"]), return_dtype=pl.String).alias("open"))
+        st.dataframe(linked, hide_index=True, width="stretch",
+                     column_config={"value": st.column_config.NumberColumn(format="%.1f"),
+                                    "open": st.column_config.LinkColumn(display_text="Device page")})
     st.subheader("Software drift")
     drift = data.version_drift(path, view.start_ms, view.end_ms, view.pools)
     if drift.is_empty():
@@ -152,7 +155,11 @@ def render() -> None:
     else:
         st.caption("Nodes whose newest observed version differs from the pool's declared stack.")
         st.dataframe(drift.select("pool", "node", "component", "declared", "observed",
-                                  pl.from_epoch("last_seen", time_unit="ms")), hide_index=True, width="stretch")
+                                  pl.from_epoch("last_seen", time_unit="ms"),
+                                  pl.struct("pool", "node").map_elements(lambda r: drill.link(r["pool"], r["node"]),
+                                                                         return_dtype=pl.String).alias("open")),
+                     hide_index=True, width="stretch",
+                     column_config={"open": st.column_config.LinkColumn(display_text="Node page")})
     with st.expander("Definitions"):
         st.markdown(DEFINITIONS)
 

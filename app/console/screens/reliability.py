@@ -5,7 +5,7 @@ from __future__ import annotations
 import polars as pl
 import streamlit as st
 
-from app.console import charts, data, filters
+from app.console import charts, data, drill, filters
 from store.views.reliability import EVENT_LIMIT
 
 FORMULA = (r"R = \frac{\text{healthy device-hours}}"
@@ -44,8 +44,14 @@ def render() -> None:
     if drain.is_empty():
         st.success("No node needs draining in this window.")
     else:
-        st.dataframe(drain.select("pool", "node", "reasons", "fatal_events", "codes"), hide_index=True,
-                     width="stretch", column_config={"fatal_events": st.column_config.NumberColumn(format="%d")})
+        linked = drain.with_columns(pl.struct("pool", "node").map_elements(
+            lambda r: drill.link(r["pool"], r["node"]), return_dtype=pl.String).alias("open"))
+        st.dataframe(linked.select("pool", "node", "reasons", "fatal_events", "codes", "open"), hide_index=True,
+                     width="stretch", column_config={"fatal_events": st.column_config.NumberColumn(format="%d"),
+                                                     "open": st.column_config.LinkColumn(display_text="Node page")})
+        for pool, node in drain.select("pool", "node").head(drill.PAGE_LINKS).iter_rows():
+            st.page_link("screens/node.py", label=f"Node {node} ({pool})",
+                         query_params=drill.params(drill.Target(pool, node)))
 
     st.subheader("Reliability index")
     rel = data.reliability_index(path, view.start_ms, view.end_ms, view.pools)
