@@ -30,7 +30,7 @@ class RoleMap:
     groups: dict[str, str] = field(default_factory=dict)   # group name (as the identity provider spells it) -> role
     default: str = DEFAULT_ROLE
     groups_claim: str = DEFAULT_GROUPS_CLAIM
-    source: str = "<no roles file>"
+    source: str = ""  # the roles file; empty when none is configured
 
     def role_for(self, email: str | None, groups: tuple[str, ...] = ()) -> tuple[str, str]:
         """(role, why): the exact email wins, else the highest role of the user's groups, else the email's domain,
@@ -45,6 +45,8 @@ class RoleMap:
         domain = address.rpartition("@")[2] if "@" in address else ""
         if domain in self.domains:
             return self.domains[domain], f"*@{domain} in {self.source}"
+        if not self.source:
+            return self.default, f"no roles file is configured, so everyone signed in is a {self.default}"
         return self.default, f"the default role of {self.source}"
 
 
