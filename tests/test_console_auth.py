@@ -4,46 +4,20 @@ and local use; only a lead saves replay runs and adds onboarding evidence, check
 from __future__ import annotations
 
 import re
-import shutil
 from pathlib import Path
 
-import duckdb
 import pytest
 from streamlit.testing.v1 import AppTest
 
 from access import AccessDenied, decide, from_claims, load_roles
 from app.console import auth, data
 from app.console.whatif_results import RESULT_KEY
-from store import ENV_DB
-from tests.conftest import REPO
-
-MAIN = str(REPO / "app" / "console" / "main.py")
-AUTH = {"redirect_uri": "http://localhost:8501/oauth2callback", "cookie_secret": "cookie-secret-placeholder",
-        "client_id": "client-id-placeholder", "client_secret": "client-secret-placeholder",
-        "server_metadata_url": "https://idp.example/.well-known/openid-configuration",
-        "okta": {"client_id": "okta-id", "client_secret": "okta-secret",
-                 "server_metadata_url": "https://okta.example/.well-known/openid-configuration"}}
-ROLES = "users:\n  lee@example.com: lead\ngroups:\n  platform-leads: lead\n"
-LEAD = {"is_logged_in": True, "email": "lee@example.com", "name": "Lee"}
-VIEWER = {"is_logged_in": True, "email": "val@example.com", "name": "Val"}
+from tests.logins import LEAD, VIEWER, console, count, private_copy, write_roles
 
 
 @pytest.fixture
 def roles(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    path = tmp_path / "roles.yaml"
-    path.write_text(ROLES)
-    monkeypatch.setenv("HETPOOL_ROLES", str(path))
-    return path
-
-
-def console(db: Path, monkeypatch: pytest.MonkeyPatch, user: dict[str, object] | None = None) -> AppTest:
-    """The console on `db`, under OIDC when a user is given (else local use), not yet run."""
-    monkeypatch.setenv(ENV_DB, str(db))
-    at = AppTest.from_file(MAIN, default_timeout=120)
-    if user is not None:
-        at.secrets["auth"] = AUTH
-        at.user = user
-    return at
+    return write_roles(tmp_path, monkeypatch)
 
 
 def signed_in(at: AppTest) -> list[str]:
@@ -123,18 +97,7 @@ def test_the_header_is_ignored_unless_configured(fleet_db: Path, monkeypatch: py
 
 @pytest.fixture
 def db(demo_db: Path, tmp_path: Path) -> Path:
-    """A private copy of the demo database, so writes leave the shared one as it was."""
-    copy = tmp_path / "demo.duckdb"
-    shutil.copyfile(demo_db, copy)
-    return copy
-
-
-def count(db: Path, table: str) -> int:
-    con = duckdb.connect(str(db), read_only=True)
-    try:
-        return int(con.execute(f"SELECT count(*) FROM {table}").fetchall()[0][0])
-    finally:
-        con.close()
+    return private_copy(demo_db, tmp_path)
 
 
 def test_only_a_lead_saves_a_replay_run(db: Path, roles: Path, monkeypatch: pytest.MonkeyPatch) -> None:
