@@ -131,7 +131,7 @@ def _logged_out(s: Setup) -> None:
 def _sidebar(decision: Decision, s: Setup) -> None:
     box = st.sidebar.container(border=True)
     box.markdown(f"Signed in as **{md(decision.identity.label)}** · role **{decision.role}**")
-    box.caption(decision.why[:1].upper() + decision.why[1:] + ".")
+    box.caption(f"Why: {md(decision.why)}.")
     if s.mode == OIDC and box.button("Log out", key="auth.logout"):
         st.logout()
 
