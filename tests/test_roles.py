@@ -111,3 +111,11 @@ def test_the_default_role_is_configurable() -> None:
 def test_the_example_roles_file_is_valid() -> None:
     m = load_roles(REPO / "examples" / "roles.yaml")
     assert LEAD in set(m.users.values()) | set(m.domains.values()) | set(m.groups.values())
+
+
+def test_the_deploy_guides_roles_file_is_valid_and_means_what_it_says() -> None:
+    guide = (REPO / "docs" / "deploy.md").read_text()
+    text = guide.split("### The roles file", 1)[1].split("```yaml\n", 1)[1].split("```", 1)[0]
+    m = load_roles_text(text, "deploy.md")
+    assert m.role_for("intern@example.com")[0] == VIEWER and m.role_for("bob@example.com")[0] == LEAD
+    assert m.role_for("x@sub.example.com")[0] == VIEWER and m.role_for("x@y.org", ("platform-leads",))[0] == LEAD
