@@ -57,7 +57,8 @@ def providers_of(auth: Mapping[str, Any]) -> tuple[str | None, ...]:
 
 def setup() -> Setup:
     """Read the access settings of this deployment from secrets and the environment."""
-    roles = os.environ.get(ENV_ROLES) or _secret(SECRET_ROLES)
+    chosen = os.environ.get(ENV_ROLES) or _secret(SECRET_ROLES)
+    roles = str(chosen) if chosen else None
     auth = _secret("auth")
     if isinstance(auth, Mapping) and auth:
         return Setup(OIDC, providers_of(auth) or (None,), roles=roles)
