@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from access import AccessDenied
 from collectors.errors import CollectorError
 from normalizers import NormalizerError
 from onboarding import OnboardingError
@@ -15,4 +16,4 @@ class UsageError(Exception):
 
 
 USER_ERRORS: tuple[type[BaseException], ...] = (UsageError, ConfigError, StoreError, CollectorError, ReplayError,
-                                                  NormalizerError, OnboardingError)
+                                                  NormalizerError, OnboardingError, AccessDenied)

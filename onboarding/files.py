@@ -54,6 +54,23 @@ def registry_files(reg: Registry, base: Path) -> tuple[EvidenceFile, ...]:
 
 def cli_files(reg: Registry, pool: str, item: str, paths: list[str]) -> tuple[EvidenceFile, ...]:
     """The files of `hetpool onboarding add-evidence POOL ITEM FILE...`, one per role of the item in order."""
+    spec_roles = file_roles(reg, pool, item, len(paths))
+    return tuple(read_file(pool, item, role, Path(p), p) for role, p in zip(spec_roles, paths, strict=True))
+
+
+def uploaded_files(reg: Registry, pool: str, item: str, uploads: list[tuple[str, str]],
+                   produced_at: dt.datetime | None = None) -> tuple[EvidenceFile, ...]:
+    """Files given as (name, text), one per role of the item in order, checked as `cli_files` checks paths."""
+    spec_roles = file_roles(reg, pool, item, len(uploads))
+    out = []
+    for role, (name, body) in zip(spec_roles, uploads, strict=True):
+        parse_evidence(item, body, name)
+        out.append(EvidenceFile(pool, item, role, name, body, produced_at))
+    return tuple(out)
+
+
+def file_roles(reg: Registry, pool: str, item: str, count: int) -> tuple[str, ...]:
+    """The roles of the files an item of a pool takes, refusing an unknown pool or item or the wrong count."""
     if pool not in {p.id for p in reg.pools}:
         raise OnboardingError(f"unknown pool {pool!r}; known: {', '.join(p.id for p in reg.pools)}")
     if item not in ITEM_IDS:
@@ -62,9 +79,9 @@ def cli_files(reg: Registry, pool: str, item: str, paths: list[str]) -> tuple[Ev
     if spec.kind != FILE:
         raise OnboardingError(f"checklist item {item!r} is judged from {spec.kind} evidence, not a file; files go to: "
                               f"{', '.join(LOADERS)}")
-    if len(paths) != len(spec.roles):
-        raise OnboardingError(f"{item} takes {len(spec.roles)} file(s) ({', '.join(spec.roles)}), got {len(paths)}")
-    return tuple(read_file(pool, item, role, Path(p), p) for role, p in zip(spec.roles, paths, strict=True))
+    if count != len(spec.roles):
+        raise OnboardingError(f"{item} takes {len(spec.roles)} file(s) ({', '.join(spec.roles)}), got {count}")
+    return spec.roles
 
 
 def store_files(con: duckdb.DuckDBPyConnection, files: tuple[EvidenceFile, ...], source: str) -> int:

@@ -9,9 +9,11 @@ import pytest
 
 from tests.conftest import REPO
 
-LAYERS = ("app", "collectors", "normalizers", "onboarding", "replay", "status", "pool_registry", "store", "canonical")
+LAYERS = ("access", "app", "collectors", "normalizers", "onboarding", "replay", "status", "pool_registry", "store",
+          "canonical")
 ALLOWED = {
     "canonical": set(),
+    "access": {"pool_registry", "canonical"},  # pure: who may do what, from a roles file
     "pool_registry": set(),
     "store": {"pool_registry", "canonical"},
     "normalizers": {"pool_registry", "canonical"},

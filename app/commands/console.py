@@ -9,6 +9,7 @@ from pathlib import Path
 
 from app.commands import _child
 from app.commands._base import Context, add_command
+from app.errors import UsageError
 from store import ENV_DB
 
 CONSOLE_MAIN = Path(__file__).resolve().parent.parent / "console" / "main.py"
@@ -20,13 +21,17 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
                     example="hetpool --db demo.duckdb console --port 8501", handler=run, common=common)
     p.add_argument("--port", type=int, default=8501, help="HTTP port (default 8501)")
     p.add_argument("--address", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    p.add_argument("--secrets", type=Path, metavar="FILE",
+                   help="Streamlit secrets file to read instead of .streamlit/secrets.toml ([auth] for login, "
+                        "hetpool_roles, hetpool_trusted_header)")
 
 
-def streamlit_command(port: int, address: str) -> list[str]:
-    """The streamlit invocation, with telemetry and browser launch off."""
+def streamlit_command(port: int, address: str, secrets: Path | None = None) -> list[str]:
+    """The streamlit invocation, with telemetry and browser launch off (and a secrets file when given)."""
     return [sys.executable, "-m", "streamlit", "run", str(CONSOLE_MAIN),
             "--server.headless", "true", "--server.port", str(port), "--server.address", address,
-            "--browser.gatherUsageStats", "false", "--client.toolbarMode", "minimal"]
+            "--browser.gatherUsageStats", "false", "--client.toolbarMode", "minimal",
+            *(["--secrets.files", str(secrets.resolve())] if secrets else [])]
 
 
 def run(ctx: Context) -> int:
@@ -34,6 +39,9 @@ def run(ctx: Context) -> int:
     db = ctx.db_path.resolve()
     if not db.exists():
         ctx.note(f"note: {db} does not exist yet; the console will show how to create it")
+    secrets = ctx.args.secrets
+    if secrets is not None and not secrets.is_file():
+        raise UsageError(f"--secrets {str(secrets)!r}: no such file")
     env = {**os.environ, ENV_DB: str(db)}
     ctx.note(f"console on http://{ctx.args.address}:{ctx.args.port} for {db}")
-    return _child.run(streamlit_command(ctx.args.port, ctx.args.address), env)
+    return _child.run(streamlit_command(ctx.args.port, ctx.args.address, secrets), env)

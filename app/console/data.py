@@ -23,7 +23,9 @@ import duckdb
 import polars as pl
 import streamlit as st
 
+from access import Decision, require
 from app.status_read import read_facts
+from onboarding.files import EvidenceFile, store_files
 from pool_registry import Registry
 from pool_registry.compat import compatibility
 from status.evaluate import Facts
@@ -315,11 +317,23 @@ def saved_run(con: duckdb.DuckDBPyConnection, run_id: int) -> dict[str, Any] | N
     return replay_runs.get_replay_run(con, run_id)
 
 
-def save_run(path: str, record: dict[str, Any]) -> int:
-    """Save a replay in one short write (the replay itself ran before, holding nothing); returns its run id."""
+def save_run(path: str, record: dict[str, Any], user: Decision | None) -> int:
+    """Save a replay in one short write (the replay itself ran before, holding nothing); returns its run id.
+    Refused with AccessDenied, before the store is opened, unless the user is a lead."""
+    require(user, "save_replay_run")
     store = Store(path, on_wait=lambda message: _say_waiting(message))
     with store.transaction("hetpool console: save a replay run") as con:
         return replay_runs.save_replay_run(con, **record)
+
+
+def add_evidence(path: str, files: tuple[EvidenceFile, ...], user: Decision | None) -> int:
+    """Store checked onboarding evidence files in one short write; how many were new. Refused with AccessDenied,
+    before the store is opened, unless the user is a lead."""
+    require(user, "add_evidence")
+    store = Store(path, on_wait=lambda message: _say_waiting(message))
+    pools = ", ".join(sorted({f.pool for f in files}))
+    with store.transaction(f"hetpool console: add onboarding evidence to {pools}") as con:
+        return store_files(con, files, "console")
 
 
 def _say_waiting(message: str) -> None:

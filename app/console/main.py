@@ -12,7 +12,7 @@ if str(_ROOT) not in sys.path:
 
 import streamlit as st  # noqa: E402
 
-from app.console import data, filters  # noqa: E402
+from app.console import auth, data, filters  # noqa: E402
 from app.errors import USER_ERRORS  # noqa: E402
 
 # Not "pages/": Streamlit would serve a folder of that name by itself, around the navigation.
@@ -22,6 +22,8 @@ PAGES = Path(__file__).resolve().parent / "screens"
 def main() -> None:
     """Build the navigation, draw the shared sidebar, and run the selected page."""
     st.set_page_config(page_title="hetpool", layout="wide")
+    if auth.gate() is None:  # not logged in, or the roles file is broken: no page runs
+        return
     pages = [
         st.Page(PAGES / "health.py", title="Fleet health", url_path="health", default=True),
         st.Page(PAGES / "reliability.py", title="Errors and reliability", url_path="reliability"),

@@ -12,7 +12,7 @@ from typing import Any
 import polars as pl
 import streamlit as st
 
-from app.console import charts, data, whatif_charts
+from app.console import auth, charts, data, whatif_charts
 from app.console.whatif_traffic import Pick
 from app.errors import USER_ERRORS
 from pool_registry import Registry
@@ -208,13 +208,18 @@ def _save(outcome: Outcome, path: str) -> None:
     if saved:
         st.success(f"Saved as run {saved}. It is listed under History.")
         return
+    user = auth.current()
+    refusal = user.reason("save_replay_run") if user else "Log in to save replay runs."
     c1, c2 = st.columns([1, 2])
     st.session_state.setdefault("wi.save_name", outcome.whatif.candidate.name)
-    name = c1.text_input("Name of the run", key="wi.save_name")
-    note = c2.text_input("Note", key="wi.save_note", placeholder="what this run tries, and why")
-    if st.button("Save run", key="wi.save"):
-        try:
-            run_id = data.save_run(path, outcome.whatif.run_record(name.strip() or None, note.strip() or None))
+    name = c1.text_input("Name of the run", key="wi.save_name", disabled=refusal is not None)
+    note = c2.text_input("Note", key="wi.save_note", placeholder="what this run tries, and why",
+                         disabled=refusal is not None)
+    if refusal:
+        st.caption(refusal)
+    if st.button("Save run", key="wi.save", disabled=refusal is not None, help=refusal):
+        try:  # the role is checked again where the run is written: a disabled button is no guard by itself
+            run_id = data.save_run(path, outcome.whatif.run_record(name.strip() or None, note.strip() or None), user)
         except USER_ERRORS as exc:
             st.error(str(exc))
             return

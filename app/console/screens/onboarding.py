@@ -11,7 +11,7 @@ import pandas as pd
 import polars as pl
 import streamlit as st
 
-from app.console import charts, data, onboarding_data
+from app.console import charts, data, onboarding_data, onboarding_evidence
 from app.console.safe import md
 from onboarding import Track
 
@@ -37,6 +37,7 @@ def render() -> None:
         return
     for t in found:
         _card(t)
+    onboarding_evidence.form(path, [t.pool for t in found])
     # open on the first pool with evidence files: that is where the charts have something to show
     first = next((k for k, t in enumerate(found) if any(i.files for i in t.items)), 0)
     chosen = st.selectbox("Detail of pool", [t.pool for t in found], index=first, key="onboarding_detail")
