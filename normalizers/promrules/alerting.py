@@ -1,9 +1,10 @@
 """Alerting rules for the fatal error classes of one profile's error signals.
 
-An error counter alerts when it increased in the last 5 minutes. A sticky code (the last XID, the Ascend
-fault code) alerts while it holds a fatal code it changed to in the last 5 minutes, or that it showed when
-the series appeared, the way the store counts a first non-zero code as an event. One rule per signal and
-class, labelled with the class and severity of the taxonomy; the annotation names the device.
+An error counter alerts when it increased in the last 5 minutes, or appeared above zero. A sticky code (the
+last XID, the Ascend fault code) alerts while it holds a fatal code it changed to in the last 5 minutes, or
+that it showed when the series appeared: the store counts the first non-zero value of a new series as events
+too, since the errors did happen before it. One rule per signal and class, labelled with the class and
+severity of the taxonomy; the annotation names the device.
 """
 
 from __future__ import annotations
@@ -86,7 +87,8 @@ def _rule(profile: Profile, placement: Placement, source: str, spec: ErrorMap, c
     sel = promql.selector((source,), tuple(matchers))
     targets = place_targets(profile, placement)
     if spec.kind == COUNTER:
-        expr = term(f"increase({sel}[{WINDOW}])", targets, placement) + " > 0"
+        fresh = f"increase({sel}[{WINDOW}]) > 0 or ({sel} > 0 unless {sel} offset {WINDOW})"
+        expr = term(fresh, targets, placement)
         what = f"{source} rose by {{{{ $value }}}} in {WINDOW}"
     else:
         if among:

@@ -36,23 +36,51 @@ def alternatives(texts: list[str] | tuple[str, ...]) -> str:
 
 
 def glob(pattern: str) -> str:
-    """An fnmatch pattern (the registry's node_pattern) as an anchored RE2 regex."""
-    out, i = [], 0
-    while i < len(pattern):
+    """An fnmatch pattern (the registry's node_pattern) as an anchored RE2 regex, bracket sets included."""
+    out, i, n = [], 0, len(pattern)
+    while i < n:
         c = pattern[i]
+        i += 1
         if c == "*":
             out.append(".*")
         elif c == "?":
             out.append(".")
-        elif c == "[" and (end := pattern.find("]", i + 2 if pattern[i + 1:i + 2] in ("!", "]") else i + 1)) > 0:
-            body = pattern[i + 1:end]
-            body = "^" + body[1:] if body.startswith("!") else body
-            out.append("[" + body.replace("\\", "\\\\") + "]")
-            i = end
+        elif c == "[":
+            j = i + (i < n and pattern[i] == "!")
+            j += j < n and pattern[j] == "]"  # a ']' first in the set is a member, not its end
+            while j < n and pattern[j] != "]":
+                j += 1
+            if j >= n:
+                out.append("\\[")
+                continue
+            out.append(_bracket(pattern[i:j]))
+            i = j + 1
         else:
             out.append(literal(c))
-        i += 1
     return "".join(out)
+
+
+def _bracket(body: str) -> str:
+    """One fnmatch set ('!' negates; 'a-z' is a range, and a reversed range is empty) as a regex class."""
+    negate = body.startswith("!")
+    body = body[1:] if negate else body
+    items, k = [], 0
+    while k < len(body):
+        if k + 2 < len(body) and body[k + 1] == "-":
+            lo, hi = body[k], body[k + 2]
+            k += 3
+            if lo <= hi:
+                items.append(f"{_member(lo)}-{_member(hi)}")
+        else:
+            items.append(_member(body[k]))
+            k += 1
+    if not items:
+        return "." if negate else "[^\\s\\S]"  # an empty set matches nothing; negated, any one character
+    return ("[^" if negate else "[") + "".join(items) + "]"
+
+
+def _member(c: str) -> str:
+    return f"\\{c}" if c in "\\]^[-" else c
 
 
 def replacement(text: str) -> str:
