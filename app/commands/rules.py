@@ -20,7 +20,7 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     p = add_command(sub, "rules",
                     help="compile the vendor profiles into Prometheus recording rules that produce the canonical "
                          "series under the feed's names and labels, and alerting rules for the fatal error classes",
-                    example="hetpool rules --out hetpool-rules.yaml && promtool check rules hetpool-rules.yaml",
+                    example="hetpool rules --out hetpool-rules.yaml  # then: promtool check rules hetpool-rules.yaml",
                     handler=run, common=common)
     p.add_argument("--profiles-dir", type=Path, metavar="DIR",
                    help="profiles that add to or replace the shipped ones, as in 'hetpool ingest file' "
