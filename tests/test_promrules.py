@@ -28,6 +28,7 @@ from canonical.metrics import ERRORS_METRIC, METRICS
 from collectors.pipeline import IngestOptions, ingest_scrapes
 from normalizers import load_profiles
 from normalizers.exposition import ExpositionParser
+from normalizers.promrules import LabelPlacement, compile_rules
 from normalizers.promrules.alerting import alert_name
 from normalizers.series import format_number
 from normalizers.textformat import render_series
@@ -118,13 +119,18 @@ def query(url: str, promql: str) -> list[dict[str, Any]]:
 
 def prom_series(url: str, names: list[str]) -> dict[Key, float]:
     """Every series of these names: name and labels (le as the store spells it) -> value."""
+    return evaluated(url, '{__name__=~"' + "|".join(names) + '"}')
+
+
+def evaluated(url: str, expr: str, name: str | None = None) -> dict[Key, float]:
+    """An expression's series, named `name` (else by their own name), le spelled as the store does."""
     out = {}
-    for item in query(url, '{__name__=~"' + "|".join(names) + '"}'):
+    for item in query(url, expr):
         labels = dict(item["metric"])
-        name = labels.pop("__name__")
+        own = labels.pop("__name__", None)
         if "le" in labels:
             labels["le"] = format_number(float(labels["le"]))
-        out[(name, frozenset(labels.items()))] = float(item["value"][1])
+        out[(name or own or "", frozenset(labels.items()))] = float(item["value"][1])
     return out
 
 
@@ -241,3 +247,29 @@ def test_every_fatal_error_event_raises_its_alert(both: tuple[Path, PrometheusSe
     assert got == want, {"only in prometheus": sorted(map(str, got - want)),
                          "only in the store": sorted(map(str, want - got))}
 
+
+
+def test_a_pool_label_places_the_same_series(both: tuple[Path, PrometheusServer],
+                                             served: tuple[list[Exporter], Registry]) -> None:
+    """With --pool-label, Prometheus' own job label as the pool here: the same series, in that pool, with the
+    vendor of the registry pool of that name."""
+    db, prom = both
+    fleet = served[1]
+    named = replace(fleet, pools=(replace(fleet.pools[0], id="exporter"),))  # the job of every scraped target
+    vendor = fleet.chip_of(fleet.pools[0]).vendor
+    rules = compile_rules(PROFILES.profiles.values(), LabelPlacement("job", named))
+    assert [g["name"] for g in rules.groups] == ["hetpool_canonical", "hetpool_alerts"]
+    want = {(name, frozenset({**dict(labels), "pool": "exporter", "vendor": vendor}.items())): value
+            for (name, labels), value in store_series(db).items()}
+
+    def read() -> dict[Key, float]:
+        out: dict[Key, float] = {}
+        for rule in rules.groups[0]["rules"]:
+            out.update(evaluated(prom.url, rule["expr"], rule["record"]))
+        return out
+
+    got = settle(lambda: set(read()), set(want))
+    assert got == set(want), {"only in prometheus": sorted(map(str, got - set(want))),
+                              "only in the store": sorted(map(str, set(want) - got))}
+    values = read()
+    assert not {str(k): (values[k], v) for k, v in want.items() if not math.isclose(values[k], v, rel_tol=1e-12)}
