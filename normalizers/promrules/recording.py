@@ -3,8 +3,8 @@
 Gauges and counters are recorded under `canonical.feednames.sample_name`; a histogram whose source is already
 in the canonical unit is recorded as its _bucket, _sum and _count parts under the family name. Several
 sources of one canonical series are one rule, joined with `or` in profile order, so the first source present
-wins as in the store; the rule of a name holds the terms of every profile, since Prometheus' rule checks refuse
-one name recorded by two rules. What PromQL cannot express is returned as unsupported, with the reason.
+wins as in the store; the rule of a name holds the terms of every profile, since promtool's duplicate-rules
+check flags one name recorded by two rules. What PromQL cannot express is returned as unsupported, with the reason.
 """
 
 from __future__ import annotations
