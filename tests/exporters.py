@@ -17,7 +17,7 @@ LIVE_METRICS = {"DCGM_FI_DEV_GPU_UTIL": ("accelerator.utilization", 0.01),
 class Exporter:
     """A /metrics endpoint whose body the test sets; every request is recorded."""
 
-    def __init__(self) -> None:
+    def __init__(self, host: str = "127.0.0.1") -> None:
         self.bodies: dict[str, bytes] = {}
         self.dynamic: dict[str, Callable[[], bytes]] = {}
         self.gzip = False
@@ -44,12 +44,13 @@ class Exporter:
             def log_message(self, *args: object) -> None:
                 pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.host = host  # any 127.x.y.z is loopback: a host of its own gives each exporter its own node name
+        self.server = ThreadingHTTPServer((host, 0), Handler)
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
         self.thread.start()
 
     def url(self, path: str) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}{path}"
+        return f"http://{self.host}:{self.server.server_address[1]}{path}"
 
     def close(self) -> None:
         self.server.shutdown()

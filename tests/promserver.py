@@ -131,14 +131,17 @@ class History(Protocol):
 class PrometheusServer:
     """Backfill with promtool (when given a history), then serve on a free loopback port until stopped.
 
-    `targets` are host:port addresses it scrapes itself every `interval`, honoring their timestamps.
+    `targets` are host:port addresses it scrapes itself every `interval`, honoring their timestamps; `rules`
+    is a rules file it evaluates every `interval`.
     """
 
-    def __init__(self, workdir: Path, fleet: History | None, targets: tuple[str, ...] = (), interval: str = "15s"):
+    def __init__(self, workdir: Path, fleet: History | None, targets: tuple[str, ...] = (), interval: str = "15s",
+                 rules: Path | None = None):
         self.workdir = workdir
         self.fleet = fleet
         self.targets = targets
         self.interval = interval
+        self.rules = rules  # a rules file, evaluated every `interval`
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.proc: subprocess.Popen[bytes] | None = None
@@ -160,7 +163,9 @@ class PrometheusServer:
         scrape = "" if not self.targets else (
             f"scrape_configs:\n  - job_name: exporter\n    scrape_interval: {self.interval}\n"
             f"    static_configs:\n      - targets: [{', '.join(repr(t) for t in self.targets)}]\n")
-        config.write_text(f"global:\n  scrape_interval: {self.interval}\n{scrape}")
+        rules = "" if self.rules is None else (
+            f"  evaluation_interval: {self.interval}\nrule_files: [{str(self.rules)!r}]\n")
+        config.write_text(f"global:\n  scrape_interval: {self.interval}\n{rules}{scrape}")
         log = (self.workdir / "prometheus.log").open("wb")
         self.proc = subprocess.Popen(
             ["prometheus", f"--config.file={config}", f"--storage.tsdb.path={data}",

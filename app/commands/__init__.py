@@ -13,9 +13,10 @@ from app.commands import (
     prune,
     registry,
     replay,
+    rules,
     serve,
     versions,
 )
 
 MODULES = (init, registry, profile, ingest, export, prune, replay, versions, alerts, onboarding, demo, console,
-           serve, feed)
+           serve, feed, rules)
