@@ -154,8 +154,10 @@ def _devices(target: Target) -> None:
     table, config = links.linked(devices.select("device", pl.from_epoch("first_seen", time_unit="ms"),
                                                 pl.from_epoch("last_seen", time_unit="ms")),
                                  target.pool, target.node)
-    st.caption("Every device of the node that reported, with its first and newest sample (UTC).")
-    st.dataframe(table, hide_index=True, width="stretch", column_config=config)
+    st.caption("Every device of the node that reported, with its first and newest sample.")
+    st.dataframe(table, hide_index=True, width="stretch", column_config={
+        **config, "first_seen": st.column_config.DatetimeColumn("first sample (UTC)"),
+        "last_seen": st.column_config.DatetimeColumn("newest sample (UTC)")})
 
 
 def _versions(target: Target, pool: Pool) -> None:
