@@ -265,8 +265,8 @@ def test_fleet_health_opens_with_the_verdict_and_colours_the_cards(demo_db: Path
     assert ":orange-background[⚠️ warning] 1 of 4 devices throttled (25%)" in cards["mi300x-a"]
     assert ":green-background[✅ ok] every rule passes" in cards["gaudi3-a"]
     statuses = at.dataframe[0].value
-    assert ("critical", "device", "h100-a/h100-a-02/0") in set(zip(statuses["level"], statuses["scope"],
-                                                                   statuses["where"], strict=True))
+    assert ("critical", "device", "h100-a") in set(zip(statuses["level"], statuses["scope"], statuses["pool"],
+                                                       strict=True))
     deltas = [m.delta for m in at.metric[:8]]  # the previous 24 hours hold no data in the one-day demo
     assert not any(deltas)
     at.multiselect(key="pools").set_value(["mi300x-a"]).run()
