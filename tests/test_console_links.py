@@ -119,6 +119,12 @@ def test_versions_link_the_drifted_nodes_and_the_node_that_lost_a_metric(demo_db
                        ("node?node=ascend-a-02&pool=ascend-a&window=24h", "v6.0.1")}
     lost = [w.value for w in at.warning if "stopped after the exporter" in w.value]
     assert lost and all(" on [ascend-a-02](node?node=ascend-a-02&pool=ascend-a&window=24h) (" in v for v in lost)
+    per_node = with_columns(at, "pool", "node", "exporter", "count")[0]
+    nodes = {(pool, query(link)[1]["node"]) for pool, link in zip(per_node["pool"], per_node["node"], strict=True)}
+    assert nodes == set(raw(demo_db, "SELECT DISTINCT pool, node FROM samples WHERE ts >= ? AND ts < ?",
+                            [START, END]))
+    upgraded = per_node[per_node["node"] == "node?node=ascend-a-02&pool=ascend-a&window=24h"]
+    assert list(upgraded["exporter"]) == ["v6.0.0", "v6.0.1"] and upgraded["count"].is_monotonic_decreasing
     opened = follow(demo_db, monkeypatch, "node?node=mi300x-a-02&pool=mi300x-a&window=24h")
     assert opened.markdown[0].value.startswith("**mi300x-a-02** · pool **mi300x-a** · amd")
     versions = with_columns(opened, "component", "declared", "version")[0]

@@ -37,7 +37,7 @@ def render() -> None:
     st.caption(view.label())
     _matrix(report["cells"], view.pools)
     _compatibility(report["compat"])
-    _coverage(report["coverage"], report["vanished"])
+    _coverage(report["coverage"], report["per_node"], report["vanished"])
 
 
 def _matrix(cells: tuple[Cell, ...], pools: tuple[str, ...]) -> None:
@@ -90,7 +90,7 @@ def _compatibility(compat: tuple[Compat, ...]) -> None:
                      hide_index=True, width="stretch")
 
 
-def _coverage(coverage: pl.DataFrame, vanished: pl.DataFrame) -> None:
+def _coverage(coverage: pl.DataFrame, per_node: pl.DataFrame, vanished: pl.DataFrame) -> None:
     st.subheader("Metric coverage by exporter version")
     st.caption("Canonical metrics each pool's nodes delivered while they ran an exporter version (the version "
                "the exporter reports, else the declared one); hours are the resolution.")
@@ -99,6 +99,11 @@ def _coverage(coverage: pl.DataFrame, vanished: pl.DataFrame) -> None:
     else:
         st.dataframe(coverage.select("pool", "exporter", "nodes", pl.col("metrics").list.len().alias("count"),
                                      pl.col("metrics").list.join(", ")), hide_index=True, width="stretch")
+        with st.expander(f"Per node ({per_node.select('pool', 'node').unique().height} nodes)"):
+            table, config = links.linked(per_node.select(
+                "pool", "node", pl.col("version").alias("exporter"), pl.col("metrics").list.len().alias("count"),
+                pl.col("metrics").list.join(", ")))
+            st.dataframe(table, hide_index=True, width="stretch", column_config=config)
     if vanished.is_empty():
         st.success("No metric disappeared after an exporter upgrade in this window.")
         return
