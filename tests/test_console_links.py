@@ -244,11 +244,14 @@ def test_a_hostile_name_is_encoded_in_links_and_shown_as_text(hostile_db: Path,
     planted = events[events["node"] == HOSTILE_URL]["device"]
     link = "device?node=%3Cimg+src%3Dx+onerror%3Dalert%281%29%3E&pool=h100-a&device=0%26pool%3Dx&window=24h"
     assert list(planted) == [link] and shown(link, DEVICE_TEXT) == HOSTILE_DEVICE
+    labels = {link.proto.label for link in at.get("page_link")}
+    assert f"Node {md(HOSTILE)} (h100-a)" in labels and not any(bare_tag(label) for label in labels)
     node = follow(hostile_db, monkeypatch, HOSTILE_URL)
     header = node.markdown[0].value
     assert header.startswith(r"**\<img src=x onerror=alert(1)\>** · pool **h100-a**") and not bare_tag(header)
     device = follow(hostile_db, monkeypatch, link)
     assert device.markdown[0].value.startswith(f"**{md(HOSTILE)}** · device **{md(HOSTILE_DEVICE)}** · pool")
+    assert device.get("page_link")[0].proto.label == f"Node {md(HOSTILE)}"
     peer = open_drill(hostile_db, monkeypatch, "screens/node.py", node="h100-a-01", pool="h100-a", window="24h")
     caption = next(c.value for c in peer.caption if c.value.startswith("Registry "))
     assert f"[{md(HOSTILE)}]({HOSTILE_URL})" in caption and not bare_tag(caption)

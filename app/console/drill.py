@@ -121,7 +121,8 @@ def show(target: Target, view: filters.View) -> None:
     st.caption(registry_text(reg, pool, target, sorted(set(known["node"].to_list()))))
     st.caption(view.label())
     if target.device is not None:
-        st.page_link(f"screens/{NODE_PAGE}.py", label=f"Node {target.node}",
+        # a page link's label renders Markdown (images too): the name is escaped
+        st.page_link(f"screens/{NODE_PAGE}.py", label=f"Node {md(target.node)}",
                      query_params=params(Target(target.pool, target.node)))
     else:
         _devices(target)

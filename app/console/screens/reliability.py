@@ -6,6 +6,7 @@ import polars as pl
 import streamlit as st
 
 from app.console import charts, data, drill, filters, links
+from app.console.safe import md
 from store.views.reliability import EVENT_LIMIT
 
 FORMULA = (r"R = \frac{\text{healthy device-hours}}"
@@ -47,8 +48,9 @@ def render() -> None:
         table, config = links.linked(drain.select("pool", "node", "reasons", "fatal_events", "codes"))
         st.dataframe(table, hide_index=True, width="stretch",
                      column_config={**config, "fatal_events": st.column_config.NumberColumn(format="%d")})
+        # a page link's label renders Markdown (images too): the names are escaped
         for pool, node in drain.select("pool", "node").head(drill.PAGE_LINKS).iter_rows():
-            st.page_link("screens/node.py", label=f"Node {node} ({pool})",
+            st.page_link("screens/node.py", label=f"Node {md(node)} ({md(pool)})",
                          query_params=drill.params(drill.Target(pool, node)))
 
     st.subheader("Reliability index")
