@@ -50,15 +50,24 @@ def growth(memory: pl.DataFrame, start_ms: int) -> pl.DataFrame:
                                       "growth": pl.Float64})
 
 
+def sustained_start(t: Telemetry) -> int | None:
+    """Where sustained operation begins: the end of the hour of the last fatal error, else the first sample."""
+    if t.first_ms is None:
+        return None
+    if not t.fatal.height:
+        return t.first_ms
+    return max(t.first_ms, int(t.fatal.sort("bucket")["bucket"][-1]) + HOUR_MS)
+
+
 def stability(t: Telemetry, hours: float, max_memory_growth: float) -> Outcome:
     """Pass after `hours` of sustained operation without memory growth; fail on growth or a fatal error cutting
     the run short; pending while the pool simply has not run that long yet."""
     if t.first_ms is None or t.last_ms is None:
         return Outcome(PENDING, "no telemetry stored for the pool yet")
-    start, cut = t.first_ms, ""
+    start, cut = sustained_start(t), ""
+    assert start is not None  # the pool has a first sample
     if t.fatal.height:
         last = t.fatal.sort("bucket").row(-1, named=True)
-        start = max(start, int(last["bucket"]) + HOUR_MS)
         where = f"{last['node']}/{last['device']}" if last["device"] else last["node"]
         cut = (f"last fatal error {last['error_class']} (code {last['code'] or '?'}) on {where} in the hour from "
                f"{_when(int(last['bucket']))}; ")

@@ -65,7 +65,7 @@ def check_page(at: AppTest, db: Path, device: str | None) -> None:
     expected = raw_metrics(db, device)
     assert "accelerator.utilization" in expected and "accelerator.temperature" in expected
     assert chart_titles(at) == expected  # one chart per canonical metric the node reported
-    versions, events = (d.value for d in at.dataframe)
+    *_, versions, events = (d.value for d in at.dataframe)  # the Node page lists its devices first
     assert driver(db) in set(versions["version"])
     times = events[events["code"] == "79"]["time"]
     assert sorted(int(t.value // 1_000_000) for t in times) == xid79_times(db) and len(times) >= 1
@@ -92,9 +92,9 @@ def test_nodes_to_drain_link_to_the_node_page(demo_db: Path, monkeypatch: pytest
     monkeypatch.setenv(ENV_DB, str(demo_db))
     at = AppTest.from_file(MAIN, default_timeout=60).run().switch_page("screens/reliability.py").run()
     drain = at.dataframe[0].value
-    assert list(drain["node"]) == [NODE]
-    page, query = drain["open"][0].split("?")
-    assert page == "node" and urllib.parse.parse_qs(query) == {"node": [NODE], "pool": [POOL]}
+    page, query = drain["node"][0].split("?")
+    assert len(drain) == 1 and page == "node"
+    assert urllib.parse.parse_qs(query) == {"node": [NODE], "pool": [POOL], "window": ["24h"]}
     link = at.get("page_link")[0].proto
     assert link.page == "node" and urllib.parse.parse_qs(link.query_string) == {"node": [NODE], "pool": [POOL]}
     opened = open_drill(demo_db, monkeypatch, "screens/node.py",
@@ -106,14 +106,17 @@ def test_worst_devices_and_drifted_nodes_link_to_their_pages(demo_db: Path, monk
     monkeypatch.setenv(ENV_DB, str(demo_db))
     at = AppTest.from_file(MAIN, default_timeout=60).run()
     worst = at.dataframe[1].value
-    for pool, node, device, link in zip(worst["pool"], worst["node"], worst["device"], worst["open"], strict=True):
-        page, query = link.split("?")
+    for pool, node, device in zip(worst["pool"], worst["node"], worst["device"], strict=True):
+        page, query = device.split("?")
         assert page == "device"
-        assert urllib.parse.parse_qs(query) == {"node": [node], "pool": [pool], "device": [device]}
-    assert f"device?node={NODE}&pool={POOL}&device={DEVICE}" in set(worst["open"])
+        params = urllib.parse.parse_qs(query)
+        assert params["pool"] == [pool] and params["window"] == ["24h"] and set(params) == {"node", "pool", "device",
+                                                                                           "window"}
+        assert node == f"node?node={params['node'][0]}&pool={pool}&window=24h"
+    assert f"device?node={NODE}&pool={POOL}&device={DEVICE}&window=24h" in set(worst["device"])
     drift = at.dataframe[2].value
-    assert list(drift["open"]) == [f"node?node={n}&pool={p}" for p, n in zip(drift["pool"], drift["node"],
-                                                                             strict=True)]
+    assert set(drift["node"]) == {"node?node=mi300x-a-02&pool=mi300x-a&window=24h",
+                                  "node?node=gaudi3-a-01&pool=gaudi3-a&window=24h"}
 
 
 def test_an_unknown_node_or_device_is_named_with_the_known_ones(demo_db: Path,

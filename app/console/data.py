@@ -182,13 +182,16 @@ def version_drift(con: duckdb.DuckDBPyConnection, start: int, end: int, pools: t
 
 @query
 def version_report(con: duckdb.DuckDBPyConnection, start: int, end: int, pools: tuple[str, ...]) -> dict[str, Any]:
-    """The Versions page: matrix cells, compatibility grid, coverage by exporter version and vanished metrics."""
+    """The Versions page: matrix cells, compatibility grid, coverage by exporter version and per node, and vanished
+    metrics."""
     snap, w = latest_registry(con), Window(start, end, pools)
     if snap is None:
         raise StoreError("no registry loaded")
     reg = snap.registry
+    per_node = coverage.node_coverage(con, reg, w)
     return {"cells": versions.version_matrix(con, reg, w), "compat": compatibility(reg, pools),
-            "coverage": coverage.exporter_coverage(con, reg, w), "vanished": coverage.vanished_metrics(con, reg, w)}
+            "coverage": coverage.exporter_coverage(con, reg, w, per_node), "per_node": per_node,
+            "vanished": coverage.vanished_metrics(con, reg, w, per_node)}
 
 
 @query

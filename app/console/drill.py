@@ -6,17 +6,18 @@ pools, and when the sidebar has rewritten it the node's name alone is looked up 
 
 from __future__ import annotations
 
-import urllib.parse
 from dataclasses import dataclass
 
 import polars as pl
 import streamlit as st
 
-from app.console import charts, data, filters, node_data
+from app.console import charts, data, filters, links, node_data, onboarding_data
+from app.console.links import NODE_PAGE
 from app.console.safe import md
 from canonical.metrics import METRICS
+from onboarding import Track
+from pool_registry import Pool, Registry
 
-NODE_PAGE, DEVICE_PAGE = "node", "device"  # the url_path of each page in main.py
 PAGE_LINKS = 10  # page links under a table of nodes (they keep the session, a table's links open a new tab)
 
 
@@ -27,12 +28,6 @@ class Target:
     pool: str
     node: str
     device: str | None = None
-
-
-def link(pool: str, node: str, device: str | None = None) -> str:
-    """A relative URL to the Node page (or, with a device, the Device page), for a LinkColumn."""
-    params = {"node": node, "pool": pool, **({"device": device} if device is not None else {})}
-    return f"{DEVICE_PAGE if device is not None else NODE_PAGE}?{urllib.parse.urlencode(params)}"
 
 
 def params(target: Target) -> dict[str, str]:
@@ -85,6 +80,33 @@ def _picker(known: pl.DataFrame, want_device: bool) -> None:
     st.rerun()
 
 
+MISSING = "–"  # a missing value, as everywhere in the console
+VERSIONS_TEXT = (f"The pool's declared stack beside every version this node reported. {MISSING} under declared: the "
+                 f"registry declares no version of that component; {MISSING} under version and seen: no exporter "
+                 "reported it. A blank device: the version is the whole node's.")
+SIBLINGS = 12  # sibling nodes named in the registry caption; more are counted
+
+
+def stage_text(pool: Pool, track: Track | None) -> str:
+    """The pool's onboarding stage: the tracker's current one when the pool is being onboarded, else the declared."""
+    if track is None:
+        return f"stage {md(pool.onboarding.stage)}"
+    return (f"onboarding stage **{md(track.stage_title)}** ({track.reached} of {len(track.stages)} stages done; "
+            f"declared {md(track.declared)})")
+
+
+def registry_text(reg: Registry, pool: Pool, target: Target, nodes: list[str]) -> str:
+    """Where the node sits in the registry: the pool's declared size and rule, and the pool's other nodes as links."""
+    rule = ", ".join([*(f"node {p}" for p in pool.assign.node_patterns),
+                      *(f"label {k}={v}" for k, v in pool.assign.labels.items())]) or "no rule"
+    others = [n for n in nodes if n != target.node]
+    named = ", ".join(links.markdown(pool.id, n) for n in others[:SIBLINGS])
+    more = f" and {len(others) - SIBLINGS} more" if len(others) > SIBLINGS else ""
+    peers = f"; its other nodes that reported: {named}{more}" if others else "; no other node of it reported"
+    return (f"Registry {md(reg.name)}: pool {md(pool.id)} declares {pool.devices} devices, {pool.devices_per_node} "
+            f"per node ({pool.nodes} nodes), and takes samples by {md(rule)}{peers}.")
+
+
 def show(target: Target, view: filters.View) -> None:
     """Draw the target's place in the registry, its metrics, error events and versions for the view's window."""
     path = data.db_path()
@@ -92,29 +114,20 @@ def show(target: Target, view: filters.View) -> None:
     assert reg is not None
     pool = reg.pool(target.pool)
     chip = reg.chip_of(pool)
+    track = next((t for t in onboarding_data.onboarding_tracks(path) if t.pool == pool.id), None)
     st.markdown(f"**{md(target.node)}**{f' · device **{md(target.device)}**' if target.device else ''} · "
-                f"pool **{md(pool.id)}** · {md(chip.vendor)} {md(chip.name)} · stage {md(pool.onboarding.stage)}")
+                f"pool **{md(pool.id)}** · {md(chip.vendor)} {md(chip.name)} · {stage_text(pool, track)}")
+    known = node_data.known_devices(path, (pool.id,))
+    st.caption(registry_text(reg, pool, target, sorted(set(known["node"].to_list()))))
     st.caption(view.label())
     if target.device is not None:
-        st.page_link(f"screens/{NODE_PAGE}.py", label=f"Node {target.node}",
+        # a page link's label renders Markdown (images too): the name is escaped
+        st.page_link(f"screens/{NODE_PAGE}.py", label=f"Node {md(target.node)}",
                      query_params=params(Target(target.pool, target.node)))
-    versions = node_data.device_versions(path, target.pool, target.node, target.device)
-    st.subheader("Versions")
-    declared = pl.DataFrame({"component": list(pool.stack), "declared": list(pool.stack.values())},
-                            schema={"component": pl.String, "declared": pl.String})
-    table = versions.join(declared, on="component", how="full", coalesce=True).select(
-        "component", "declared", "version", "device", pl.from_epoch("first_seen", time_unit="ms"),
-        pl.from_epoch("last_seen", time_unit="ms")).sort("component", "first_seen", nulls_last=True)
-    st.caption("The pool's declared stack against every version this node reported (device blank: node-wide).")
-    st.dataframe(table, hide_index=True, width="stretch")
-    st.subheader("Error events")
-    events = node_data.device_events(path, view.start_ms, view.end_ms, target.pool, target.node, target.device)
-    if events.is_empty():
-        st.success("No error events in this window.")
     else:
-        st.dataframe(events.select(pl.from_epoch("ts", time_unit="ms").alias("time"), pl.exclude("ts")),
-                     hide_index=True, width="stretch", column_config={"count": st.column_config.NumberColumn(
-                         format="%d")})
+        _devices(target)
+    _versions(target, pool)
+    _events(target, view)
     st.subheader("Metrics")
     series = node_data.device_series(path, view.start_ms, view.end_ms, target.pool, target.node, target.device,
                                      view.step_ms())
@@ -130,3 +143,52 @@ def show(target: Target, view: filters.View) -> None:
             charts.show(charts.lines_by_device(series.filter(pl.col("metric") == metric),
                                                f"{metric} ({spec.unit})", "%" if spec.unit == "ratio" else "~s",
                                                events=spec.kind == "events"))
+
+
+def _devices(target: Target) -> None:
+    """The node's devices, each a link to its Device page."""
+    st.subheader("Devices")
+    devices = node_data.node_devices(data.db_path(), target.pool, target.node)
+    if devices.is_empty():
+        st.info("No device of this node has reported; its samples are node-wide.")
+        return
+    table, config = links.linked(devices.select("device", pl.from_epoch("first_seen", time_unit="ms"),
+                                                pl.from_epoch("last_seen", time_unit="ms")),
+                                 target.pool, target.node)
+    st.caption("Every device of the node that reported, with its first and newest sample.")
+    st.dataframe(table, hide_index=True, width="stretch", column_config={
+        **config, "first_seen": st.column_config.DatetimeColumn("first sample (UTC)"),
+        "last_seen": st.column_config.DatetimeColumn("newest sample (UTC)")})
+
+
+def _versions(target: Target, pool: Pool) -> None:
+    versions = node_data.device_versions(data.db_path(), target.pool, target.node, target.device)
+    st.subheader("Versions")
+    declared = pl.DataFrame({"component": list(pool.stack), "declared": list(pool.stack.values())},
+                            schema={"component": pl.String, "declared": pl.String})
+    joined = versions.join(declared, on="component", how="full", coalesce=True).sort(
+        "component", "first_seen", nulls_last=True)
+    # as text, so a cell neither declared nor reported reads "–" like every other missing value
+    seen = [pl.from_epoch(c, time_unit="ms").dt.strftime("%Y-%m-%d %H:%M:%S").fill_null(MISSING).alias(c)
+            for c in ("first_seen", "last_seen")]
+    table, config = links.linked(joined.select(
+        "component", pl.col("declared").fill_null(MISSING), pl.col("version").fill_null(MISSING), "device", *seen),
+        target.pool, target.node)
+    st.caption(VERSIONS_TEXT)
+    st.dataframe(table, hide_index=True, width="stretch", column_config={
+        **config, "first_seen": st.column_config.TextColumn("first seen (UTC)"),
+        "last_seen": st.column_config.TextColumn("last seen (UTC)")})
+
+
+def _events(target: Target, view: filters.View) -> None:
+    st.subheader("Error events")
+    events = node_data.device_events(data.db_path(), view.start_ms, view.end_ms, target.pool, target.node,
+                                     target.device)
+    if events.is_empty():
+        st.success("No error events in this window.")
+        return
+    table, config = links.linked(events.select(pl.from_epoch("ts", time_unit="ms").alias("time"), pl.exclude("ts")),
+                                 target.pool, target.node)
+    st.caption("A blank device: an event of the whole node.")
+    st.dataframe(table, hide_index=True, width="stretch",
+                 column_config={**config, "count": st.column_config.NumberColumn(format="%d")})

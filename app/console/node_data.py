@@ -34,3 +34,9 @@ def device_versions(con: duckdb.DuckDBPyConnection, pool: str, node: str, device
 def known_devices(con: duckdb.DuckDBPyConnection, pools: tuple[str, ...]) -> pl.DataFrame:
     """The nodes and devices that reported in these pools (every pool when empty)."""
     return views.known_devices(con, pools)
+
+
+@query
+def node_devices(con: duckdb.DuckDBPyConnection, pool: str, node: str) -> pl.DataFrame:
+    """The node's devices with their first and newest sample."""
+    return views.node_devices(con, pool, node)

@@ -12,6 +12,7 @@ from onboarding import Track, onboarding_pools, read_facts
 from onboarding.evidence import parse_evidence, parse_loss_curve
 from onboarding.gates import benchmark, deviations, key_steps
 from onboarding.report import tracks
+from onboarding.stability import growth, sustained_start
 from pool_registry.onboarding import item_spec
 from replay.candidate import Candidate
 from replay.fleet import resolve_pools
@@ -27,8 +28,9 @@ def onboarding_tracks(con: duckdb.DuckDBPyConnection) -> tuple[Track, ...]:
 
 @query
 def onboarding_detail(con: duckdb.DuckDBPyConnection, pool: str) -> dict[str, Any]:
-    """One pool's charts: loss curves with key-step deviations, hourly memory per device, benchmark against model,
-    and the stored evidence files (item, role, name, body) to download."""
+    """One pool's charts: loss curves with key-step deviations, hourly memory per device, each device's memory
+    trend over the sustained run with the stability bound, benchmark against model, and the stored evidence files
+    (item, role, name, body) to download."""
     snap = latest_registry(con)
     if snap is None:
         return {}
@@ -36,6 +38,11 @@ def onboarding_detail(con: duckdb.DuckDBPyConnection, pool: str) -> dict[str, An
     facts = read_facts(con, pool)
     out: dict[str, Any] = {"memory": facts.telemetry.memory, "files": [(e.item, e.role, e.name, e.body)
                                                                       for e in facts.evidence]}
+    start = sustained_start(facts.telemetry)
+    if start is not None:
+        check = reg.pool(pool).onboarding.checks.get("stability")
+        out["stability"] = (growth(facts.telemetry.memory, start), start, {
+            **item_spec("stability").params, **(check.params if check else {})}["max_memory_growth"])
     curves = facts.files("regression")
     if {"baseline", "candidate"} <= set(curves):
         base, cand = (parse_loss_curve(curves[r].body, curves[r].name) for r in ("baseline", "candidate"))

@@ -65,9 +65,11 @@ def node_coverage(con: duckdb.DuckDBPyConnection, reg: Registry, w: Window) -> p
             .sort("pool", "node", "first_seen"))
 
 
-def exporter_coverage(con: duckdb.DuckDBPyConnection, reg: Registry, w: Window) -> pl.DataFrame:
-    """Per pool and exporter version: nodes that ran it and every metric any of them delivered meanwhile."""
-    per_node = node_coverage(con, reg, w)
+def exporter_coverage(con: duckdb.DuckDBPyConnection, reg: Registry, w: Window,
+                      per_node: pl.DataFrame | None = None) -> pl.DataFrame:
+    """Per pool and exporter version: nodes that ran it and every metric any of them delivered meanwhile (from
+    node_coverage's rows when given)."""
+    per_node = node_coverage(con, reg, w) if per_node is None else per_node
     if per_node.is_empty():
         return pl.DataFrame(schema=COVERAGE_SCHEMA)
     out = (per_node.explode("metrics").group_by("pool", "version")
@@ -79,14 +81,17 @@ def exporter_coverage(con: duckdb.DuckDBPyConnection, reg: Registry, w: Window) 
             .sort("_o", "first_seen").drop("_o").select([pl.col(c).cast(t) for c, t in COVERAGE_SCHEMA.items()]))
 
 
-def vanished_metrics(con: duckdb.DuckDBPyConnection, reg: Registry, w: Window) -> pl.DataFrame:
-    """Metrics a node reported under one exporter version and no longer under the next one it ran.
+def vanished_metrics(con: duckdb.DuckDBPyConnection, reg: Registry, w: Window,
+                     per_node: pl.DataFrame | None = None) -> pl.DataFrame:
+    """Metrics a node reported under one exporter version and no longer under the next one it ran (from
+    node_coverage's rows when given).
 
     Only nodes that report something after the upgrade count, so a node that went silent is not an upgrade that
     dropped everything; event metrics (error events) are never counted as vanished.
     """
     rows = []
-    for (pool, node), g in node_coverage(con, reg, w).group_by(["pool", "node"], maintain_order=True):
+    per_node = node_coverage(con, reg, w) if per_node is None else per_node
+    for (pool, node), g in per_node.group_by(["pool", "node"], maintain_order=True):
         runs = sorted(g.iter_rows(named=True), key=lambda r: (r["first_seen"], version_key(r["version"])))
         for before, after in itertools.pairwise(runs):
             if before["version"] == after["version"] or not after["metrics"]:

@@ -96,3 +96,11 @@ def known_devices(con: duckdb.DuckDBPyConnection, pools: tuple[str, ...]) -> pl.
     clause = f" WHERE pool IN ({', '.join('?' * len(pools))})" if pools else ""
     return frame(con, f"SELECT DISTINCT pool, node, device FROM rollup_1h{clause} ORDER BY pool, node, device",
                  list(pools))
+
+
+def node_devices(con: duckdb.DuckDBPyConnection, pool: str, node: str) -> pl.DataFrame:
+    """The node's devices with their first and newest sample (hourly rollup): device, first_seen, last_seen."""
+    return frame(con, """
+        SELECT device, min(bucket) AS first_seen, max(last_ts) AS last_seen FROM rollup_1h
+        WHERE pool = ? AND node = ? AND device <> '' GROUP BY device ORDER BY device""", [pool, node]).select(
+        pl.col("device").cast(pl.String), pl.col("first_seen").cast(pl.Int64), pl.col("last_seen").cast(pl.Int64))

@@ -9,13 +9,14 @@ import time
 import polars as pl
 import streamlit as st
 
-from app.console import charts, data, drill, filters
+from app.console import charts, data, filters, links
 from app.console.safe import md
 from canonical.timeunits import HOUR_MS
 from status.evaluate import Status, evaluate
 from status.rules import load_rules
 from status.verdict import pool_status, verdict
 
+STATUS_COLUMNS = ("level", "scope", "pool", "node", "device", "reason")  # a collector's source in pool
 TILES = ("Devices reporting", "Utilization", "HBM used", "Power", "Max temperature", "Throttled",
          "Fatal errors", "p99 TTFT")
 DEFINITIONS = """
@@ -124,8 +125,10 @@ def render() -> None:
                 col.metric(label, value, delta=change, delta_color=tone)  # type: ignore[arg-type]
     if statuses:
         with st.expander(f"Every status that is not ok ({len(statuses)})"):
-            st.dataframe(pl.DataFrame([{"level": s.level, "scope": s.scope, "where": s.where,
-                                        "reason": s.reason} for s in statuses]), hide_index=True, width="stretch")
+            table, config = links.linked(pl.DataFrame(
+                [{"level": s.level, "scope": s.scope, "pool": s.pool, "node": s.node, "device": s.device,
+                  "reason": s.reason} for s in statuses], schema=dict.fromkeys(STATUS_COLUMNS, pl.String)))
+            st.dataframe(table, hide_index=True, width="stretch", column_config=config)
     st.subheader("Time series")
     series = data.series(path, view.start_ms, view.end_ms, view.pools, view.step_ms())
     fmts = {"utilization": "%", "HBM used": "%", "power per device (W)": ",.0f", "temperature (°C)": ".0f",
@@ -143,23 +146,18 @@ def render() -> None:
     if worst.is_empty():
         st.success("No straggler, hot or silent device in this window.")
     else:
-        linked = worst.with_columns(pl.struct("pool", "node", "device").map_elements(
-            lambda r: drill.link(r["pool"], r["node"], r["device"]), return_dtype=pl.String).alias("open"))
-        st.dataframe(linked, hide_index=True, width="stretch",
-                     column_config={"value": st.column_config.NumberColumn(format="%.1f"),
-                                    "open": st.column_config.LinkColumn(display_text="Device page")})
+        table, config = links.linked(worst)
+        st.dataframe(table, hide_index=True, width="stretch",
+                     column_config={**config, "value": st.column_config.NumberColumn(format="%.1f")})
     st.subheader("Software drift")
     drift = data.version_drift(path, view.start_ms, view.end_ms, view.pools)
     if drift.is_empty():
         st.success("Every node runs the versions its pool declares.")
     else:
         st.caption("Nodes whose newest observed version differs from the pool's declared stack.")
-        st.dataframe(drift.select("pool", "node", "component", "declared", "observed",
-                                  pl.from_epoch("last_seen", time_unit="ms"),
-                                  pl.struct("pool", "node").map_elements(lambda r: drill.link(r["pool"], r["node"]),
-                                                                         return_dtype=pl.String).alias("open")),
-                     hide_index=True, width="stretch",
-                     column_config={"open": st.column_config.LinkColumn(display_text="Node page")})
+        table, config = links.linked(drift.select("pool", "node", "component", "declared", "observed",
+                                                  pl.from_epoch("last_seen", time_unit="ms")))
+        st.dataframe(table, hide_index=True, width="stretch", column_config=config)
     with st.expander("Definitions"):
         st.markdown(DEFINITIONS)
 

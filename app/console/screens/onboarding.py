@@ -11,7 +11,7 @@ import pandas as pd
 import polars as pl
 import streamlit as st
 
-from app.console import charts, data, onboarding_data, onboarding_evidence
+from app.console import charts, data, links, onboarding_data, onboarding_evidence
 from app.console.safe import md
 from onboarding import Track
 
@@ -81,9 +81,28 @@ def _detail(t: Track, detail: dict[str, Any]) -> None:
                               height=charts.CHART_HEIGHT).mark_line().encode(
             x=alt.X("time:T", title=None), y=alt.Y("gb:Q", title=None),
             color=alt.Color("device:N", title="device"), tooltip=["time:T", "device:N", "gb:Q"]))
+    if "stability" in detail:
+        _stability(t, *detail["stability"])
     for item, role, name, body in detail.get("files", []):
         st.download_button(f"{item} · {role}: {Path(name).name}", body, file_name=Path(name).name,
                            mime="text/csv", key=f"ev-{t.pool}-{item}-{role}")
+
+
+def _stability(t: Track, trend: pl.DataFrame, start_ms: int, bound: float) -> None:
+    """Each device's memory trend over the sustained run the stability item judges, the name linking its page."""
+    st.markdown("**Long-run stability per device**")
+    st.caption(f"Sustained operation since {dt.datetime.fromtimestamp(start_ms / 1000, dt.UTC):%Y-%m-%d %H:%M} "
+               f"UTC (the end of the hour of the last fatal error, or the first sample); growth is the rise of a "
+               f"least-squares line through the device's hourly mean HBM use over that span, divided by its mean "
+               f"use, and a device above {bound:.0%} leaks. A device with fewer than three hourly points is not "
+               "listed.")
+    if trend.is_empty():
+        st.info("No device has three hourly points of HBM use in the sustained run yet.")
+        return
+    table, config = links.linked(trend.with_columns(leaks=pl.col("growth") > bound), t.pool)
+    st.dataframe(table, hide_index=True, width="stretch", column_config={
+        **config, "points": st.column_config.NumberColumn("hourly points", format="%d"),
+        "growth": st.column_config.NumberColumn(format="percent")})
 
 
 def _loss_chart(curves: pl.DataFrame, dev: pl.DataFrame) -> None:

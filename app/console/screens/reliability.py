@@ -5,7 +5,8 @@ from __future__ import annotations
 import polars as pl
 import streamlit as st
 
-from app.console import charts, data, drill, filters
+from app.console import charts, data, drill, filters, links
+from app.console.safe import md
 from store.views.reliability import EVENT_LIMIT
 
 FORMULA = (r"R = \frac{\text{healthy device-hours}}"
@@ -44,13 +45,12 @@ def render() -> None:
     if drain.is_empty():
         st.success("No node needs draining in this window.")
     else:
-        linked = drain.with_columns(pl.struct("pool", "node").map_elements(
-            lambda r: drill.link(r["pool"], r["node"]), return_dtype=pl.String).alias("open"))
-        st.dataframe(linked.select("pool", "node", "reasons", "fatal_events", "codes", "open"), hide_index=True,
-                     width="stretch", column_config={"fatal_events": st.column_config.NumberColumn(format="%d"),
-                                                     "open": st.column_config.LinkColumn(display_text="Node page")})
+        table, config = links.linked(drain.select("pool", "node", "reasons", "fatal_events", "codes"))
+        st.dataframe(table, hide_index=True, width="stretch",
+                     column_config={**config, "fatal_events": st.column_config.NumberColumn(format="%d")})
+        # a page link's label renders Markdown (images too): the names are escaped
         for pool, node in drain.select("pool", "node").head(drill.PAGE_LINKS).iter_rows():
-            st.page_link("screens/node.py", label=f"Node {node} ({pool})",
+            st.page_link("screens/node.py", label=f"Node {md(node)} ({md(pool)})",
                          query_params=drill.params(drill.Target(pool, node)))
 
     st.subheader("Reliability index")
@@ -87,9 +87,11 @@ def render() -> None:
         pl.from_epoch("ts", time_unit="ms").alias("time"),
         pl.col("pool").replace_strict(vendor, default="?").alias("vendor"),
     ).select("time", "pool", "vendor", "node", "device", "code", "error_class", "severity", "count")
-    st.caption(f"{events_caption(shown.height, EVENT_LIMIT)} (vendor code kept as the exporter wrote it).")
-    st.dataframe(shown, hide_index=True, width="stretch",
-                 column_config={"count": st.column_config.NumberColumn(format="%d")})
+    st.caption(f"{events_caption(shown.height, EVENT_LIMIT)} (vendor code kept as the exporter wrote it; a blank "
+               "device: an event of the whole node).")
+    table, config = links.linked(shown)
+    st.dataframe(table, hide_index=True, width="stretch",
+                 column_config={**config, "count": st.column_config.NumberColumn(format="%d")})
 
 
 if __name__ == "__main__":

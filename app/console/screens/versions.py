@@ -8,7 +8,7 @@ import pandas as pd
 import polars as pl
 import streamlit as st
 
-from app.console import data, filters
+from app.console import data, filters, links
 from app.console.safe import md
 from pool_registry.compat import PASS, STATUSES, Compat
 from pool_registry.components import GROUP_TITLES, GROUPS
@@ -37,7 +37,7 @@ def render() -> None:
     st.caption(view.label())
     _matrix(report["cells"], view.pools)
     _compatibility(report["compat"])
-    _coverage(report["coverage"], report["vanished"])
+    _coverage(report["coverage"], report["per_node"], report["vanished"])
 
 
 def _matrix(cells: tuple[Cell, ...], pools: tuple[str, ...]) -> None:
@@ -62,9 +62,12 @@ def _matrix(cells: tuple[Cell, ...], pools: tuple[str, ...]) -> None:
     st.warning(f"{len(drifted)} drifted cell(s); open one to see its nodes.")
     for c in drifted:
         with st.expander(f"{DRIFT_MARK}{md(c.pool)} · {md(c.component)}: {md(c.reason)}"):
-            st.dataframe(pl.DataFrame([{"node": n.node, "version": n.version, "devices": n.devices,
-                                        "first seen": _time(n.first_seen), "last seen": _time(n.last_seen)}
-                                       for n in c.nodes]), hide_index=True, width="stretch")
+            table, config = links.linked(pl.DataFrame(
+                [{"node": n.node, "version": n.version, "devices": n.devices, "first seen": _time(n.first_seen),
+                  "last seen": _time(n.last_seen)} for n in c.nodes],
+                schema={"node": pl.String, "version": pl.String, "devices": pl.Int64, "first seen": pl.String,
+                        "last seen": pl.String}), c.pool)
+            st.dataframe(table, hide_index=True, width="stretch", column_config=config)
 
 
 def _compatibility(compat: tuple[Compat, ...]) -> None:
@@ -87,7 +90,7 @@ def _compatibility(compat: tuple[Compat, ...]) -> None:
                      hide_index=True, width="stretch")
 
 
-def _coverage(coverage: pl.DataFrame, vanished: pl.DataFrame) -> None:
+def _coverage(coverage: pl.DataFrame, per_node: pl.DataFrame, vanished: pl.DataFrame) -> None:
     st.subheader("Metric coverage by exporter version")
     st.caption("Canonical metrics each pool's nodes delivered while they ran an exporter version (the version "
                "the exporter reports, else the declared one); hours are the resolution.")
@@ -96,12 +99,18 @@ def _coverage(coverage: pl.DataFrame, vanished: pl.DataFrame) -> None:
     else:
         st.dataframe(coverage.select("pool", "exporter", "nodes", pl.col("metrics").list.len().alias("count"),
                                      pl.col("metrics").list.join(", ")), hide_index=True, width="stretch")
+        with st.expander(f"Per node ({per_node.select('pool', 'node').unique().height} nodes)"):
+            table, config = links.linked(per_node.select(
+                "pool", "node", pl.col("version").alias("exporter"), pl.col("metrics").list.len().alias("count"),
+                pl.col("metrics").list.join(", ")))
+            st.dataframe(table, hide_index=True, width="stretch", column_config=config)
     if vanished.is_empty():
         st.success("No metric disappeared after an exporter upgrade in this window.")
         return
     for r in vanished.iter_rows(named=True):
-        st.warning(f"{r['pool']}: {r['metric']} stopped after the exporter went from {r['before']} to "
-                   f"{r['after']} on {', '.join(r['nodes'])} ({_time(r['upgraded_at'])} UTC).")
+        nodes = ", ".join(links.markdown(r["pool"], n) for n in r["nodes"])
+        st.warning(f"{md(r['pool'])}: {md(r['metric'])} stopped after the exporter went from {md(r['before'])} to "
+                   f"{md(r['after'])} on {nodes} ({_time(r['upgraded_at'])} UTC).")
 
 
 def _time(ms: int) -> str:
