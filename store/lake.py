@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
@@ -129,8 +130,12 @@ def _copy(con: duckdb.DuckDBPyConnection, flt: ExportFilter, resolution: str, da
 
 
 def write_lake(store: Access, out: str | Path, flt: ExportFilter | None = None, *,
-               version: str | None = None, replace: Replace = os.replace) -> LakeResult:
-    """Bring the lake in `out` up to date with the store; see the module's docstring for what is written."""
+               version: str | None = None, replace: Replace = os.replace,
+               stop: Callable[[], bool] = lambda: False) -> LakeResult:
+    """Bring the lake in `out` up to date with the store; see the module's docstring for what is written.
+
+    `stop` is asked between partitions: once it says true, the partitions written so far are recorded and
+    the run ends early (the next one continues)."""
     flt = flt or ExportFilter()
     folder = Path(out)
     if flt.resolution not in RESOLUTIONS:
@@ -162,14 +167,17 @@ def write_lake(store: Access, out: str | Path, flt: ExportFilter | None = None, 
                 continue  # the store pruned part of this day: the lake's copy is the fuller one
             if not present or parts[key] != fp:
                 todo.append((day, pool, key))
-        rows = 0
+        rows = done = 0
         try:
             for day, pool, key in todo:
+                if stop():
+                    break
                 rows += _write_partition(store, flt, resolution, day, pool, folder / key, parts, key, replace)
+                done += 1
         finally:
             write_manifest(folder, Manifest(resolution, parts), replace)
     kept = len(set(parts) - {partition_key(d, p) for d, p in found})
-    return LakeResult(rows, str(folder), resolution, len(todo), len(found) - len(todo), kept)
+    return LakeResult(rows, str(folder), resolution, done, len(found) - len(todo), kept)
 
 
 def _write_partition(store: Access, flt: ExportFilter, resolution: str, day: int, pool: str, where: Path,
