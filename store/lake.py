@@ -6,9 +6,11 @@ only the partitions that are new or changed, today's growing one included. Each 
 of the store (its fingerprint and its rows in the same read, so they agree), written to a hidden temporary
 file in its folder and renamed into place: a killed export leaves no partial file where a reader looks.
 
-Partitions whose rows the store no longer holds (pruned raw days, or outside this run's window or metrics)
-are kept as they are: the lake outlives the store's retention. `ts` is epoch milliseconds (UTC, int64),
-as in every other export; `pool` is in each file too, so a file read alone still names its pool.
+Partitions whose rows the store no longer holds (pruned raw days, or outside this run's window or pools)
+are kept as they are: the lake outlives the store's retention. A window (--start/--end) picks the whole days
+it touches; a lake holds one resolution and one set of metrics, named in its manifest. `ts` is epoch
+milliseconds (UTC, int64), as in every other export; `pool` is in each file too, so a file read alone still
+names its pool.
 """
 
 from __future__ import annotations
@@ -145,6 +147,11 @@ def write_lake(store: Access, out: str | Path, flt: ExportFilter | None = None, 
         raise StoreError(f"cannot write {str(folder)!r}: folder {str(folder.parent)!r} does not exist")
     if folder.exists() and not folder.is_dir():
         raise StoreError(f"{str(folder)!r} is a file; a partitioned export goes to a folder")
+    # a partition is a whole day: the window picks the days it touches, never part of one
+    metrics = tuple(sorted(set(flt.metrics)))
+    flt = ExportFilter(None if flt.start_ms is None else flt.start_ms - flt.start_ms % DAY_MS,
+                       None if flt.end_ms is None else -(-flt.end_ms // DAY_MS) * DAY_MS,
+                       flt.pools, metrics, resolution)
     with store.read() as con:
         check_names(con, flt)
         found = fingerprints(con, flt, resolution)
@@ -152,11 +159,14 @@ def write_lake(store: Access, out: str | Path, flt: ExportFilter | None = None, 
     folder.mkdir(exist_ok=True)
     with writer_lock(folder):
         remove_leftovers(folder)
-        manifest = read_manifest(folder) or Manifest(resolution, {})
-        write_manifest(folder, manifest, replace)  # a new lake is one from its first file on, even if killed
+        manifest = read_manifest(folder) or Manifest(resolution, metrics, {})
         if manifest.resolution != resolution:
             raise StoreError(f"the lake {str(folder)!r} holds {manifest.resolution} rows, this export asks for "
                              f"{resolution}; pass --resolution {manifest.resolution} or pick another folder")
+        if manifest.metrics != metrics:
+            raise StoreError(f"the lake {str(folder)!r} holds {_names(manifest.metrics)}, this export asks for "
+                             f"{_names(metrics)}; pick another folder for another set of metrics")
+        write_manifest(folder, manifest, replace)  # a new lake is one from its first file on, even if killed
         write_json(folder / SCHEMA_FILE, schema_body(resolution, version or hetpool_version()), replace)
         parts = dict(manifest.partitions)
         todo = []
@@ -175,9 +185,13 @@ def write_lake(store: Access, out: str | Path, flt: ExportFilter | None = None, 
                 rows += _write_partition(store, flt, resolution, day, pool, folder / key, parts, key, replace)
                 done += 1
         finally:
-            write_manifest(folder, Manifest(resolution, parts), replace)
+            write_manifest(folder, Manifest(resolution, metrics, parts), replace)
     kept = len(set(parts) - {partition_key(d, p) for d, p in found})
     return LakeResult(rows, str(folder), resolution, done, len(found) - len(todo), kept)
+
+
+def _names(metrics: tuple[str, ...]) -> str:
+    return "every metric" if not metrics else "only " + ", ".join(metrics)
 
 
 def _write_partition(store: Access, flt: ExportFilter, resolution: str, day: int, pool: str, where: Path,

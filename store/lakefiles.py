@@ -38,6 +38,7 @@ class Manifest:
     """The partitions a lake holds, each with the fingerprint of the rows it was written from."""
 
     resolution: str
+    metrics: tuple[str, ...]  # the metrics every partition holds; empty: all
     partitions: dict[str, Fingerprint]
 
 
@@ -75,7 +76,7 @@ def read_manifest(folder: Path) -> Manifest | None:
         parts = {key: Fingerprint(int(v["rows"]), str(v["checksum"])) for key, v in body["partitions"].items()}
         if body.get("format") != MANIFEST_FORMAT:
             raise ValueError(f"format {body.get('format')!r}, expected {MANIFEST_FORMAT}")
-        return Manifest(str(body["resolution"]), parts)
+        return Manifest(str(body["resolution"]), tuple(str(m) for m in body["metrics"]), parts)
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
         raise StoreError(f"{str(path)!r} is not a lake manifest ({exc}); move it away to write the lake anew") from None
 
@@ -84,7 +85,8 @@ def write_manifest(folder: Path, manifest: Manifest, replace: Replace = os.repla
     """Store the manifest atomically; False when it is unchanged."""
     parts = {key: {"rows": f.rows, "checksum": f.checksum} for key, f in sorted(manifest.partitions.items())}
     return write_json(folder / MANIFEST_FILE,
-                      {"format": MANIFEST_FORMAT, "resolution": manifest.resolution, "partitions": parts}, replace)
+                      {"format": MANIFEST_FORMAT, "resolution": manifest.resolution,
+                       "metrics": list(manifest.metrics), "partitions": parts}, replace)
 
 
 @contextmanager

@@ -191,9 +191,12 @@ def test_partitions_the_store_pruned_stay_in_the_lake(filled: duckdb.DuckDBPyCon
 
 def test_window_and_filters_narrow_what_is_written(filled: duckdb.DuckDBPyConnection, tmp_path: Path) -> None:
     lake = tmp_path / "lake"
-    result = write_lake(Held(filled), lake, ExportFilter(start_ms=T, end_ms=T + DAY, pools=("a",)))
-    assert (result.rows, result.written) == (2, 1)
+    result = write_lake(Held(filled), lake, ExportFilter(start_ms=T + 6, end_ms=T + 7, pools=("a",)))
+    assert (result.rows, result.written) == (2, 1)  # the window picks its day, and the day is written whole
     assert by_duckdb(lake) == set(GOLDEN[1:3])
+    more = write_lake(Held(filled), lake, ExportFilter(start_ms=T + DAY))
+    assert (more.rows, more.written, more.kept) == (1, 1, 1)
+    assert by_duckdb(lake) == {*GOLDEN[1:3], GOLDEN[4]}
     empty = write_lake(Held(filled), tmp_path / "empty", ExportFilter(start_ms=T + 9 * DAY, pools=("b",)))
     assert (empty.rows, empty.written) == (0, 0)  # a known pool with nothing in the window is no error
 
@@ -213,6 +216,7 @@ def test_an_hourly_lake_carries_the_rollup_columns(filled: duckdb.DuckDBPyConnec
     (ExportFilter(metrics=("accelerator.pwr",)), None, "unknown metric 'accelerator.pwr'; known: accelerator.clock, "),
     (ExportFilter(resolution="5m"), None, "unknown resolution '5m'; known: auto, raw, 1m, 1h"),
     (ExportFilter(resolution="1m"), "raw-lake", "holds raw rows, this export asks for 1m; pass --resolution raw"),
+    (ExportFilter(), "power-lake", "holds only accelerator.power, this export asks for every metric; pick another"),
     (ExportFilter(), "foreign", "holds files but no _manifest.json"),
     (ExportFilter(), "file", "is a file; a partitioned export goes to a folder"),
     (ExportFilter(), "bad-manifest", "is not a lake manifest"),
@@ -222,6 +226,8 @@ def test_refusals(filled: duckdb.DuckDBPyConnection, tmp_path: Path, flt: Export
     lake = tmp_path / "lake"
     if prepare == "raw-lake":
         write_lake(Held(filled), lake)
+    elif prepare == "power-lake":
+        write_lake(Held(filled), lake, ExportFilter(metrics=("accelerator.power",)))
     elif prepare == "foreign":
         lake.mkdir()
         (lake / "notes.txt").write_text("mine")
