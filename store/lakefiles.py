@@ -78,7 +78,8 @@ def read_manifest(folder: Path) -> Manifest | None:
             raise ValueError(f"format {body.get('format')!r}, expected {MANIFEST_FORMAT}")
         return Manifest(str(body["resolution"]), tuple(str(m) for m in body["metrics"]), parts)
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
-        raise StoreError(f"{str(path)!r} is not a lake manifest ({exc}); move it away to write the lake anew") from None
+        why = f"no field {exc.args[0]!r}" if isinstance(exc, KeyError) else str(exc)
+        raise StoreError(f"{str(path)!r} is not a lake manifest ({why}); move it away to write the lake anew") from None
 
 
 def write_manifest(folder: Path, manifest: Manifest, replace: Replace = os.replace) -> bool:

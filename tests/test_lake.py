@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -219,7 +220,7 @@ def test_an_hourly_lake_carries_the_rollup_columns(filled: duckdb.DuckDBPyConnec
     (ExportFilter(), "power-lake", "holds only accelerator.power, this export asks for every metric; pick another"),
     (ExportFilter(), "foreign", "holds files but no _manifest.json"),
     (ExportFilter(), "file", "is a file; a partitioned export goes to a folder"),
-    (ExportFilter(), "bad-manifest", "is not a lake manifest"),
+    (ExportFilter(), "bad-manifest", "is not a lake manifest (no field 'resolution'); move it away"),
 ])
 def test_refusals(filled: duckdb.DuckDBPyConnection, tmp_path: Path, flt: ExportFilter, prepare: str | None,
                   message: str) -> None:
@@ -235,8 +236,8 @@ def test_refusals(filled: duckdb.DuckDBPyConnection, tmp_path: Path, flt: Export
         lake.write_text("x")
     elif prepare == "bad-manifest":
         lake.mkdir()
-        (lake / "_manifest.json").write_text('{"partitions": []}')
-    with pytest.raises(StoreError, match=message.replace("(", r"\(")):
+        (lake / "_manifest.json").write_text('{"format": 1, "partitions": {}}')
+    with pytest.raises(StoreError, match=re.escape(message)):
         write_lake(Held(filled), lake, flt)
     if prepare is None:
         assert not lake.exists()
