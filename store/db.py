@@ -22,10 +22,39 @@ ENV_DB = "HETPOOL_DB"
 ENV_SETTINGS = {"HETPOOL_DUCKDB_MEMORY_LIMIT": "memory_limit", "HETPOOL_DUCKDB_THREADS": "threads"}
 
 
-def engine_config(env: Mapping[str, str] | None = None) -> dict[str, str | bool | int | float | list[str]]:
-    """DuckDB options set in the environment ($HETPOOL_DUCKDB_MEMORY_LIMIT=4GB, $HETPOOL_DUCKDB_THREADS=1)."""
+MIB = 1 << 20
+# Without $HETPOOL_DUCKDB_MEMORY_LIMIT, DuckDB may use a quarter of the memory, at most this much (and at least
+# MEMORY_FLOOR): DuckDB's own default of 80 % is per process, and the console, collectors and commands are
+# several processes on one machine. Larger work spills to DuckDB's temporary files instead.
+MEMORY_CAP = 2048 * MIB
+MEMORY_FLOOR = 256 * MIB
+
+
+def physical_memory() -> int:
+    """Bytes of memory this process may use: the machine's, or the container's limit when that is lower."""
+    total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    try:
+        limit = Path("/sys/fs/cgroup/memory.max").read_text().strip()
+    except OSError:
+        return total
+    return min(total, int(limit)) if limit.isdigit() else total
+
+
+def default_memory_limit(physical: int | None = None) -> str:
+    """DuckDB's memory_limit when the environment sets none: a quarter of `physical`, within floor and cap."""
+    total = physical_memory() if physical is None else physical
+    return f"{max(MEMORY_FLOOR, min(total // 4, MEMORY_CAP)) // MIB}MiB"
+
+
+def engine_config(env: Mapping[str, str] | None = None,
+                  physical: int | None = None) -> dict[str, str | bool | int | float | list[str]]:
+    """DuckDB options: those set in the environment ($HETPOOL_DUCKDB_MEMORY_LIMIT=4GB, $HETPOOL_DUCKDB_THREADS=1),
+    and the default memory limit when it sets none."""
     env = os.environ if env is None else env
-    return {option: env[var].strip() for var, option in ENV_SETTINGS.items() if env.get(var, "").strip()}
+    config: dict[str, str | bool | int | float | list[str]] = {
+        option: env[var].strip() for var, option in ENV_SETTINGS.items() if env.get(var, "").strip()}
+    config.setdefault("memory_limit", default_memory_limit(physical))
+    return config
 
 
 def resolve_db_path(arg: str | None = None, env: Mapping[str, str] | None = None) -> Path:
@@ -45,7 +74,7 @@ def connect(path: str | Path, *, read_only: bool = False) -> duckdb.DuckDBPyConn
     try:
         con = duckdb.connect(str(p), read_only=read_only, config=config)
     except duckdb.InvalidInputException as exc:
-        named = ", ".join(f"{v}={os.environ[v]!r}" for v, o in ENV_SETTINGS.items() if o in config)
+        named = ", ".join(f"{v}={os.environ[v]!r}" for v in ENV_SETTINGS if os.environ.get(v, "").strip())
         raise StoreError(f"cannot open database {str(p)!r}: a DuckDB setting is not valid ({named}): {exc}") from exc
     except duckdb.Error as exc:
         raise StoreError(f"cannot open database {str(p)!r}: {exc}") from exc

@@ -15,16 +15,18 @@ from pathlib import Path
 import duckdb
 import polars as pl
 
+from canonical.metrics import METRICS
 from canonical.timeunits import DAY_MS
 from store.db import fetch_one
 from store.errors import StoreError
 from store.rollups import raw_horizon
+from store.snapshots import latest_registry
 
 FORMATS = ("csv", "jsonl", "parquet")
 RESOLUTIONS = ("auto", "raw", "1m", "1h")
 RAW_UP_TO_MS = 2 * DAY_MS      # auto: raw rows for windows up to 2 days...
 MINUTES_UP_TO_MS = 14 * DAY_MS  # ...1-minute buckets up to 14 days, hourly beyond
-_SOURCES = {"raw": ("samples", "ts", "value", ""),
+SOURCES = {"raw": ("samples", "ts", "value", ""),
             "1m": ("rollup_1m", "bucket", "avg", ", min, max, last, count"),
             "1h": ("rollup_1h", "bucket", "avg", ", min, max, last, count")}
 _ORDER = "ORDER BY ts, pool, node, device, metric, attributes"
@@ -80,6 +82,27 @@ def resolve(con: duckdb.DuckDBPyConnection, flt: ExportFilter) -> str:
     return "1m" if end - start <= MINUTES_UP_TO_MS else "1h"
 
 
+def check_names(con: duckdb.DuckDBPyConnection, flt: ExportFilter) -> None:
+    """Refuse a pool or metric nobody knows: a typo would otherwise be an empty export that looks fine.
+
+    Known pools are the newest registry's and every pool with stored rows (raw or rolled up); known metrics
+    are the canonical catalog's. A known pool with nothing in the window is no error."""
+    unknown_metrics = [m for m in flt.metrics if m not in METRICS]
+    if unknown_metrics:
+        raise StoreError(f"unknown metric '{unknown_metrics[0]}'; known: {', '.join(sorted(METRICS))}")
+    if not flt.pools:
+        return
+    rows = con.execute("SELECT DISTINCT pool FROM samples UNION SELECT DISTINCT pool FROM rollup_1h").fetchall()
+    known = {str(r[0]) for r in rows}
+    snapshot = latest_registry(con)
+    if snapshot is not None:
+        known.update(p.id for p in snapshot.registry.pools)
+    unknown_pools = [p for p in flt.pools if p not in known]
+    if unknown_pools:
+        listed = ", ".join(sorted(known)) or "none (the store holds no samples and no registry)"
+        raise StoreError(f"unknown pool '{unknown_pools[0]}'; known: {listed}")
+
+
 # A spreadsheet runs a cell that starts with one of these as a formula; exporter labels are untrusted.
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 
@@ -97,7 +120,7 @@ def export_query(con: duckdb.DuckDBPyConnection, flt: ExportFilter, *, json_attr
 
     `for_spreadsheet` (CSV) quotes a pool, node or device name that a spreadsheet would run as a formula."""
     resolution = resolve(con, flt)
-    table, time_col, value, stats = _SOURCES[resolution]
+    table, time_col, value, stats = SOURCES[resolution]
     where, params = flt.where(time_col)
     attributes = "json(attributes) AS attributes" if json_attributes else "attributes"
     date = f", strftime(make_timestamp({time_col} * 1000), '%Y-%m-%d') AS date" if with_date else ""
@@ -110,7 +133,7 @@ def export_query(con: duckdb.DuckDBPyConnection, flt: ExportFilter, *, json_attr
 def export_count(con: duckdb.DuckDBPyConnection, flt: ExportFilter) -> tuple[int, str]:
     """How many rows an export of the filter holds, and the resolution it reads (no sort needed to count)."""
     resolution = resolve(con, flt)
-    table, time_col, _, _ = _SOURCES[resolution]
+    table, time_col, _, _ = SOURCES[resolution]
     where, params = flt.where(time_col)
     row = fetch_one(con, f"SELECT count(*) FROM {table} WHERE {where}", params)
     return (int(row[0]) if row else 0), resolution
@@ -125,7 +148,7 @@ def export_frame(con: duckdb.DuckDBPyConnection, flt: ExportFilter, limit: int |
     return con.sql(query, params=params).pl()
 
 
-def _literal(path: Path) -> str:
+def sql_literal(path: Path) -> str:
     """A path as an SQL string literal (COPY takes no parameter for its target)."""
     return "'" + str(path).replace("'", "''") + "'"
 
@@ -137,6 +160,7 @@ def export_samples(con: duckdb.DuckDBPyConnection, fmt: str, out: str | Path,
     if fmt not in FORMATS:
         raise StoreError(f"unknown export format '{fmt}'; known: {', '.join(FORMATS)}")
     flt = flt or ExportFilter()
+    check_names(con, flt)
     target = Path(out)
     partitioned = fmt == "parquet" and (target.is_dir() or target.suffix != ".parquet")
     if not target.parent.exists():
@@ -153,7 +177,7 @@ def export_samples(con: duckdb.DuckDBPyConnection, fmt: str, out: str | Path,
                                                  for_spreadsheet=fmt == "csv")
         options = {"csv": "FORMAT csv, HEADER true", "jsonl": "FORMAT json", "parquet": "FORMAT parquet"}[fmt]
     try:
-        rows = con.execute(f"COPY ({query}) TO {_literal(target)} ({options})", params).fetchall()
+        rows = con.execute(f"COPY ({query}) TO {sql_literal(target)} ({options})", params).fetchall()
     except duckdb.Error as exc:
         raise StoreError(f"export to {str(target)!r} failed: {exc}") from exc
     return ExportResult(int(rows[0][0]) if rows else 0, str(target), partitioned, resolution)

@@ -9,6 +9,7 @@ import duckdb
 import pytest
 
 from store import Store, StoreBusy, StoreError, connect
+from store.db import default_memory_limit, engine_config
 from tests.holders import holding
 
 
@@ -99,3 +100,36 @@ def test_writes_of_many_threads_of_one_process_are_serialized(tmp_path: Path) ->
     assert errors == []
     with store.read() as con:
         assert con.execute("SELECT count(*), count(DISTINCT (thread, i)) FROM t").fetchall() == [(60, 60)]
+
+
+GIB = 1 << 30
+
+
+@pytest.mark.parametrize(("physical", "limit"), [
+    (64 * GIB, "2048MiB"),   # a quarter would be 16 GiB: capped
+    (4 * GIB, "1024MiB"),    # a quarter
+    (GIB // 2, "256MiB"),    # a quarter would be 128 MiB: the floor
+])
+def test_the_default_memory_limit_is_a_quarter_within_floor_and_cap(physical: int, limit: str) -> None:
+    assert default_memory_limit(physical) == limit
+    assert engine_config({}, physical) == {"memory_limit": limit}
+    assert engine_config({"HETPOOL_DUCKDB_MEMORY_LIMIT": " 5GB ", "HETPOOL_DUCKDB_THREADS": "1"}, physical) == {
+        "memory_limit": "5GB", "threads": "1"}
+
+
+def memory_limit(db: Path) -> str:
+    with Store(db).read() as con:
+        return str(con.execute("SELECT current_setting('memory_limit')").fetchall()[0][0])
+
+
+def test_every_open_applies_the_default_memory_limit_or_the_environments(tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    import store.db
+
+    db = tmp_path / "m.duckdb"
+    connect(db).close()
+    monkeypatch.delenv("HETPOOL_DUCKDB_MEMORY_LIMIT", raising=False)
+    monkeypatch.setattr(store.db, "physical_memory", lambda: 4 * GIB)
+    assert memory_limit(db) == "1.0 GiB"
+    monkeypatch.setenv("HETPOOL_DUCKDB_MEMORY_LIMIT", "3GiB")
+    assert memory_limit(db) == "3.0 GiB"

@@ -15,6 +15,7 @@ import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
+import duckdb
 import pytest
 
 from collectors.prometheus import PullOptions, pull
@@ -24,6 +25,8 @@ from store import Held, Store, connect, save_registry
 from tests.conftest import FLEET, REPO
 from tests.exporters import LiveExporter
 from tests.promserver import STEP_S, FixtureFleet, PrometheusServer, free_port
+from tests.test_feed import ROWS as FEED_ROWS
+from tests.test_feed import TOKEN, key, samples
 
 HOURS = 1
 NOW_S = int(time.time()) // 3600 * 3600  # the history ends before the hour the tests run in
@@ -166,3 +169,81 @@ def test_kill_9_then_restart_ends_as_an_uninterrupted_run(recent_prom: Prometheu
     with Store(db).read() as c:
         assert c.execute("SELECT sum(read) - sum(stored + rejected + duplicates + ignored), count(*) FILTER "
                          "(WHERE status = 'running') FROM ingest_runs").fetchall() == [(0, 0)]
+
+
+@pytest.fixture
+def fed_db(fleet_db: Path) -> Path:
+    """The example fleet and the feed's hand-planted samples (see tests/test_feed.py)."""
+    con = connect(fleet_db)
+    con.executemany("INSERT INTO samples (ts, pool, node, device, metric, value, attributes) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?)", FEED_ROWS)
+    con.close()
+    return fleet_db
+
+
+def test_serve_runs_the_lake_export_and_the_feed_behind_its_token(fed_db: Path, tmp_path: Path) -> None:
+    health_port, feed_port = free_port(), free_port()
+    drop, lake = tmp_path / "drop", tmp_path / "lake"
+    drop.mkdir()
+    config = tmp_path / "serve.yaml"
+    config.write_text(f"console: {{enabled: false}}\nhealth: {{port: {health_port}}}\n"
+                      f"feed: {{port: {feed_port}}}\nexport: {{out: lake, every: 1h}}\n"
+                      "collectors:\n  - {name: drop, kind: folder, path: drop}\n")
+    env = {**os.environ, "HETPOOL_FEED_TOKEN": TOKEN}
+    proc = subprocess.Popen([sys.executable, "-m", "app.cli", "--db", str(fed_db), "serve", "--config", str(config)],
+                            cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    url, feed_url = f"http://127.0.0.1:{health_port}/health", f"http://127.0.0.1:{feed_port}/metrics"
+
+    def exported() -> bool:
+        h = health(url)
+        return h is not None and h[0] == 200 and h[1]["export"]["last_ok_at"] is not None  # type: ignore[index]
+
+    try:
+        wait_for(exported, 60, "the first scheduled export")
+        report = health(url)
+        assert report is not None
+        assert report[1]["export"]["last"] == {"rows": len(FEED_ROWS), "partitions_written": 3,  # type: ignore[index]
+                                               "partitions_unchanged": 0, "partitions_kept": 0, "resolution": "raw"}
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(feed_url, timeout=10)
+        assert refused.value.code == 401
+        request = urllib.request.Request(feed_url, headers={"Authorization": f"Bearer {TOKEN}"})
+        with urllib.request.urlopen(request, timeout=10) as r:
+            served = samples(r.read().decode())
+        assert served[key("accelerator_utilization_ratio", pool="h100-a", node="h100-a-01", device="nvidia0",
+                          vendor="nvidia")] == 0.75
+        assert served[key("accelerator_power_watts", pool="lab-x", node="box", device="d0", vendor="")] == 300.0
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    assert "Traceback" not in err and TOKEN not in err and f"export: lake {lake} every 3600s" in err
+    got = duckdb.sql(f"SELECT ts, pool, node, device, metric, value, attributes FROM "
+                     f"read_parquet('{lake}/**/*.parquet', hive_partitioning = true)").fetchall()
+    assert sorted(got) == sorted(FEED_ROWS)
+    assert sorted(str(p.relative_to(lake).parent) for p in lake.rglob("*.parquet")) == [
+        "date=2026-11-30/pool=h100-a", "date=2026-11-30/pool=lab-x", "date=2026-11-30/pool=mi300x-a"]
+    assert health(url) is None and not _answers(feed_url)
+
+
+def _answers(url: str) -> bool:
+    try:
+        urllib.request.urlopen(url, timeout=2)
+    except urllib.error.HTTPError:
+        return True
+    except OSError:
+        return False
+    return True
+
+
+def test_serve_refuses_an_export_of_a_pool_nobody_knows(capsys: pytest.CaptureFixture[str], fleet_db: Path,
+                                                        tmp_path: Path) -> None:
+    from tests.test_ingest_file import run
+
+    config = tmp_path / "serve.yaml"
+    config.write_text("console: {enabled: false}\nhealth: {enabled: false}\nexport: {out: lake, pools: [h100-b]}\n"
+                      "collectors:\n  - {name: drop, kind: folder, path: drop}\n")
+    code, _, err = run(capsys, "--db", str(fleet_db), "serve", "--config", str(config))
+    assert code == 2 and err.count("\n") == 1 and "unknown pool 'h100-b'; known: " in err
+    assert not (tmp_path / "lake").exists()

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from app.serve.config import ServeConfigError, load_serve_config, load_serve_text
+from app.serve.config import ExportPlan, FeedListener, ServeConfigError, load_serve_config, load_serve_text
 from collectors.service import DropFolder, PrometheusPull, ScrapeTarget
 from tests.conftest import REPO
 
@@ -17,6 +17,22 @@ def test_the_example_is_a_working_config_for_the_demo() -> None:
     assert (cfg.console.port, cfg.health.port) == (8511, 8512)
     (drop,) = cfg.collectors
     assert isinstance(drop, DropFolder) and drop.path == REPO / "demo" / "drop" and drop.every_s == 10
+    assert cfg.export == ExportPlan(REPO / "demo" / "lake", 3600.0)
+    assert cfg.feed == FeedListener(True, "127.0.0.1", 9464, 300_000)
+
+
+def test_export_and_feed_sections(tmp_path: Path) -> None:
+    cfg = load_serve_text("""
+collectors: [{name: drop, kind: folder, path: in}]
+export: {out: lake, every: 10m, pools: [h100-a, mi300x-a], metrics: [accelerator.power]}
+feed: {address: 0.0.0.0, port: 9470, window: 2m}
+""", "serve.yaml", tmp_path)
+    assert cfg.export == ExportPlan(tmp_path / "lake", 600.0, ("h100-a", "mi300x-a"), ("accelerator.power",))
+    assert cfg.feed == FeedListener(True, "0.0.0.0", 9470, 120_000)
+    bare = load_serve_text("collectors: [{name: drop, kind: folder, path: in}]\nfeed: {enabled: false}\n",
+                           "serve.yaml", tmp_path)
+    assert bare.export is None and not bare.feed.enabled
+    assert not load_serve_text("collectors: [{name: drop, kind: folder, path: in}]\n", "s.yaml").feed.enabled
 
 
 def test_every_kind_with_its_fields(tmp_path: Path) -> None:
@@ -37,6 +53,7 @@ console: {enabled: false}
     assert not cfg.console.enabled and cfg.health.enabled and cfg.database is None
 
 
+FOLDER = "collectors:\n  - {name: a, kind: folder, path: x}\n"
 BAD = [
     ("", "serve.yaml: empty file; expected a mapping with 'collectors'"),
     ("collectors: []\n", "serve.yaml:1: collectors: expected at least one collector"),
@@ -62,6 +79,18 @@ BAD = [
     ("collectors:\n  - {name: a, kind: folder, path: x}\ncolectors: []\n",
      "serve.yaml:3: colectors: unknown key 'colectors'; did you mean 'collectors'?"),
     ("collectors: [\n", "serve.yaml:2: YAML syntax error"),
+    (f"{FOLDER}feed: {{port: 9464, token: s3cret}}\n",
+     "serve.yaml:3: feed.token: the feed's token does not belong in this file; set HETPOOL_FEED_TOKEN"),
+    (f"{FOLDER}health: {{port: 9464}}\nfeed: {{port: 9464}}\n",
+     "serve.yaml:4: feed.port: port 9464 is already the health endpoint's"),
+    (f"{FOLDER}feed: {{port: 8501}}\n", "serve.yaml:3: feed.port: port 8501 is already the console's"),
+    (f"{FOLDER}feed: {{prt: 9464}}\n", "serve.yaml:3: feed.prt: unknown key 'prt'; did you mean 'port'?"),
+    (f"{FOLDER}feed: {{window: soon}}\n", "serve.yaml:3: feed.window: bad duration 'soon'"),
+    (f"{FOLDER}export: {{every: 1h}}\n", "serve.yaml:3: export.out: missing required field"),
+    (f"{FOLDER}export: {{out: lake, every: 1}}\n", "serve.yaml:3: export.every: bad duration '1'"),
+    (f"{FOLDER}export: {{out: lake, metrics: [accelerator.pwr]}}\n",
+     "serve.yaml:3: export.metrics[0]: unknown metric 'accelerator.pwr'; known: accelerator.clock"),
+    (f"{FOLDER}export: lake\n", "serve.yaml:3: export: expected a mapping, got"),
 ]
 
 

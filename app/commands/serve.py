@@ -7,14 +7,17 @@ import os
 import socket
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from app.commands import _child
 from app.commands._base import Context, add_command
 from app.commands.console import streamlit_command
 from app.errors import UsageError
-from app.serve.config import load_serve_config
+from app.serve.config import ServeConfig, load_serve_config
+from app.serve.feed import ENV_TOKEN, FeedServer, store_reader
 from app.serve.health import HealthServer, health_report
+from app.serve.lake import LakeExport
 from collectors.service import Runner
 from store import ENV_DB, Store
 
@@ -25,7 +28,8 @@ RESTART_AFTER_S = 5.0
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
     """Add the serve command."""
     p = add_command(sub, "serve", help="run the collectors a YAML file declares, each on its schedule, with the "
-                                       "console and a health endpoint; SIGTERM stops it cleanly",
+                                       "console, a health endpoint and, when the file asks, the lake export on "
+                                       "its schedule and the feed; SIGTERM stops it cleanly",
                     example="hetpool serve --config examples/serve.yaml", handler=run, common=common)
     p.add_argument("--config", required=True, metavar="FILE", help="serve YAML (see examples/serve.yaml)")
     p.add_argument("--no-console", action="store_true", help="do not start the console")
@@ -43,15 +47,25 @@ def run(ctx: Context) -> int:
     config = load_serve_config(ctx.args.config)
     db = _database(ctx, config.database).resolve()
     store = Store(db, on_wait=lambda m: ctx.note(f"hetpool serve: {m}")).ensure("hetpool serve")
-    runner = Runner(store, config.collectors, log=lambda line: ctx.note(f"hetpool serve: {line}"))
+
+    def log(line: str) -> None:
+        ctx.note(f"hetpool serve: {line}")
+
+    runner = Runner(store, config.collectors, log=log)
+    export = None
+    if config.export is not None:
+        export = LakeExport(store, config.export, log=log)
+        export.check()
     health = None
     if config.health.enabled:
         try:
             health = HealthServer(config.health.address, config.health.port,
-                                  lambda: health_report(runner.statuses(), {"database": str(db)})).start()
+                                  lambda: health_report(runner.statuses(), {"database": str(db)},
+                                                        {"export": export.report()} if export else None)).start()
         except OSError as exc:
             raise UsageError(f"cannot listen on {config.health.address}:{config.health.port} for the health "
                              f"endpoint: {exc.strerror}") from None
+    feed = _feed(config, store, log)
     console = None
     if config.console.enabled and not ctx.args.no_console:
         _port_free(config.console.address, config.console.port)
@@ -63,9 +77,13 @@ def run(ctx: Context) -> int:
                 console = _child.start(command, env)
             ctx.note(f"hetpool serve: {len(config.collectors)} collectors on {db}"
                      + (f"; console on http://{config.console.address}:{config.console.port}" if console else "")
-                     + (f"; health on {health.url}/health" if health else ""))
+                     + (f"; health on {health.url}/health" if health else "")
+                     + (f"; feed on {feed.url}/metrics" if feed else ""))
             for c in config.collectors:
                 ctx.note(f"  {c.name}: {c.describe()} every {c.every_s:g}s")
+            if export is not None:
+                ctx.note(f"  export: lake {export.plan.out} every {export.plan.every_s:g}s")
+                export.start()
             runner.start()
             while True:
                 time.sleep(0.5)
@@ -78,13 +96,29 @@ def run(ctx: Context) -> int:
             ctx.note("hetpool serve: stopping; runs under way finish or roll back")
         finally:
             clean = runner.stop()
+            if export is not None:
+                clean = export.stop() and clean
+            if feed is not None:
+                feed.stop()
             if console is not None:
                 _child.stop(console)
             if health is not None:
                 health.stop()
     if not clean:
-        print("hetpool serve: a collector did not stop in time; its run rolled back", file=sys.stderr)
+        print("hetpool serve: a collector or the export did not stop in time; its run rolled back", file=sys.stderr)
     return 0
+
+
+def _feed(config: ServeConfig, store: Store, log: Callable[[str], None]) -> FeedServer | None:
+    """The feed endpoint when the file has one; its token comes from the environment only."""
+    f = config.feed
+    if not f.enabled:
+        return None
+    token = os.environ.get(ENV_TOKEN, "").strip() or None
+    try:
+        return FeedServer(f.address, f.port, store_reader(store, f.window_ms), token, log=log).start()
+    except OSError as exc:
+        raise UsageError(f"cannot listen on {f.address}:{f.port} for the feed: {exc.strerror}") from None
 
 
 def _port_free(address: str, port: int) -> None:

@@ -7,9 +7,13 @@
       - {name: prom, kind: prometheus, url: http://prometheus:9090, every: 15s, since: 1h}
       - {name: gpu-1, kind: scrape, url: http://gpu-node-1:9400/metrics, every: 15s}
       - {name: drop, kind: folder, path: ../demo/drop, every: 10s}
+    export: {out: ../demo/lake, every: 1h, pools: [h100-a], metrics: [accelerator.power]}   # optional
+    feed: {enabled: true, address: 127.0.0.1, port: 9464, window: 5m}                      # optional
 
 Relative paths are relative to the file, as Prometheus reads its own configuration. Credentials are never
-part of this file: a Prometheus pull takes them from HETPOOL_PROM_TOKEN or HETPOOL_PROM_USER/PASSWORD.
+part of this file: a Prometheus pull takes them from HETPOOL_PROM_TOKEN or HETPOOL_PROM_USER/PASSWORD, and
+the feed's bearer token comes from HETPOOL_FEED_TOKEN. Without an `export` section nothing is exported;
+without a `feed` section no feed is served.
 """
 
 from __future__ import annotations
@@ -20,8 +24,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlparse
 
-from yaml.nodes import Node
+from yaml.nodes import MappingNode, Node
 
+from canonical.metrics import METRICS
 from canonical.timeunits import parse_duration_ms
 from collectors.service import KINDS, Collector, DropFolder, PrometheusPull, ScrapeTarget
 from pool_registry import ConfigError, Reader
@@ -42,6 +47,23 @@ class Listener:
 
 
 @dataclass(frozen=True)
+class FeedListener(Listener):
+    """Where the feed listens, and how old a series' newest sample may be to be served."""
+
+    window_ms: int = 5 * 60_000
+
+
+@dataclass(frozen=True)
+class ExportPlan:
+    """The lake export `hetpool serve` runs every `every_s` seconds (see `hetpool export --partition`)."""
+
+    out: Path
+    every_s: float
+    pools: tuple[str, ...] = ()
+    metrics: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class ServeConfig:
     """One deployment."""
 
@@ -50,6 +72,8 @@ class ServeConfig:
     console: Listener
     health: Listener
     collectors: tuple[Collector, ...]
+    feed: FeedListener = FeedListener(False, "127.0.0.1", 9464)
+    export: ExportPlan | None = None
 
 
 _COMMON = ("every", "max_lag", "pool", "profiles_dir")
@@ -73,7 +97,7 @@ def load_serve_text(text: str, source: str = "<serve>", base: Path | None = None
     r = Reader(source)
     here = base or Path.cwd()
     root = r.root(text, "a mapping with 'collectors'", ServeConfigError)
-    f = r.mapping(root, "", required=("collectors",), optional=("database", "console", "health"))
+    f = r.mapping(root, "", required=("collectors",), optional=("database", "console", "health", "export", "feed"))
     database = r.optional(f, "database", "", lambda n, p: _path(here, r.string(n, p)), None)
     console = _listener(r, f.get("console"), "console", 8501)
     health = _listener(r, f.get("health"), "health", 8502)
@@ -91,9 +115,44 @@ def load_serve_text(text: str, source: str = "<serve>", base: Path | None = None
         r.fail(f["collectors"], "collectors", "expected at least one collector")
     if console.enabled and health.enabled and (console.address, console.port) == (health.address, health.port):
         r.fail(f.get("health"), "health.port", f"port {health.port} is already the console's")
+    feed = _feed(r, f.get("feed"))
+    for other, name in ((console, "console"), (health, "health endpoint")):
+        if feed.enabled and other.enabled and (feed.address, feed.port) == (other.address, other.port):
+            r.fail(f.get("feed"), "feed.port", f"port {feed.port} is already the {name}'s")
+    export = None if "export" not in f else _export(r, f["export"], here)
     if r.problems:
         raise ServeConfigError(r.problems)
-    return ServeConfig(source, database, console, health, tuple(collectors))
+    return ServeConfig(source, database, console, health, tuple(collectors), feed, export)
+
+
+def _feed(r: Reader, node: Node | None) -> FeedListener:
+    """The feed runs when the file has a `feed` section (unless it says enabled: false)."""
+    off = FeedListener(False, "127.0.0.1", 9464)
+    if node is None:
+        return off
+    token = [k for k, _ in node.value if k.value == "token"] if isinstance(node, MappingNode) else []
+    if token:
+        r.fail(token[0], "feed.token", "the feed's token does not belong in this file; set HETPOOL_FEED_TOKEN in "
+                                       "the service's environment")
+        return off
+    g = r.mapping(node, "feed", required=(), optional=("enabled", "address", "port", "window"))
+    return FeedListener(r.optional(g, "enabled", "feed", r.boolean, True),
+                        r.optional(g, "address", "feed", r.string, "127.0.0.1"),
+                        r.optional(g, "port", "feed", lambda n, p: r.integer(n, p, ge=1, le=65535), 9464),
+                        int(1000 * r.optional(g, "window", "feed", lambda n, p: _duration(r, n, p), 300.0)))
+
+
+def _export(r: Reader, node: Node, here: Path) -> ExportPlan:
+    g = r.mapping(node, "export", required=("out",), optional=("every", "pools", "metrics"))
+    out = _path(here, r.string(g["out"], "export.out")) if "out" in g else here
+    every = r.optional(g, "every", "export", lambda n, p: _duration(r, n, p), 3600.0)
+    none: tuple[str, ...] = ()
+    pools = r.optional(g, "pools", "export", r.string_list, none)
+    metrics = r.optional(g, "metrics", "export", r.string_list, none)
+    for i, m in enumerate(metrics):
+        if m not in METRICS:
+            r.fail(g["metrics"], f"export.metrics[{i}]", f"unknown metric '{m}'; known: {', '.join(sorted(METRICS))}")
+    return ExportPlan(out, every, pools, metrics)
 
 
 def _listener(r: Reader, node: Node | None, path: str, port: int) -> Listener:

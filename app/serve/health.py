@@ -16,11 +16,15 @@ from typing import Any
 Report = Callable[[], dict[str, Any]]
 
 
-def health_report(statuses: list[dict[str, Any]], extra: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The body: overall status, the problems in one list, and every collector."""
+def health_report(statuses: list[dict[str, Any]], extra: dict[str, Any] | None = None,
+                  jobs: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
+    """The body: overall status, the problems in one list, every collector, and each other job (the export)
+    under its own name; a job's problems count like a collector's."""
+    jobs = jobs or {}
     problems = [f"{s['name']}: {p}" for s in statuses for p in s["problems"]]
+    problems += [f"{name}: {p}" for name, job in jobs.items() for p in job["problems"]]
     return {"status": "healthy" if not problems else "unhealthy", "problems": problems, "checked_at": time.time(),
-            "collectors": statuses, **(extra or {})}
+            "collectors": statuses, **jobs, **(extra or {})}
 
 
 class HealthServer:
