@@ -105,7 +105,8 @@ def reliability_bars(df: pl.DataFrame, pools: list[str]) -> alt.LayerChart:
                      height=bars_height(len(order)))
     y = alt.Y("pool:N", title=None, sort=order)
     bars = base.mark_bar(size=BAR_SIZE).encode(
-        x=alt.X("index:Q", title=None, scale=alt.Scale(domain=[lo, 1], clamp=True, nice=False), axis=alt.Axis(format="%")),
+        x=alt.X("index:Q", title=None, scale=alt.Scale(domain=[lo, 1], clamp=True, nice=False),
+                axis=alt.Axis(format="%")),
         x2="floor:Q", y=y,
         color=alt.Color("pool:N", scale=pool_scale(order, pools), legend=None),
         tooltip=["pool:N", alt.Tooltip("index:Q", format=".2%", title="R"), "healthy:Q", "observed:Q"],
