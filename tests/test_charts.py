@@ -73,7 +73,8 @@ def test_time_series_are_drawn_in_utc_with_the_sla_line_and_the_marks() -> None:
     assert timecharts.sla_labels({"h100-a": ("standard", 2.0)}) == [(2.0, "SLA standard: p99 2 s")]
     assert timecharts.sla_labels({"a": ("standard", 2.0), "b": ("premium", 0.5), "c": ("batch", None)}) == [
         (0.5, "SLA premium: p99 0.5 s (b)"), (2.0, "SLA standard: p99 2 s (a)")]
-    assert "severe error events" in marks.subtitle() and "version changes" in marks.subtitle()
+    assert marks.subtitle() == "▼ fatal errors   ◆ version changes"
+    assert timecharts.Marks().subtitle() == ""
 
 
 def test_a_window_over_a_day_labels_the_day() -> None:

@@ -65,9 +65,9 @@ class Marks:
 
     def subtitle(self) -> str:
         """The key to the marks this chart carries (empty without marks)."""
-        parts = (["▼ severe error events"] if self.events.height else []) + (
+        parts = (["▼ fatal errors"] if self.events.height else []) + (
             ["◆ version changes"] if self.changes.height else [])
-        return "  ".join(parts) + (" (hover a mark for detail)" if parts else "")
+        return "   ".join(parts)  # the tooltips of the marks say which, where and what
 
 
 def stamped(df: pl.DataFrame, column: str = "t") -> pl.DataFrame:

@@ -64,7 +64,9 @@ def render() -> None:
         left, right = st.columns([3, 2])
         with left:
             charts.show(charts.reliability_bars(rel, list(view.all_pools)))
-        right.dataframe(rel, hide_index=True, width="stretch",
+        # R first after the pool: the narrow column must not hide the one number that matters
+        right.dataframe(rel.select("pool", "index", "healthy", "observed", "devices", "hours"), hide_index=True,
+                        width="stretch",
                         column_config={"index": st.column_config.NumberColumn("R", format="percent")})
 
     st.subheader("Error classes over time")
