@@ -28,7 +28,8 @@ def open_drill(db: Path, monkeypatch: pytest.MonkeyPatch, page: str, **params: s
 
 
 def chart_titles(at: AppTest) -> set[str]:
-    return {json.loads(c.proto.spec)["title"].split(" (")[0] for c in at.get("vega_lite_chart")}
+    titles = [json.loads(c.proto.spec)["title"] for c in at.get("vega_lite_chart")]
+    return {(t["text"] if isinstance(t, dict) else t).split(" (")[0] for t in titles}  # a title with a subtitle
 
 
 def raw(db: Path, sql: str, params: list[object]) -> list[tuple[object, ...]]:

@@ -1,16 +1,27 @@
-"""Altair chart builders of the console, all drawn with one theme and one colour per pool."""
+"""Altair chart builders of the console, all drawn with one theme and one colour per pool; bar charts here,
+time series in timecharts."""
 
 from __future__ import annotations
+
+import math
 
 import altair as alt
 import polars as pl
 import streamlit as st
+
+from canonical.timeunits import DAY_MS, HOUR_MS, MINUTE_MS
 
 THEME = "hetpool"
 # Colour-blind-safe categorical palette (Okabe-Ito); pools keep their colour on every page.
 PALETTE = ["#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000"]
 SEVERITY_SHAPES = {"fatal": "diamond", "recoverable": "circle", "informational": "triangle-up", "unknown": "square"}
 CHART_HEIGHT = 220
+BAR_ROW = 34      # px per bar of a horizontal bar chart
+BAR_SIZE = 20     # px thickness of one bar, whatever the number of pools
+BARS_MIN = 90     # px of the plot of a bar chart, so one or two pools still get a readable chart
+# Chart buckets: the finest of these steps that gives at most MAX_POINTS buckets over the window.
+STEPS_MS = (MINUTE_MS, 5 * MINUTE_MS, 15 * MINUTE_MS, HOUR_MS, 3 * HOUR_MS, 6 * HOUR_MS, 12 * HOUR_MS, DAY_MS)
+MAX_POINTS = 200
 
 
 @alt.theme.register(THEME, enable=True)
@@ -22,16 +33,31 @@ def _theme() -> alt.theme.ThemeConfig:
             "axis": {"labelFontSize": 11, "titleFontSize": 11, "gridColor": "#EEEEEE", "domainColor": "#BBBBBB",
                      "tickColor": "#BBBBBB", "titleFontWeight": "normal"},
             "legend": {"labelFontSize": 11, "titleFontSize": 11, "orient": "bottom", "titleFontWeight": "normal"},
-            "title": {"fontSize": 13, "anchor": "start", "fontWeight": "bold"},
+            "title": {"fontSize": 13, "anchor": "start", "fontWeight": "bold", "subtitleFontSize": 11,
+                      "subtitleColor": "#555555"},
             "range": {"category": PALETTE},
             "line": {"strokeWidth": 1.8},
         }
     }
 
 
-def pool_scale(pools: list[str]) -> alt.Scale:
-    """A colour scale that gives each pool of the registry the same colour everywhere."""
-    return alt.Scale(domain=pools, range=[PALETTE[i % len(PALETTE)] for i in range(len(pools))])
+def bucket_ms(length_ms: int) -> int:
+    """The bucket of a chart over a window of this length: the finest of STEPS_MS giving at most MAX_POINTS
+    buckets (1 h -> 1 min, 6 h -> 5 min, 24 h -> 15 min, 7 d -> 1 h), whole days beyond."""
+    for step in STEPS_MS:
+        if length_ms <= step * MAX_POINTS:
+            return step
+    return DAY_MS * math.ceil(length_ms / (DAY_MS * MAX_POINTS))
+
+
+def pool_scale(pools: list[str], everyone: list[str] | None = None) -> alt.Scale:
+    """A colour scale over `pools` only (so a legend lists the pools shown), each pool keeping the colour of
+    its place in `everyone` (the registry's pools), so a filter never recolours a pool."""
+    order = list(everyone) if everyone is not None else list(pools)
+    order += [p for p in pools if p not in order]
+    colour = {p: PALETTE[i % len(PALETTE)] for i, p in enumerate(order)}
+    domain = [p for p in order if p in set(pools)]
+    return alt.Scale(domain=domain, range=[colour[p] for p in domain])
 
 
 def with_time(df: pl.DataFrame, column: str = "t") -> pl.DataFrame:
@@ -39,63 +65,55 @@ def with_time(df: pl.DataFrame, column: str = "t") -> pl.DataFrame:
     return df.with_columns(pl.from_epoch(column, time_unit="ms").dt.replace_time_zone("UTC").alias("time"))
 
 
-def show(chart: alt.Chart | alt.LayerChart | alt.FacetChart | alt.HConcatChart | alt.VConcatChart) -> None:
-    """Render with the project theme (not Streamlit's) at full width."""
-    st.altair_chart(chart, width="stretch", theme=None)
+Drawable = alt.Chart | alt.LayerChart | alt.FacetChart | alt.HConcatChart | alt.VConcatChart
 
 
-def lines_by_pool(df: pl.DataFrame, title: str, fmt: str, pools: list[str]) -> alt.Chart:
-    """One line per pool over time; df has t, pool, value."""
-    data = with_time(df).select("time", "pool", "value").to_pandas()
-    return alt.Chart(data, title=title, height=CHART_HEIGHT).mark_line().encode(
-        x=alt.X("time:T", title=None),
-        y=alt.Y("value:Q", title=None, axis=alt.Axis(format=fmt)),
-        color=alt.Color("pool:N", scale=pool_scale(pools), title="pool"),
-        tooltip=[alt.Tooltip("time:T", format="%Y-%m-%d %H:%M"), "pool:N", alt.Tooltip("value:Q", format=fmt)],
+def show(chart: Drawable) -> None:
+    """Render with the project theme (not Streamlit's) at full width, as SVG so that every chart is drawn the
+    same way whatever its number of points (and its plot can be measured in a browser).
+
+    A single or layered view fits its width only: under Streamlit's default fit, a chart's height is its
+    whole height, so the title, legend and axes squeeze the plot of a short chart to a sliver."""
+    svg = chart.copy(deep=False)
+    svg.usermeta = {"embedOptions": {"renderer": "svg"}}
+    if isinstance(svg, alt.Chart | alt.LayerChart):
+        svg.autosize = alt.AutoSizeParams(type="fit-x", contains="padding")
+    st.altair_chart(svg, width="stretch", theme=None)
+
+
+def bars_height(rows: int) -> int:
+    """Plot height of a horizontal bar chart with this many bars."""
+    return max(BARS_MIN, BAR_ROW * rows)
+
+
+def reliability_floor(values: list[float]) -> float:
+    """Where the reliability axis starts: 5 points below the worst pool, on a multiple of 5 %, so 95.8 % and
+    100 % stay apart; 0 when a pool is below 5 %."""
+    worst = min(values, default=1.0)
+    return max(0.0, math.floor((worst - 0.05) * 20 + 1e-9) / 20)
+
+
+def reliability_bars(df: pl.DataFrame, pools: list[str]) -> alt.LayerChart:
+    """Reliability index per pool as horizontal bars, worst first, on an axis zoomed to the data with each
+    value written at its bar; df has pool, index, healthy, observed."""
+    worst_first = df.sort("index", "pool")
+    lo = reliability_floor(worst_first["index"].to_list())
+    data = worst_first.with_columns(pl.lit(lo).alias("floor")).to_pandas()
+    order = worst_first["pool"].to_list()
+    base = alt.Chart(data, title=alt.Title("Reliability index (worst first)",
+                                           subtitle=f"axis from {lo:.0%}: the gap to 100 % is what failed"),
+                     height=bars_height(len(order)))
+    y = alt.Y("pool:N", title=None, sort=order)
+    bars = base.mark_bar(size=BAR_SIZE).encode(
+        x=alt.X("index:Q", title=None, scale=alt.Scale(domain=[lo, 1], clamp=True, nice=False),
+                axis=alt.Axis(format="%")),
+        x2="floor:Q", y=y,
+        color=alt.Color("pool:N", scale=pool_scale(order, pools), legend=None),
+        tooltip=["pool:N", alt.Tooltip("index:Q", format=".2%", title="R"), "healthy:Q", "observed:Q"],
     )
-
-
-def lines_by_device(df: pl.DataFrame, title: str, fmt: str = "~s", events: bool = False) -> alt.Chart:
-    """A small chart of one metric, a line (for events a point) per device, "node" for node-wide series;
-    df has t, device, value."""
-    data = with_time(df).with_columns(
-        pl.when(pl.col("device") == "").then(pl.lit("node")).otherwise(pl.col("device")).alias("device")
-    ).select("time", "device", "value").to_pandas()
-    chart = alt.Chart(data, title=title, height=CHART_HEIGHT // 2 + 40)
-    mark = chart.mark_point(filled=True) if events else chart.mark_line(point=len(data) < 3)
-    return mark.encode(
-        x=alt.X("time:T", title=None),
-        y=alt.Y("value:Q", title=None, axis=alt.Axis(format=fmt)),
-        color=alt.Color("device:N", title="device"),
-        tooltip=[alt.Tooltip("time:T", format="%Y-%m-%d %H:%M"), "device:N", alt.Tooltip("value:Q", format=",.4~g")],
-    )
-
-
-def errors_over_time(df: pl.DataFrame) -> alt.Chart:
-    """One strip per pool and vendor, a mark per time bucket and error class; df has t, label, error_class, ..."""
-    data = with_time(df).select("time", "label", "error_class", "severity", "events").to_pandas()
-    rows = max(1, df["label"].n_unique())
-    return alt.Chart(data, title="Error events by pool and class", height=max(120, 45 * rows)).mark_point(
-        filled=True, opacity=0.85).encode(
-        x=alt.X("time:T", title=None),
-        y=alt.Y("label:N", title=None),
-        size=alt.Size("events:Q", scale=alt.Scale(range=[60, 400]), legend=None),
-        color=alt.Color("error_class:N", title="error class"),
-        shape=alt.Shape("severity:N", title="severity",
-                        scale=alt.Scale(domain=list(SEVERITY_SHAPES), range=list(SEVERITY_SHAPES.values()))),
-        tooltip=[alt.Tooltip("time:T", format="%Y-%m-%d %H:%M"), "label:N", "error_class:N", "severity:N",
-                 "events:Q"],
-    ).configure_legend(orient="right")
-
-
-def reliability_bars(df: pl.DataFrame, pools: list[str]) -> alt.Chart:
-    """Reliability index per pool as horizontal bars; df has pool, index."""
-    return alt.Chart(df.to_pandas(), title="Reliability index", height=28 * max(df.height, 1)).mark_bar().encode(
-        x=alt.X("index:Q", title=None, scale=alt.Scale(domain=[0, 1]), axis=alt.Axis(format="%")),
-        y=alt.Y("pool:N", title=None, sort=pools),
-        color=alt.Color("pool:N", scale=pool_scale(pools), legend=None),
-        tooltip=["pool:N", alt.Tooltip("index:Q", format=".2%"), "healthy:Q", "observed:Q"],
-    )
+    labels = base.mark_text(align="left", dx=4, fontSize=11).encode(
+        x="index:Q", y=y, text=alt.Text("index:Q", format=".1%"))
+    return bars + labels
 
 
 def cost_split(df: pl.DataFrame, pools: list[str]) -> alt.Chart:
@@ -103,25 +121,12 @@ def cost_split(df: pl.DataFrame, pools: list[str]) -> alt.Chart:
     long = df.select("pool", "busy_cost", "idle_cost").unpivot(
         index="pool", variable_name="kind", value_name="usd").with_columns(
         pl.col("kind").replace({"busy_cost": "busy", "idle_cost": "idle"}))
+    shown = [p for p in pools if p in set(df["pool"].to_list())]
     return alt.Chart(long.to_pandas(), title="Money spent: busy against idle devices",
-                     height=28 * max(df.height, 1) + 40).mark_bar().encode(
+                     height=bars_height(df.height)).mark_bar(size=BAR_SIZE).encode(
         x=alt.X("sum(usd):Q", title="USD", axis=alt.Axis(format="$,.0f")),
-        y=alt.Y("pool:N", title=None, sort=pools),
+        y=alt.Y("pool:N", title=None, sort=shown),
         color=alt.Color("kind:N", scale=alt.Scale(domain=["busy", "idle"], range=[PALETTE[0], "#BBBBBB"]),
                         title=None),
         tooltip=["pool:N", "kind:N", alt.Tooltip("sum(usd):Q", format="$,.2f", title="USD")],
-    )
-
-
-def routing_mix(df: pl.DataFrame, pools: list[str]) -> alt.Chart:
-    """Share of requests per serving pool over time, stacked to 100 %; df has t, pool, share, requests."""
-    data = with_time(df).select("time", "pool", "share", "requests").to_pandas()
-    domain = pools + sorted(set(df["pool"].to_list()) - set(pools))
-    return alt.Chart(data, title="Routing mix (share of requests by serving pool)",
-                     height=CHART_HEIGHT).mark_area().encode(
-        x=alt.X("time:T", title=None),
-        y=alt.Y("share:Q", title=None, stack="normalize", axis=alt.Axis(format="%")),
-        color=alt.Color("pool:N", scale=pool_scale(domain), title="pool"),
-        tooltip=[alt.Tooltip("time:T", format="%Y-%m-%d %H:%M"), "pool:N",
-                 alt.Tooltip("share:Q", format=".1%"), "requests:Q"],
     )

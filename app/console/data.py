@@ -32,7 +32,7 @@ from status.evaluate import Facts
 from store import ENV_DB, Store, StoreBusy, StoreError, latest_registry, queries, replay_runs, resolve_db_path
 from store import requests as stored
 from store.locks import timeout_from_env
-from store.views import cost, coverage, drift, export, health, reliability, runs, versions
+from store.views import cost, coverage, drift, export, health, markers, reliability, runs, versions
 from store.views.window import Window, data_span
 
 CACHE_TTL_S = 60
@@ -199,6 +199,19 @@ def error_timeline(con: duckdb.DuckDBPyConnection, start: int, end: int, pools: 
                    step: int) -> pl.DataFrame:
     """Error events per bucket, pool and class."""
     return reliability.error_timeline(con, Window(start, end, pools), step)
+
+
+@query
+def severe_events(con: duckdb.DuckDBPyConnection, start: int, end: int, pools: tuple[str, ...],
+                  step: int) -> pl.DataFrame:
+    """Fatal error events per bucket, pool and node, to mark on the time series."""
+    return markers.severe_events(con, Window(start, end, pools), step)
+
+
+@query
+def version_changes(con: duckdb.DuckDBPyConnection, start: int, end: int, pools: tuple[str, ...]) -> pl.DataFrame:
+    """Driver, firmware, exporter and engine version changes of the window, to mark on the time series."""
+    return markers.version_changes(con, Window(start, end, pools))
 
 
 @query

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import polars as pl
 import streamlit as st
 
-from app.console import charts, data, filters, links, node_data, onboarding_data
+from app.console import charts, data, filters, links, node_data, onboarding_data, timecharts
 from app.console.links import NODE_PAGE
 from app.console.safe import md
 from canonical.metrics import METRICS
@@ -136,13 +136,17 @@ def show(target: Target, view: filters.View) -> None:
         return
     st.caption("Device-wide series; gauges as bucket means, counters and histogram observations as increases "
                "per bucket, error events summed.")
+    tl = view.timeline()
+    marks = timecharts.Marks(*node_data.device_marks(path, view.start_ms, view.end_ms, target.pool, target.node,
+                                                     target.device, view.step_ms()))
     cols = st.columns(3)
     for i, metric in enumerate(m for m in METRICS if m in set(series["metric"].to_list())):
         with cols[i % 3]:
             spec = METRICS[metric]
-            charts.show(charts.lines_by_device(series.filter(pl.col("metric") == metric),
-                                               f"{metric} ({spec.unit})", "%" if spec.unit == "ratio" else "~s",
-                                               events=spec.kind == "events"))
+            charts.show(timecharts.lines_by_device(series.filter(pl.col("metric") == metric),
+                                                   f"{metric} ({spec.unit})", tl,
+                                                   "%" if spec.unit == "ratio" else "~s",
+                                                   events=spec.kind == "events", marks=marks))
 
 
 def _devices(target: Target) -> None:

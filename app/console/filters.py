@@ -13,6 +13,8 @@ from dataclasses import dataclass
 import streamlit as st
 
 from app.console import data
+from app.console.charts import bucket_ms
+from app.console.timecharts import Timeline
 from canonical.timeunits import DAY_MS, HOUR_MS
 
 PRESETS = {"Last 6 hours": 6 * HOUR_MS, "Last 24 hours": DAY_MS, "Last 7 days": 7 * DAY_MS, "All data": 0}
@@ -40,8 +42,12 @@ class View:
         return (self.end_ms - self.start_ms) / HOUR_MS
 
     def step_ms(self) -> int:
-        """Chart resolution: 5 minutes up to 12 hours (1-minute rollup), else 1 hour (1-hour rollup)."""
-        return 5 * 60_000 if self.hours <= 12 else HOUR_MS
+        """Chart resolution: the bucket the window's length calls for (see charts.bucket_ms)."""
+        return bucket_ms(self.end_ms - self.start_ms)
+
+    def timeline(self) -> Timeline:
+        """The window and its chart bucket, for a time axis."""
+        return Timeline(self.start_ms, self.end_ms, self.step_ms())
 
     def label(self) -> str:
         """The window as text, in UTC."""
@@ -51,6 +57,15 @@ class View:
 def fmt_time(ms: int) -> str:
     """Epoch ms as 'YYYY-MM-DD HH:MM'."""
     return dt.datetime.fromtimestamp(ms / 1000, dt.UTC).strftime("%Y-%m-%d %H:%M")
+
+
+def fmt_step(ms: int) -> str:
+    """A bucket length in words: '15 minutes', '1 hour', '2 days'."""
+    for unit, size in (("day", DAY_MS), ("hour", HOUR_MS), ("minute", 60_000)):
+        if ms >= size and ms % size == 0:
+            n = ms // size
+            return f"{n} {unit}{'s' if n != 1 else ''}"
+    return f"{ms / 1000:g} s"
 
 
 def window_for(choice: str, span: tuple[int, int], days: tuple[dt.date, dt.date] | None = None) -> tuple[int, int]:

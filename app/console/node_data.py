@@ -6,6 +6,7 @@ import duckdb
 import polars as pl
 
 from app.console.data import query
+from store.views import markers
 from store.views import node as views
 from store.views.window import Window
 
@@ -40,3 +41,11 @@ def known_devices(con: duckdb.DuckDBPyConnection, pools: tuple[str, ...]) -> pl.
 def node_devices(con: duckdb.DuckDBPyConnection, pool: str, node: str) -> pl.DataFrame:
     """The node's devices with their first and newest sample."""
     return views.node_devices(con, pool, node)
+
+
+@query
+def device_marks(con: duckdb.DuckDBPyConnection, start: int, end: int, pool: str, node: str, device: str | None,
+                 step: int) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The node's (or device's) severe error events per bucket and its version changes in the window."""
+    w = Window(start, end, (pool,))
+    return (markers.severe_events(con, w, step, node, device), markers.version_changes(con, w, node, device))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import polars as pl
 import streamlit as st
 
-from app.console import charts, data, filters
+from app.console import charts, data, filters, timecharts
 
 DEFINITIONS = """
 - **Cost** = devices declared for the pool × hours of the window that hold data × hourly cost per device
@@ -58,7 +58,7 @@ def render() -> None:
     if mix.is_empty():
         filters.empty_window("request traffic")
     else:
-        charts.show(charts.routing_mix(mix, list(view.all_pools)))
+        charts.show(timecharts.routing_mix(mix, list(view.all_pools), view.timeline()))
     with st.expander("Definitions"):
         st.markdown(DEFINITIONS)
 

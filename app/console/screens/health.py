@@ -9,7 +9,7 @@ import time
 import polars as pl
 import streamlit as st
 
-from app.console import charts, data, filters, links
+from app.console import charts, data, filters, links, timecharts
 from app.console.safe import md
 from canonical.timeunits import HOUR_MS
 from status.evaluate import Status, evaluate
@@ -19,6 +19,7 @@ from status.verdict import pool_status, verdict
 STATUS_COLUMNS = ("level", "scope", "pool", "node", "device", "reason")  # a collector's source in pool
 TILES = ("Devices reporting", "Utilization", "HBM used", "Power", "Max temperature", "Throttled",
          "Fatal errors", "p99 TTFT")
+TILES_PER_ROW = 4
 DEFINITIONS = """
 - **Devices reporting**: devices with a sample in the last 5 minutes of the window, against the devices the
   registry declares for the pool.
@@ -119,9 +120,10 @@ def render() -> None:
             st.markdown(f"**{md(pool.id)}** · {md(chip.name)} · {pool.onboarding.stage} · "
                         f":{colour}-background[{icon} {lvl}] {md(reason)}")
             changes = deltas(row, before.get(pool.id))
-            for col, label, value, change, (_, tone) in zip(st.columns(len(TILES)), TILES,
-                                                            tile_values(row, pool.devices), changes, DELTA,
-                                                            strict=True):
+            # two rows of four: eight tiles in one row cut their values ("48.…") on a laptop screen
+            tiles_at = [c for _ in range(len(TILES) // TILES_PER_ROW) for c in st.columns(TILES_PER_ROW)]
+            for col, label, value, change, (_, tone) in zip(tiles_at, TILES, tile_values(row, pool.devices), changes,
+                                                            DELTA, strict=True):
                 col.metric(label, value, delta=change, delta_color=tone)  # type: ignore[arg-type]
     if statuses:
         with st.expander(f"Every status that is not ok ({len(statuses)})"):
@@ -131,6 +133,12 @@ def render() -> None:
             st.dataframe(table, hide_index=True, width="stretch", column_config=config)
     st.subheader("Time series")
     series = data.series(path, view.start_ms, view.end_ms, view.pools, view.step_ms())
+    tl = view.timeline()
+    marks = timecharts.Marks(data.severe_events(path, view.start_ms, view.end_ms, view.pools, view.step_ms()),
+                             data.version_changes(path, view.start_ms, view.end_ms, view.pools))
+    rules = load_rules()
+    sla = {p: rules.ttft_target(p) for p in view.pools}
+    st.caption(f"One point per {filters.fmt_step(tl.step_ms)}; a gap is a bucket without data.")
     fmts = {"utilization": "%", "HBM used": "%", "power per device (W)": ",.0f", "temperature (°C)": ".0f",
             "clock (MHz)": ",.0f", "p99 TTFT (s)": ".2f"}
     cols = st.columns(2)
@@ -140,7 +148,8 @@ def render() -> None:
             if part.is_empty():
                 st.caption(f"{name}: no data in this window")
             else:
-                charts.show(charts.lines_by_pool(part, name, fmt_, list(view.all_pools)))
+                charts.show(timecharts.lines_by_pool(part, name, fmt_, list(view.pools), list(view.all_pools), tl,
+                                                     marks, sla if name == "p99 TTFT (s)" else None))
     st.subheader("Worst devices")
     worst = data.worst_devices(path, view.start_ms, view.end_ms, view.pools)
     if worst.is_empty():

@@ -11,7 +11,7 @@ import pandas as pd
 import polars as pl
 import streamlit as st
 
-from app.console import charts, data, links, onboarding_data, onboarding_evidence
+from app.console import charts, data, links, onboarding_data, onboarding_evidence, timecharts
 from app.console.safe import md
 from onboarding import Track
 
@@ -75,12 +75,13 @@ def _detail(t: Track, detail: dict[str, Any]) -> None:
                      hide_index=True, width="stretch")
     memory: pl.DataFrame = detail.get("memory", pl.DataFrame())
     if not memory.is_empty():
-        frame = charts.with_time(memory.with_columns(device=pl.col("node") + "/" + pl.col("device"),
-                                                     gb=pl.col("used") / 1e9), "bucket")
+        frame = timecharts.stamped(memory.with_columns(device=pl.col("node") + "/" + pl.col("device"),
+                                                       gb=pl.col("used") / 1e9), "bucket")
         charts.show(alt.Chart(frame.to_pandas(), title="HBM used per device, hourly mean (GB)",
                               height=charts.CHART_HEIGHT).mark_line().encode(
-            x=alt.X("time:T", title=None), y=alt.Y("gb:Q", title=None),
-            color=alt.Color("device:N", title="device"), tooltip=["time:T", "device:N", "gb:Q"]))
+            x=timecharts.time_x(), y=alt.Y("gb:Q", title=None), color=alt.Color("device:N", title="device"),
+            tooltip=[alt.Tooltip("when:N", title="time (UTC)"),
+                     "device:N", alt.Tooltip("gb:Q", format=",.1f")]))
     if "stability" in detail:
         _stability(t, *detail["stability"])
     for item, role, name, body in detail.get("files", []):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import polars as pl
 import streamlit as st
 
-from app.console import charts, data, drill, filters, links
+from app.console import charts, data, drill, filters, links, timecharts
 from app.console.safe import md
 from store.views.reliability import EVENT_LIMIT
 
@@ -60,10 +60,13 @@ def render() -> None:
     if rel.is_empty():
         filters.empty_window("device metrics")
     else:
+        rel = rel.sort("index", "pool")  # worst first, in the bars and the table
         left, right = st.columns([3, 2])
         with left:
             charts.show(charts.reliability_bars(rel, list(view.all_pools)))
-        right.dataframe(rel, hide_index=True, width="stretch",
+        # R first after the pool: the narrow column must not hide the one number that matters
+        right.dataframe(rel.select("pool", "index", "healthy", "observed", "devices", "hours"), hide_index=True,
+                        width="stretch",
                         column_config={"index": st.column_config.NumberColumn("R", format="percent")})
 
     st.subheader("Error classes over time")
@@ -73,7 +76,7 @@ def render() -> None:
         return
     labelled = timeline.with_columns(
         pl.format("{} · {}", "pool", pl.col("pool").replace_strict(vendor, default="?")).alias("label"))
-    charts.show(charts.errors_over_time(labelled))
+    charts.show(timecharts.errors_over_time(labelled, view.timeline()))
     by_vendor = (labelled.with_columns(pl.col("pool").replace_strict(vendor, default="?").alias("vendor"))
                  .group_by("vendor", "error_class", "severity").agg(pl.col("events").sum())
                  .sort("vendor", "events", descending=[False, True]))

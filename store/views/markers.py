@@ -1,0 +1,67 @@
+"""What the console marks on its time series: severe error events and software version changes.
+
+- a severe event: an `accelerator.errors` event of a severity in SEVERE, summed per step bucket, pool and node,
+  with the distinct vendor codes;
+- a version change: a version of a component first seen on a node (or device) in the window while an older
+  version of that component had been seen there before it, stamped with its first sighting.
+"""
+
+from __future__ import annotations
+
+import duckdb
+import polars as pl
+
+from canonical.metrics import ERRORS_METRIC
+from store.views.window import Window, frame, pool_filter
+
+SEVERE = ("fatal", "critical")  # "critical" is what some vendors call fatal before the taxonomy maps it
+EVENT_SCHEMA = {"t": pl.Int64, "pool": pl.String, "node": pl.String, "severity": pl.String, "events": pl.Float64,
+                "codes": pl.String}
+CHANGE_SCHEMA = {"ts": pl.Int64, "pool": pl.String, "node": pl.String, "device": pl.String,
+                 "component": pl.String, "previous": pl.String, "version": pl.String}
+
+
+def _place(node: str | None, device: str | None) -> tuple[str, list[object]]:
+    """An extra clause narrowing to one node (and one device with its node-wide rows), and its parameters."""
+    if node is None:
+        return "", []
+    if device is None:
+        return " AND node = ?", [node]
+    return " AND node = ? AND device IN ('', ?)", [node, device]
+
+
+def severe_events(con: duckdb.DuckDBPyConnection, w: Window, step_ms: int, node: str | None = None,
+                  device: str | None = None) -> pl.DataFrame:
+    """Severe error events per step bucket, pool, node and severity: t, pool, node, severity, events, codes."""
+    pools, params = pool_filter(w)
+    place, place_params = _place(node, device)
+    severities = ", ".join("?" * len(SEVERE))
+    return frame(con, f"""
+        SELECT ts - ts % {int(step_ms)} AS t, pool, node, json_extract_string(attributes, '$.severity') AS severity,
+            sum(value) AS events,
+            string_agg(DISTINCT coalesce(json_extract_string(attributes, '$.code'), ''), ', '
+                       ORDER BY coalesce(json_extract_string(attributes, '$.code'), '')) AS codes
+        FROM samples
+        WHERE metric = ? AND ts >= ? AND ts < ? AND json_extract_string(attributes, '$.severity') IN ({severities})
+            AND value > 0{pools}{place}
+        GROUP BY ALL ORDER BY t, pool, node""",
+                 [ERRORS_METRIC, w.start_ms, w.end_ms, *SEVERE, *params, *place_params]).select(
+        [pl.col(c).cast(t) for c, t in EVENT_SCHEMA.items()])
+
+
+def version_changes(con: duckdb.DuckDBPyConnection, w: Window, node: str | None = None,
+                    device: str | None = None) -> pl.DataFrame:
+    """Version changes in the window, oldest first: ts, pool, node, device, component, previous, version."""
+    pools, params = pool_filter(w)
+    place, place_params = _place(node, device)
+    return frame(con, f"""
+        WITH v AS (
+            SELECT pool, node, device, component, version, first_seen,
+                lag(version) OVER (PARTITION BY pool, node, device, component ORDER BY first_seen) AS previous
+            FROM versions WHERE first_seen < ?{pools}{place}
+        )
+        SELECT first_seen AS ts, pool, node, device, component, previous, version FROM v
+        WHERE previous IS NOT NULL AND previous <> version AND first_seen >= ?
+        ORDER BY ts, pool, node, device, component""",
+                 [w.end_ms, *params, *place_params, w.start_ms]).select(
+        [pl.col(c).cast(t) for c, t in CHANGE_SCHEMA.items()])
