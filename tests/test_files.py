@@ -3,22 +3,109 @@ read is one clear error with nothing stored."""
 
 from __future__ import annotations
 
+import functools
 import gzip
 import os
 import subprocess
 import sys
 from pathlib import Path
 
+import duckdb
 import pytest
 
 from app.cli import main
 from collectors.errors import CollectorError
 from collectors.files import read_chunks
-from store import connect
+from collectors.pipeline import IngestOptions, ingest, make_context
+from collectors.sources import ExpositionSource
+from normalizers import Context
+from store import Held, IngestRun, connect
 from tests.conftest import REPO
 
+NOW = 1_795_000_000.0
 AT = 1_794_990_000_000
+T1, T2 = AT - 30_000, AT - 15_000
 HOST = 'Hostname="n1"'
+
+
+def scrape(ts: int | None, g: int, memory: bool = False) -> list[str]:
+    """One device's lines of a scrape, with a second, conflicting line of a gauge and of the XID code."""
+    at = "" if ts is None else f" {ts}"
+    labels = f'gpu="{g}",{HOST}'
+    fb = [f"DCGM_FI_DEV_FB_USED{{{labels}}} 1000{at}", f"DCGM_FI_DEV_FB_FREE{{{labels}}} 2000{at}",
+          f"DCGM_FI_DEV_FB_RESERVED{{{labels}}} 48{at}"] if memory else []
+    return [
+        f"DCGM_FI_DEV_GPU_UTIL{{{labels}}} {40 + g}{at}",
+        *fb,
+        f"DCGM_FI_DEV_XID_ERRORS{{{labels}}} {48 if g else 0}{at}",
+        f"DCGM_FI_DEV_GPU_UTIL{{{labels}}} {50 + g}{at}",            # the same series and time: a duplicate
+        f"DCGM_FI_DEV_XID_ERRORS{{{labels}}} {79 if g else 0}{at}",  # the same, with another code
+    ]
+
+
+# Scrapes out of time order (T2 before T1, then samples without a timestamp), comments, escapes, a bad line,
+# CRLF line ends and samples after '# EOF'.
+LINES = [
+    "# TYPE DCGM_FI_DEV_GPU_UTIL gauge",
+    *scrape(T2, 0, memory=True), *scrape(T2, 1),
+    "# a comment between samples",
+    *scrape(T1, 0), *scrape(T1, 1, memory=True),
+    f'DCGM_FI_DEV_GPU_TEMP{{gpu="0",{HOST},modelName="H100 \\"SXM\\""}} 71 {T1}',
+    "DCGM_FI_DEV_GPU_TEMP{gpu=0} 70",
+    *scrape(None, 0),
+    "# EOF",
+    f"DCGM_FI_DEV_GPU_UTIL{{gpu=\"0\",{HOST}}} 9 {T2}",
+]
+TEXT = ("\r\n".join(LINES) + "\r\n").encode()
+# every size up to 32 bytes (a boundary at each offset of a line, in many combinations), then a few larger
+SIZES = [*range(1, 33), 47, 61, 64, 97, 128, 150, 199, 200, 997, 4096, 1 << 20]
+
+
+OPTIONS = IngestOptions(pool="p", at_ms=AT)
+
+
+def stored(con: duckdb.DuckDBPyConnection, source: ExpositionSource, context: Context) -> tuple[object, ...]:
+    """Ingest, read back everything the run wrote inside its own transaction, then roll it back."""
+    seen: list[tuple[object, ...]] = []
+
+    class Seen(Exception):
+        pass
+
+    def look(c: duckdb.DuckDBPyConnection, run: IngestRun) -> None:
+        rows = c.execute("SELECT ts, node, device, metric, value, attributes FROM samples ORDER BY ALL").fetchall()
+        rejects = c.execute("SELECT line, record, reason FROM rejects ORDER BY ALL").fetchall()
+        state = c.execute("SELECT * FROM error_state ORDER BY ALL").fetchall()
+        seen.append((run.counts.as_dict(), rows, rejects, state))
+        raise Seen
+
+    with pytest.raises(Seen):
+        ingest(Held(con), source, options=OPTIONS, clock=lambda: NOW, context=context, hooks=[look])
+    assert con.execute("SELECT count(*) FROM samples").fetchall() == [(0,)]  # rolled back
+    return seen[0]
+
+
+def test_the_read_chunk_size_does_not_change_what_is_stored(con: duckdb.DuckDBPyConnection, tmp_path: Path) -> None:
+    path = tmp_path / "x.prom"
+    path.write_bytes(TEXT)
+    context = make_context(Held(con), OPTIONS)  # profiles read once
+    got = {size: stored(con, ExpositionSource("file", "x.prom", functools.partial(read_chunks, path, size)), context)
+           for size in SIZES}
+    counts, rows, rejects, state = got[1 << 20]
+    # 29 sample lines. Stored: the first utilization of each of the 5 device scrapes, memory used and the total
+    # (made of free and reserved too) twice, the temperature, and one XID event: 5 + 2 * 3 + 1 + 1 = 13.
+    # Folded: the XID code of the other 4 device scrapes (0, or 48 again at T2). Rejected: the second
+    # utilization and XID line of each device scrape, the bad line and the line after '# EOF'.
+    assert counts == {"read": 29, "stored": 13, "rejected": 12, "duplicates": 4, "ignored": 0}
+    assert len(rows) == 11
+    dup = "duplicate series in one scrape: same series and timestamp as an earlier line"
+    assert sorted(r[0] for r in rejects if r[2] == dup) == [7, 8, 11, 12, 16, 17, 23, 24, 29, 30]
+    assert sorted(r[0] for r in rejects if r[2] != dup) == [26, 32]
+    # XID 48 of gpu 1 is first seen at T1, which comes later in the file: one event there, folded at T2
+    assert [r for r in rows if r[3] == "accelerator.errors"] == [
+        (T1, "n1", "1", "accelerator.errors", 1.0,
+         '{"code":"48","error_class":"memory_uncorrectable","severity":"fatal"}')]
+    assert [(r[1], r[3], r[4]) for r in state] == [("0", T1, 0.0), ("1", T1, 48.0)]
+    assert [size for size, result in got.items() if result != got[1 << 20]] == []
 
 
 def lines_file(path: Path, n: int) -> bytes:
