@@ -1,4 +1,4 @@
-"""Fuzz sweep of the YAML loaders: registry, vendor profile, status rules, serve config and candidate.
+"""Fuzz sweep of the YAML loaders: registry, vendor profile, status rules, serve config, candidate and roles.
 
 Each loader gets mutated seeds (the examples/ and shipped files, and small documents written here) and must
 either load them or raise its own error class, whose every line names the file (and the line where there is
@@ -12,6 +12,7 @@ from pathlib import Path
 
 from hypothesis import given
 
+from access.roles import RolesError, load_roles_text
 from app.serve.config import ServeConfigError, load_serve_text
 from normalizers.errors import ProfileError
 from normalizers.profile_loader import load_profile_text
@@ -162,3 +163,12 @@ def test_a_control_character_is_one_line_naming_line_and_column() -> None:
         assert str(exc) == "fleet.yaml:2: YAML syntax error: character U+0003 at column 9 is not allowed in YAML"
     else:
         raise AssertionError("loaded")
+
+
+@cases(300)
+@given(mutated(repo_files("examples/roles.yaml")))
+def test_roles_loader(data: bytes) -> None:
+    try:
+        load_roles_text(text_of(data), "roles.yaml")
+    except RolesError as exc:
+        named(exc, "roles.yaml")
