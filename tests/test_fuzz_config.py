@@ -90,7 +90,7 @@ def named(exc: ConfigError, file: str) -> None:
         assert m is not None and m.group("file") == file, line
 
 
-@cases(300)
+@cases(200)
 @given(mutated(FLEET_SEEDS))
 def test_registry_loader(data: bytes) -> None:
     try:
@@ -146,7 +146,7 @@ def fleet() -> Registry:
     return _FLEET[0]
 
 
-@cases(500)
+@cases(300)
 @given(mutated(CANDIDATE_SEEDS))
 def test_candidate_loader(data: bytes) -> None:
     try:

@@ -53,14 +53,14 @@ def check(data: bytes, name: str, fmt: str) -> None:
         assert (frame.get_column("cached_tokens") <= frame.get_column("in_tokens")).all()
 
 
-@cases(1000)
+@cases(700)
 @given(TRACES)
 def test_a_mutated_trace_in_its_own_format(trace: tuple[str, bytes]) -> None:
     name, data = trace
     check(data, name, FORMAT[name])
 
 
-@cases(500)
+@cases(300)
 @given(TRACES)
 def test_a_mutated_trace_with_detection(trace: tuple[str, bytes]) -> None:
     name, data = trace
