@@ -117,10 +117,7 @@ def whole_scrapes(batches: Iterable[RawBatch], finish: Callable[[], RawBatch], d
         if not batch.samples.height:  # a chunk that completed no sample line: the held rows still wait
             yield RawBatch(batch.samples, series, batch.rejects, batch.types)
             continue
-        if newest is not None:
-            oldest = batch.samples.get_column("ts_ms").fill_null(default_ts_ms).min()
-            if isinstance(oldest, int) and oldest <= newest:
-                raise OutOfOrder(f"timestamps go back in time (a sample at {oldest} ms after one at {newest} ms)")
+        _in_order(batch.samples, newest, default_ts_ms)
         samples = batch.samples if held is None else pl.concat([held, batch.samples])
         ts = samples.get_column("ts_ms").fill_null(default_ts_ms)
         late = ts == ts.max()
@@ -131,8 +128,18 @@ def whole_scrapes(batches: Iterable[RawBatch], finish: Callable[[], RawBatch], d
             newest = top if newest is None else max(newest, top)
         yield RawBatch(samples, series, batch.rejects, batch.types)
     last = finish()
+    _in_order(last.samples, newest, default_ts_ms)
     samples = last.samples if held is None else pl.concat([held, last.samples])
     yield RawBatch(samples, last.series or series, last.rejects, last.types)
+
+
+def _in_order(samples: pl.DataFrame, newest: int | None, default_ts_ms: int) -> None:
+    """Raise OutOfOrder when a sample is no newer than the newest one given out."""
+    if newest is None or not samples.height:
+        return
+    oldest = samples.get_column("ts_ms").fill_null(default_ts_ms).min()
+    if isinstance(oldest, int) and oldest <= newest:
+        raise OutOfOrder(f"timestamps go back in time (a sample at {oldest} ms after one at {newest} ms)")
 
 
 def one_batch(batches: Iterable[RawBatch], finish: Callable[[], RawBatch]) -> Iterator[RawBatch]:

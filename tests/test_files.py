@@ -229,3 +229,21 @@ def tables(db: Path) -> dict[str, list[tuple[object, ...]]]:
                 for t in ("samples", "rejects", "versions", "error_state", "rollup_1m", "rollup_1h", "ingest_runs")}
     finally:
         con.close()
+
+
+def test_out_of_order_input_that_cannot_be_read_again_is_one_error(con: duckdb.DuckDBPyConnection) -> None:
+    cut = TEXT.index(b"\n", TEXT.index(str(T1).encode())) + 1  # after the first line at T1
+    pieces = iter([TEXT[:cut], TEXT[cut:]])  # a one-shot iterator: the rest of T1 comes after T1 was given out
+    with pytest.raises(CollectorError, match=r"^x.prom: timestamps go back in time \(a sample at "
+                                             r"1794989970000 ms after one at 1794989970000 ms\); it cannot be read "
+                                             r"again to take it in as one batch$"):
+        ingest(Held(con), ExpositionSource("file", "x.prom", pieces), options=OPTIONS, clock=lambda: NOW)
+    assert con.execute("SELECT count(*) FROM ingest_runs").fetchall() == [(0,)]
+
+
+def test_a_last_line_older_than_what_went_before_is_taken_in_order(con: duckdb.DuckDBPyConnection) -> None:
+    lines = [f'DCGM_FI_DEV_GPU_UTIL{{gpu="0",{HOST}}} {v} {ts}' for v, ts in ((40, T1), (41, T2), (42, AT))]
+    text = "\n".join([*lines, lines[0].replace(" 40 ", " 50 ")]).encode()  # T1 again, without a final newline
+    source = ExpositionSource("file", "x.prom", [text[:len(lines[0]) * 3 + 3], text[len(lines[0]) * 3 + 3:]])
+    counts = ingest(Held(con), source, options=OPTIONS, clock=lambda: NOW).counts
+    assert counts.as_dict() == {"read": 4, "stored": 3, "rejected": 1, "duplicates": 0, "ignored": 0}
