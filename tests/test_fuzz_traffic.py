@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -74,3 +75,21 @@ def test_a_nan_burstgpt_timestamp_is_a_reject_not_a_crash() -> None:
     assert parsed.frame.height == 1 and parsed.read == 2
     assert parsed.rejects.rows() == [(2, "NaN,ChatGPT,472,18,490,Conversation log",
                                       "bad Timestamp 'NaN': expected seconds from 0 to 3153600000 from trace start")]
+
+
+ONCE_CRASHED = [  # (JSONL line, the reject's reason); each once raised ValueError or RecursionError
+    ('{"timestamp": ' + "1" * 5000 + ', "input_length": 5, "output_length": 3, "hash_ids": []}',
+     "not JSON that can be read (a number of more than 4300 digits)"),
+    ('{"timestamp": 0, "input_length": 5, "output_length": 3, "hash_ids": ' + "[" * 100_000 + "}",
+     "not JSON that can be read (nested too deeply)"),
+]
+
+
+@pytest.mark.parametrize(("line", "reason"), ONCE_CRASHED, ids=["long-number", "deep"])
+@pytest.mark.parametrize("fmt", ["mooncake", "jsonl"])
+def test_jsonl_lines_that_once_crashed_are_rejects(line: str, reason: str, fmt: str) -> None:
+    good = '{"timestamp": 5, "input_length": 5, "output_length": 3, "hash_ids": [1]}' if fmt == "mooncake" else (
+        '{"arrival_ms": 1764000000000, "in_tokens": 5, "out_tokens": 3}')
+    _, parsed = parse_traffic(f"{line}\n{good}\n".encode(), "t.jsonl", fmt)
+    assert parsed.read == 2 and parsed.frame.height == 1
+    assert parsed.rejects.select("line", "reason").rows() == [(1, reason)]
