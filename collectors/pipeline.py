@@ -21,7 +21,7 @@ import polars as pl
 from canonical.timeunits import DAY_MS
 from collectors.errors import CollectorError
 from collectors.scrape import check_url, scrape, url_host
-from collectors.sources import Chunks, ExpositionSource, Source
+from collectors.sources import Chunks, ExpositionSource, OutOfOrder, Source
 from normalizers import (
     Context,
     Normalized,
@@ -181,7 +181,8 @@ def ingest(store: Access, source: Source, *, options: IngestOptions, clock: Cloc
 
     `hooks` run inside the commit's transaction (a watermark). `normalizer` may be shared by the runs of one
     pull, so series are resolved once. A commit refused because stored error state changed meanwhile is
-    staged again from the source, when the source can be read again.
+    staged again from the source, when the source can be read again; so is a source whose timestamps go back
+    past a batch already staged, then as one batch.
     """
     ctx = context or make_context(store, options)
     now_ms = int(clock() * 1000)
@@ -190,7 +191,14 @@ def ingest(store: Access, source: Source, *, options: IngestOptions, clock: Cloc
     mark = normalizer.mark()
     with store.writing(f"hetpool {source.kind} ingest of {source.name}"):
         for attempt in range(1, RESTAGES + 1):
-            run, report = _stage(store, source, normalizer, default_ts, after_batch)
+            try:
+                run, report = _stage(store, source, normalizer, default_ts, after_batch)
+            except OutOfOrder as exc:
+                if exc.whole is None:
+                    raise
+                normalizer.reset(mark)
+                source = exc.whole
+                run, report = _stage(store, source, normalizer, default_ts, after_batch)
             for hook in hooks:
                 run.also(hook)
             try:

@@ -1,21 +1,35 @@
 """Where raw samples come from: a small Source protocol, and the exposition-text source every file, scrape,
 drop folder and demo node goes through. A Prometheus chunk is the other source (collectors/prometheus.py).
 
-A source yields RawBatch objects that end on whole scrapes: every sample of one timestamp is in one batch.
-The normalizer and the writer can then treat each batch on its own; nothing downstream holds rows back.
+A source yields RawBatch objects that end on whole scrapes: every sample of one timestamp is in one batch, and
+no batch holds a sample older than one given out before. The normalizer and the writer can then treat each
+batch on its own; nothing downstream holds rows back. Input whose timestamps go back past a batch already
+given out cannot be cut that way while streaming: it is read again as one batch (see `OutOfOrder`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 import polars as pl
 
+from collectors.errors import CollectorError
 from normalizers import ExpositionParser, RawBatch
 
 Chunks = Iterable[bytes | memoryview] | Callable[[], Iterable[bytes | memoryview]]
+
+
+class OutOfOrder(CollectorError):
+    """A sample older than (or as old as) a batch already given out: the batches so far are not whole scrapes.
+
+    `whole` is the same input read again as one batch, or None when it cannot be read again.
+    """
+
+    def __init__(self, message: str, whole: Source | None = None):
+        super().__init__(message)
+        self.whole = whole
 
 
 class Source(Protocol):
@@ -58,6 +72,7 @@ class ExpositionSource:
     name: str
     chunks: Chunks
     warnings: list[str] = field(default_factory=list)
+    at_once: bool = False  # every sample in one batch: for input whose timestamps go back (see OutOfOrder)
 
     @property
     def when_empty(self) -> str | None:
@@ -68,7 +83,18 @@ class ExpositionSource:
         """Parse chunk by chunk; the samples of a batch's newest timestamp wait for the next chunk."""
         pieces = self.chunks() if callable(self.chunks) else self.chunks
         parser = ExpositionParser()
-        return whole_scrapes((parser.feed(data) for data in pieces), parser.finish, default_ts_ms)
+        parsed = (parser.feed(data) for data in pieces)
+        if self.at_once:
+            return one_batch(parsed, parser.finish)
+        return self._checked(whole_scrapes(parsed, parser.finish, default_ts_ms))
+
+    def _checked(self, batches: Iterator[RawBatch]) -> Iterator[RawBatch]:
+        try:
+            yield from batches
+        except OutOfOrder as exc:
+            whole = replace(self, at_once=True) if self.again() else None
+            why = "" if whole else "; it cannot be read again to take it in as one batch"
+            raise OutOfOrder(f"{self.name}: {exc}{why}", whole) from None
 
     def again(self) -> bool:
         """A function or a list of chunks can be read again; a one-shot iterator cannot."""
@@ -81,18 +107,49 @@ def whole_scrapes(batches: Iterable[RawBatch], finish: Callable[[], RawBatch], d
 
     A chunk boundary can fall inside a scrape; the rows of each batch's newest timestamp (samples without one
     take `default_ts_ms`) are held and go out with the next batch. Rejects go out at once.
+    Raises OutOfOrder when a sample is no newer than one already given out: its scrape may be split.
     """
     held: pl.DataFrame | None = None
     series: dict[str, tuple[str, dict[str, str]]] = {}
+    newest: int | None = None  # the newest timestamp given out so far
     for batch in batches:
-        samples = batch.samples if held is None else pl.concat([held, batch.samples])
         series = batch.series or series  # the parser's table of series grows; an empty batch may not carry it
-        held = None
+        if not batch.samples.height:  # a chunk that completed no sample line: the held rows still wait
+            yield RawBatch(batch.samples, series, batch.rejects, batch.types)
+            continue
+        _in_order(batch.samples, newest, default_ts_ms)
+        samples = batch.samples if held is None else pl.concat([held, batch.samples])
+        ts = samples.get_column("ts_ms").fill_null(default_ts_ms)
+        late = ts == ts.max()
+        held, samples = samples.filter(late), samples.filter(~late)
         if samples.height:
-            ts = samples.get_column("ts_ms").fill_null(default_ts_ms)
-            late = ts == ts.max()
-            held, samples = samples.filter(late), samples.filter(~late)
+            top = ts.filter(~late).max()
+            assert isinstance(top, int)
+            newest = top if newest is None else max(newest, top)
         yield RawBatch(samples, series, batch.rejects, batch.types)
     last = finish()
+    _in_order(last.samples, newest, default_ts_ms)
     samples = last.samples if held is None else pl.concat([held, last.samples])
     yield RawBatch(samples, last.series or series, last.rejects, last.types)
+
+
+def _in_order(samples: pl.DataFrame, newest: int | None, default_ts_ms: int) -> None:
+    """Raise OutOfOrder when a sample is no newer than the newest one given out."""
+    if newest is None or not samples.height:
+        return
+    oldest = samples.get_column("ts_ms").fill_null(default_ts_ms).min()
+    if isinstance(oldest, int) and oldest <= newest:
+        raise OutOfOrder(f"timestamps go back in time (a sample at {oldest} ms after one at {newest} ms)")
+
+
+def one_batch(batches: Iterable[RawBatch], finish: Callable[[], RawBatch]) -> Iterator[RawBatch]:
+    """Every sample in one final batch (rejects still go out at once)."""
+    held: list[pl.DataFrame] = []
+    series: dict[str, tuple[str, dict[str, str]]] = {}
+    for batch in batches:
+        if batch.samples.height:
+            held.append(batch.samples)
+        series = batch.series or series
+        yield RawBatch(batch.samples.clear(), series, batch.rejects, batch.types)
+    last = finish()
+    yield RawBatch(pl.concat([*held, last.samples]), last.series or series, last.rejects, last.types)

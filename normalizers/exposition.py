@@ -194,8 +194,9 @@ class ExpositionParser:
         return pa.array(texts, type=pa.large_string())
 
     def _batch(self, lines: _Lines | None, rejects: list[dict[str, object]]) -> RawBatch:
-        if lines is None:
-            return RawBatch(_empty_samples(), {}, pl.DataFrame(rejects, schema=REJECT_SCHEMA), dict(self.types))
+        if lines is None:  # no complete line yet (a small chunk): shared empty frames, nothing to build
+            return RawBatch(_NO_SAMPLES, {}, pl.DataFrame(rejects, schema=REJECT_SCHEMA) if rejects else _NO_REJECTS,
+                            dict(self.types))
         texts, comment, first, flags = lines
         frame = _split(pl.DataFrame([texts, comment]), first, flags)
         # most blocks are all samples and comments: filter only for the kinds present
@@ -328,6 +329,10 @@ def _valid_utf8(block: Buffer) -> bool:
 
 def _empty_samples() -> pl.DataFrame:
     return pl.DataFrame(schema=RAW_SCHEMA)
+
+
+_NO_SAMPLES = _empty_samples()
+_NO_REJECTS = pl.DataFrame(schema=REJECT_SCHEMA)
 
 
 def _split(frame: pl.DataFrame, first: int, block_flags: tuple[bool, bool]) -> pl.DataFrame:

@@ -13,7 +13,7 @@ import csv
 import io
 import math
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import polars as pl
 
@@ -28,9 +28,22 @@ _NON_FINITE = {"nan", "+nan", "-nan", "inf", "+inf", "-inf", "infinity", "+infin
 Rows = list[tuple[int, list[str]]]  # (line, values)
 
 
+def _records(text: str, source: str) -> Iterator[tuple[int, list[str]]]:
+    """(line, values) of each CSV record; a record the csv module cannot read is an EvidenceError at its line."""
+    reader = csv.reader(io.StringIO(text, newline=""))  # newline="": a lone CR ends a record, as in a file
+    while True:
+        try:
+            values = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as exc:
+            raise EvidenceError(source, max(reader.line_num, 1), None, f"not valid CSV: {exc}") from None
+        yield reader.line_num, values
+
+
 def _table(text: str, source: str, required: tuple[str, ...], *, extra: bool = False) -> tuple[list[str], Rows]:
-    reader = csv.reader(io.StringIO(text))
-    header = next(reader, None)
+    reader = _records(text, source)
+    header = next(reader, (1, None))[1]
     if not header or not any(h.strip() for h in header):
         raise EvidenceError(source, 1, 1, f"empty file; expected the header {','.join(required)}")
     names = [h.strip() for h in header]
@@ -43,8 +56,7 @@ def _table(text: str, source: str, required: tuple[str, ...], *, extra: bool = F
     if missing:
         raise EvidenceError(source, 1, None, f"missing column {', '.join(missing)}; has: {', '.join(names)}")
     rows = []
-    for values in reader:
-        line = reader.line_num
+    for line, values in reader:
         if not any(v.strip() for v in values):
             continue
         if len(values) != len(names):
@@ -61,7 +73,7 @@ def _number(text: str, source: str, line: int, col: int, name: str, *, finite: b
     try:
         value = float(text)
     except ValueError:
-        raise EvidenceError(source, line, col, f"column {name}: expected a number, got {text!r}") from None
+        raise EvidenceError(source, line, col, f"column {name}: expected a number, got {text[:40]!r}") from None
     if finite and not math.isfinite(value):
         raise EvidenceError(source, line, col, f"column {name}: expected a finite number, got {text!r}")
     if math.isfinite(value) and least is not None and value < least:
@@ -86,10 +98,20 @@ def _text(value: str, source: str, line: int, col: int, name: str) -> str:
     return value
 
 
-def _step(value: str, source: str, line: int, col: int, name: str) -> int:
-    if not value.isdigit():
-        raise EvidenceError(source, line, col, f"column {name}: expected a whole number >= 0, got {value!r}")
+MAX_WHOLE = 2**31 - 1  # steps and device counts; a larger one is a corrupt file, and would not fit a column
+
+
+def _whole(value: str, source: str, line: int, col: int, name: str, least: int) -> int:
+    # ASCII digits only: str.isdigit() also accepts superscripts that int() refuses
+    if not (value.isascii() and value.isdigit()) or (len(value) < 4 and int(value) < least):
+        raise EvidenceError(source, line, col, f"column {name}: expected a whole number >= {least}, got {value[:40]!r}")
+    if len(value.lstrip("0")) > 10 or int(value) > MAX_WHOLE:  # thousands of digits are too many for int()
+        raise EvidenceError(source, line, col, f"column {name}: must be <= {MAX_WHOLE}, got {value[:40]}")
     return int(value)
+
+
+def _step(value: str, source: str, line: int, col: int, name: str) -> int:
+    return _whole(value, source, line, col, name, 0)
 
 
 def parse_operators(text: str, source: str = "<operators>") -> pl.DataFrame:
@@ -108,9 +130,7 @@ def parse_precision(text: str, source: str = "<precision>") -> pl.DataFrame:
 def parse_parallelism(text: str, source: str = "<parallelism>") -> pl.DataFrame:
     """Measured MFU per scale-out point: devices (>= 1), mfu (0 to 1)."""
     def devices(v: str, s: str, li: int, c: int, n: str) -> int:
-        if not v.isdigit() or int(v) < 1:
-            raise EvidenceError(s, li, c, f"column {n}: expected a whole number >= 1, got {v!r}")
-        return int(v)
+        return _whole(v, s, li, c, n, 1)
 
     def mfu(v: str, s: str, li: int, c: int, n: str) -> float:
         value = _number(v, s, li, c, n, least=0)

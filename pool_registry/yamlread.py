@@ -87,8 +87,14 @@ class Reader:
             mark = exc.problem_mark or exc.context_mark
             line = mark.line + 1 if mark is not None else None
             self.problems.append(Problem(self.file, line, "", f"YAML syntax error: {exc.problem}"))
+        except yaml.reader.ReaderError as exc:  # a control character: its message would span two lines
+            line = text.count("\n", 0, exc.position) + 1
+            column = exc.position - (text.rfind("\n", 0, exc.position) + 1) + 1
+            code = exc.character if isinstance(exc.character, int) else ord(exc.character)
+            self.problems.append(Problem(self.file, line, "", f"YAML syntax error: character U+{code:04X} at "
+                                                              f"column {column} is not allowed in YAML"))
         except yaml.YAMLError as exc:
-            self.problems.append(Problem(self.file, None, "", f"YAML syntax error: {exc}"))
+            self.problems.append(Problem(self.file, None, "", f"YAML syntax error: {' '.join(str(exc).split())}"))
         except RecursionError:
             self.problems.append(Problem(self.file, None, "", "YAML nested too deeply to read (hundreds of levels)"))
         return None

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import csv
 import io
+from collections.abc import Iterator
 from pathlib import Path
 
 import polars as pl
@@ -21,6 +22,7 @@ from replay.errors import BenchTableError
 REQUIRED = ("pool", "isl", "osl", "concurrency", "ttft_ms", "tpot_ms")
 OPTIONAL = ("output_tok_s",)
 INTS = {"isl": 0, "osl": 1, "concurrency": 1}
+MAX_INT = 2**31 - 1  # token counts and concurrency are stored as 32-bit integers elsewhere
 FLOATS = ("ttft_ms", "tpot_ms", "output_tok_s")
 SCHEMA = {"line": pl.Int64, "pool": pl.String, "isl": pl.Int64, "osl": pl.Int64, "concurrency": pl.Int64,
           "ttft_ms": pl.Float64, "tpot_ms": pl.Float64, "output_tok_s": pl.Float64}
@@ -38,10 +40,23 @@ def read_bench_table(path: str | Path) -> pl.DataFrame:
     return parse_bench_table(text, str(p))
 
 
+def _records(text: str, source: str) -> Iterator[tuple[int, list[str]]]:
+    """(line, values) of each CSV record; a record the csv module cannot read is an error at its line."""
+    reader = csv.reader(io.StringIO(text, newline=""))  # newline="": a lone CR ends a record, as in a file
+    while True:
+        try:
+            values = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as exc:
+            raise BenchTableError(f"{source}:{max(reader.line_num, 1)}: not valid CSV: {exc}") from None
+        yield reader.line_num, values
+
+
 def parse_bench_table(text: str, source: str = "<bench>") -> pl.DataFrame:
     """Check benchmark CSV text; the frame has a `line` column for later messages."""
-    reader = csv.reader(io.StringIO(text))
-    header = next(reader, None)
+    reader = _records(text, source)
+    header = next(reader, (1, None))[1]
     if not header:
         raise BenchTableError(f"{source}:1: empty file; expected the header {','.join(REQUIRED)}")
     names = [h.strip() for h in header]
@@ -53,8 +68,7 @@ def parse_bench_table(text: str, source: str = "<bench>") -> pl.DataFrame:
         raise BenchTableError(f"{source}:1: unknown column {', '.join(unknown)}; expected "
                               f"{', '.join(REQUIRED + OPTIONAL)}")
     rows: dict[str, list[object]] = {c: [] for c in SCHEMA}
-    for values in reader:
-        line = reader.line_num
+    for line, values in reader:
         if not any(v.strip() for v in values):
             continue
         if len(values) != len(names):
@@ -76,10 +90,12 @@ def parse_bench_table(text: str, source: str = "<bench>") -> pl.DataFrame:
 def _int(text: str, least: int, source: str, line: int, col: str) -> int:
     try:
         value = int(text)
-    except ValueError:
-        raise BenchTableError(f"{source}:{line}: column {col}: expected a whole number, got {text!r}") from None
+    except ValueError:  # not a number, or one of thousands of digits
+        raise BenchTableError(f"{source}:{line}: column {col}: expected a whole number, got {text[:40]!r}") from None
     if value < least:
         raise BenchTableError(f"{source}:{line}: column {col}: must be >= {least}, got {value}")
+    if value > MAX_INT:
+        raise BenchTableError(f"{source}:{line}: column {col}: must be <= {MAX_INT}, got {text[:40]}")
     return value
 
 

@@ -49,8 +49,9 @@ class BurstGptFormat:
                 pl.format("Total tokens {} != Request tokens {} + Response tokens {}", total, req, resp)))
         raw = raw.with_columns(
             pl.coalesce(*checks).alias("reason"),
-            (pl.lit(options.start_ms) + (seconds.clip(0, MAX_OFFSET_MS / 1000) * 1000).round(0).cast(pl.Int64)
-             ).alias("arrival_ms"),
+            # a NaN offset is rejected above; as null here it does not stop the cast of the others
+            (pl.lit(options.start_ms) + (seconds.fill_nan(None).clip(0, MAX_OFFSET_MS / 1000) * 1000).round(0)
+             .cast(pl.Int64)).alias("arrival_ms"),
             pl.col("Request tokens").alias("in_tokens"),
             pl.col("Response tokens").alias("out_tokens"),
             pl.when(resp == 0).then(pl.lit("error")).otherwise(pl.lit("ok")).alias("outcome"),

@@ -20,6 +20,12 @@ def records(data: bytes, source: str) -> Iterator[tuple[int, str, dict[str, Any]
         except json.JSONDecodeError as exc:
             yield number, text, None, f"not JSON ({exc.msg} at column {exc.colno})"
             continue
+        except ValueError:  # json reads an integer of thousands of digits only to refuse it
+            yield number, text, None, "not JSON that can be read (a number of more than 4300 digits)"
+            continue
+        except RecursionError:
+            yield number, text, None, "not JSON that can be read (nested too deeply)"
+            continue
         if not isinstance(obj, dict):
             yield number, text, None, f"expected a JSON object, got {type(obj).__name__}"
             continue
