@@ -112,14 +112,17 @@ class ExpositionParser:
             return self._batch(None, rejects)
         last = int(ends[-1])
         blocks: list[tuple[Buffer, np.ndarray | None]] = []
-        if self._carry:  # the line begun in the previous chunk ends here
+        flags = _flags(data)
+        if self._carry:  # the line begun in the previous chunk ends here; its first part counts for the flags
+            held = _flags(self._carry)
+            flags = (flags[0] or held[0], flags[1] or held[1])
             first_nl = int(ends[i])
             blocks.append((self._carry + bytes(view[start:first_nl + 1]), None))
             start, i = first_nl + 1, i + 1
         if start <= last:
             blocks.append((view[start:last + 1], ends[i:] - start))
         self._carry = bytes(view[last + 1:])
-        lines = self._lines(blocks, rejects, _flags(data))
+        lines = self._lines(blocks, rejects, flags)
         if len(self._carry) > self.max_line_bytes:
             self._reject_long(rejects, self._carry)
         return self._batch(lines, rejects)

@@ -7,6 +7,7 @@ import math
 from pathlib import Path
 
 import polars as pl
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from prometheus_client.parser import text_string_to_metric_families
@@ -133,3 +134,19 @@ def test_corpus_agrees_with_prometheus_client(corpus: Path) -> None:
                 name = s.name[:-6] if s.name not in names and s.name.endswith("_total") else s.name
                 reference[(name, tuple(sorted(s.labels.items())))] = "nan" if math.isnan(s.value) else float(s.value)
         assert reference == ours, path.name
+
+
+
+ESCAPED = b'm{a="1",b="\\\\"} 5\nm{b="\\\\",a="1"} 6\n'  # one series, its labels in two orders
+
+
+@pytest.mark.parametrize("cut", range(1, len(ESCAPED)))
+def test_a_line_split_after_its_escape_is_keyed_as_when_whole(cut: int) -> None:
+    # the part of a line held from the previous chunk must count when choosing the careful parser
+    def rows(parts: list[bytes]) -> list[tuple[object, ...]]:
+        parser = ExpositionParser()
+        batches = [*(parser.feed(p) for p in parts), parser.finish()]
+        return [r for b in batches for r in b.samples.select("key", "value").iter_rows()]
+    whole = rows([ESCAPED])
+    assert whole == [('m{a="1",b="\\\\"}', 5.0), ('m{a="1",b="\\\\"}', 6.0)]
+    assert rows([ESCAPED[:cut], ESCAPED[cut:]]) == whole
