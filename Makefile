@@ -8,7 +8,7 @@ PORT ?= 8501
 ADDRESS ?= 127.0.0.1
 DEMO_ARGS ?=
 
-.PHONY: demo test install system-deps lint bench clean
+.PHONY: demo test fuzz install system-deps lint bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -33,6 +33,9 @@ lint: install
 
 test: install system-deps lint
 	$(VENV)/bin/pytest
+
+fuzz: install
+	sh scripts/fuzz.sh $(VENV)/bin/pytest
 
 bench: install system-deps
 	$(PY) -m benchmarks.bench_ingest

@@ -4,6 +4,8 @@ Every input is a seed (an examples/ file, a corpus file, or a small document wri
 mutations applied: truncation at any byte, flipped bytes, NUL and non-UTF-8 bytes, CRLF line ends, lines
 repeated, dropped or swapped, and long runs of one character. Hypothesis derandomizes, so CI runs the same
 cases every time; `HETPOOL_FUZZ_SCALE` multiplies every case count (0.1 for a quick look, 10 for a long hunt).
+`HETPOOL_FUZZ=sweep` (`make fuzz`, a stage of CI after the suite) runs each test's sweep count instead: the counts
+of one ingest path's tests add up to at least 10,000 (tests/test_fuzz_counts.py checks the sums).
 """
 
 from __future__ import annotations
@@ -12,20 +14,34 @@ import os
 import re
 from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
 from tests.conftest import REPO, corpus_dir
 
+T = TypeVar("T")
 SCALE_ENV = "HETPOOL_FUZZ_SCALE"
+MODE_ENV = "HETPOOL_FUZZ"
+SWEEP_MIN_PER_PATH = 10_000
+# Per ingest path, the sweep count of each of its tests: the slow whole-store cases get fewer, the pure
+# parsing cases most (tests/test_fuzz_counts.py checks each path reaches SWEEP_MIN_PER_PATH).
+SWEEP: dict[str, dict[str, int]] = {}
 
 
-def cases(n: int) -> settings:
-    """Settings for a property run over n derandomized cases (scaled by $HETPOOL_FUZZ_SCALE)."""
+def cases(n: int, *, path: str, sweep: int) -> Callable[[T], T]:
+    """Run a property over n derandomized cases (scaled by $HETPOOL_FUZZ_SCALE), or over `sweep` cases when
+    $HETPOOL_FUZZ=sweep; `path` names the ingest path whose sweep counts must reach SWEEP_MIN_PER_PATH."""
+    base = sweep if os.environ.get(MODE_ENV, "") == "sweep" else n
     scale = float(os.environ.get(SCALE_ENV, "1") or 1)
-    return settings(max_examples=max(1, int(n * scale)), deadline=None, derandomize=True, database=None,
-                    suppress_health_check=list(HealthCheck), print_blob=True)
+    chosen = settings(max_examples=max(1, int(base * scale)), deadline=None, derandomize=True, database=None,
+                      suppress_health_check=list(HealthCheck), print_blob=True)
+
+    def apply(test: T) -> T:
+        SWEEP.setdefault(path, {})[getattr(test, "__name__", repr(test))] = sweep
+        return chosen(test)
+    return apply
 
 
 def repo_files(*patterns: str) -> list[bytes]:
