@@ -90,7 +90,7 @@ def named(exc: ConfigError, file: str) -> None:
         assert m is not None and m.group("file") == file, line
 
 
-@cases(200, path="yaml", sweep=2000)
+@cases(50, path="yaml", sweep=2000)
 @given(mutated(FLEET_SEEDS))
 def test_registry_loader(data: bytes) -> None:
     try:
@@ -110,7 +110,7 @@ def test_registry_file_that_is_not_utf8_is_one_error(tmp_path: Path) -> None:
         raise AssertionError("loaded")
 
 
-@cases(300, path="yaml", sweep=1600)
+@cases(75, path="yaml", sweep=1600)
 @given(mutated(PROFILE_SEEDS))
 def test_profile_loader(data: bytes) -> None:
     try:
@@ -119,7 +119,7 @@ def test_profile_loader(data: bytes) -> None:
         named(exc, "x.yaml")
 
 
-@cases(300, path="yaml", sweep=1600)
+@cases(75, path="yaml", sweep=1600)
 @given(mutated(RULES_SEEDS))
 def test_status_rules_loader(data: bytes) -> None:
     try:
@@ -128,7 +128,7 @@ def test_status_rules_loader(data: bytes) -> None:
         named(exc, "rules.yaml")
 
 
-@cases(300, path="yaml", sweep=1600)
+@cases(75, path="yaml", sweep=1600)
 @given(mutated(SERVE_SEEDS))
 def test_serve_config_loader(data: bytes) -> None:
     try:
@@ -146,7 +146,7 @@ def fleet() -> Registry:
     return _FLEET[0]
 
 
-@cases(300, path="yaml", sweep=1600)
+@cases(75, path="yaml", sweep=1600)
 @given(mutated(CANDIDATE_SEEDS))
 def test_candidate_loader(data: bytes) -> None:
     try:
@@ -165,7 +165,7 @@ def test_a_control_character_is_one_line_naming_line_and_column() -> None:
         raise AssertionError("loaded")
 
 
-@cases(300, path="yaml", sweep=1600)
+@cases(75, path="yaml", sweep=1600)
 @given(mutated(repo_files("examples/roles.yaml")))
 def test_roles_loader(data: bytes) -> None:
     try:

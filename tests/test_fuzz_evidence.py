@@ -29,7 +29,7 @@ FILES = st.sampled_from(sorted(SEEDS)).flatmap(lambda item: st.tuples(st.just(it
 WHERE = re.compile(r"^e\.csv(?::\d+(?::\d+)?)?: \S")
 
 
-@cases(1200, path="evidence", sweep=10000)
+@cases(300, path="evidence", sweep=10000)
 @given(FILES)
 def test_a_mutated_evidence_file_loads_or_names_its_place(case: tuple[str, bytes]) -> None:
     item, data = case

@@ -82,7 +82,7 @@ def facts(batches: list[RawBatch]) -> tuple[list[tuple[object, ...]], list[tuple
     return rows, rejects
 
 
-@cases(600, path="exposition", sweep=7000)
+@cases(150, path="exposition", sweep=7000)
 @given(TEXTS, st.lists(st.integers(0, 1 << 20), max_size=3))
 def test_parser_reads_every_line_once_in_any_chunking(data: bytes, cuts: list[int]) -> None:
     if len(data) > 1 << 20:  # a line longer than the parser holds is rejected whatever its text
@@ -99,7 +99,7 @@ def context() -> Context:
     return Context(PROFILES, pool="p", node="n1")
 
 
-@cases(200, path="exposition", sweep=2500)
+@cases(50, path="exposition", sweep=2500)
 @given(TEXTS)
 def test_normalizer_accounts_for_every_sample(data: bytes) -> None:
     parser = ExpositionParser()
@@ -128,7 +128,7 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Held:
     return Held(con)
 
 
-@cases(50, path="exposition", sweep=500)
+@cases(15, path="exposition", sweep=500)
 @given(data=TEXTS)
 def test_ingest_into_duckdb_accounts_for_every_line(store: Held, data: bytes) -> None:
     def check(con: duckdb.DuckDBPyConnection, run: IngestRun) -> None:

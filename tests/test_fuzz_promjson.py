@@ -58,13 +58,13 @@ def check(body: bytes) -> None:
     assert all(isinstance(k, str) and isinstance(v, str) for labels in vector.labels for k, v in labels.items())
 
 
-@cases(1500, path="promjson", sweep=6000)
+@cases(400, path="promjson", sweep=6000)
 @given(mutated(SEEDS))
 def test_a_mutated_response_is_a_vector_or_a_response_error(body: bytes) -> None:
     check(body)
 
 
-@cases(600, path="promjson", sweep=4000)
+@cases(150, path="promjson", sweep=4000)
 @given(SHAPED | JSON)
 def test_a_generated_document_is_a_vector_or_a_response_error(doc: object) -> None:
     check(json.dumps(doc).encode())

@@ -54,14 +54,14 @@ def check(data: bytes, name: str, fmt: str) -> None:
         assert (frame.get_column("cached_tokens") <= frame.get_column("in_tokens")).all()
 
 
-@cases(700, path="traffic", sweep=7000)
+@cases(150, path="traffic", sweep=7000)
 @given(TRACES)
 def test_a_mutated_trace_in_its_own_format(trace: tuple[str, bytes]) -> None:
     name, data = trace
     check(data, name, FORMAT[name])
 
 
-@cases(300, path="traffic", sweep=3000)
+@cases(75, path="traffic", sweep=3000)
 @given(TRACES)
 def test_a_mutated_trace_with_detection(trace: tuple[str, bytes]) -> None:
     name, data = trace
