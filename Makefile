@@ -7,6 +7,8 @@ DEMO_DB ?= demo/hetpool.duckdb
 PORT ?= 8501
 ADDRESS ?= 127.0.0.1
 DEMO_ARGS ?=
+# Test modules run in this many processes, each module whole in one (its fixtures stay shared).
+TEST_WORKERS ?= 2
 
 .PHONY: demo test fuzz install system-deps lint bench clean
 
@@ -32,7 +34,7 @@ lint: install
 	$(VENV)/bin/mypy
 
 test: install system-deps lint
-	$(VENV)/bin/pytest
+	$(VENV)/bin/pytest -n $(TEST_WORKERS) --dist loadfile
 
 fuzz: install
 	sh scripts/fuzz.sh $(VENV)/bin/pytest
