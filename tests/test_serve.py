@@ -160,7 +160,7 @@ def test_kill_9_then_restart_ends_as_an_uninterrupted_run(recent_prom: Prometheu
     assert 0 < partial < clean[0]
     proc = serve(config, db)
     try:
-        wait_for(lambda: digest(db)[0] >= clean[0], 180, "the restarted pull to catch up")
+        wait_for(lambda: digest(db)[0] >= clean[0], 480, "the restarted pull to catch up")
     finally:
         proc.send_signal(signal.SIGTERM)
         _, err = proc.communicate(timeout=60)
