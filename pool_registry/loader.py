@@ -74,13 +74,7 @@ def _chip(r: Reader, path: str, node: Node) -> Chip:
         "id", "vendor", "peak_tflops_bf16", "hbm_capacity_gb", "hbm_bw_tbps", "interconnect",
         "supported_dtypes",
     ), optional=("name", "thermal"))
-    ic = Interconnect("", 0.0)
-    if "interconnect" in f:
-        g = r.mapping(f["interconnect"], f"{path}.interconnect", required=("kind", "bw_gbps"))
-        ic = Interconnect(
-            kind=r.optional(g, "kind", f"{path}.interconnect", r.string, ""),
-            bw_gbps=r.optional(g, "bw_gbps", f"{path}.interconnect", _positive(r), 0.0),
-        )
+    ic = _link(r, f["interconnect"], f"{path}.interconnect") if "interconnect" in f else Interconnect("", 0.0)
     dtypes: tuple[str, ...] = ()
     if "supported_dtypes" in f:
         dtypes = r.string_list(f["supported_dtypes"], f"{path}.supported_dtypes")
@@ -100,6 +94,14 @@ def _chip(r: Reader, path: str, node: Node) -> Chip:
         supported_dtypes=dtypes,
         thermal=r.optional(f, "thermal", path, lambda n, p: _thermal(r, n, p), None),
     )
+
+
+def _link(r: Reader, node: Node, path: str) -> Interconnect:
+    """A device link or node network: its kind, GB/s per device each way, and optional latency per collective."""
+    g = r.mapping(node, path, required=("kind", "bw_gbps"), optional=("latency_us",))
+    return Interconnect(kind=r.optional(g, "kind", path, r.string, ""),
+                        bw_gbps=r.optional(g, "bw_gbps", path, _positive(r), 0.0),
+                        latency_us=r.optional(g, "latency_us", path, lambda n, p: r.number(n, p, ge=0), 0.0))
 
 
 def _thermal(r: Reader, node: Node, path: str) -> Thermal:
@@ -134,7 +136,7 @@ def _model(r: Reader, path: str, node: Node) -> Model:
     f = r.mapping(node, path, required=(
         "id", "total_params_b", "active_params_b", "bytes_per_param", "layers", "kv_heads", "head_dim",
         "max_context",
-    ), optional=("kv_bytes_per_elem", "requires", "dtype"))
+    ), optional=("kv_bytes_per_elem", "requires", "dtype", *SHAPE_FIELDS))
     requires: dict[str, str] = r.optional(f, "requires", path, r.string_map, {})
     for component, spec in requires.items():
         try:
@@ -153,18 +155,47 @@ def _model(r: Reader, path: str, node: Node) -> Model:
         kv_bytes_per_elem=r.optional(f, "kv_bytes_per_elem", path, _positive(r), 2.0),
         requires=requires,
         dtype=r.optional(f, "dtype", path, lambda n, p: r.choice(n, p, DTYPES), None),
+        hidden_size=r.optional(f, "hidden_size", path, _count(r), 0),
+        attention_heads=r.optional(f, "attention_heads", path, _count(r), 0),
+        experts=r.optional(f, "experts", path, _count(r), 0),
+        experts_per_token=r.optional(f, "experts_per_token", path, _count(r), 0),
     )
     if model.active_params_b > model.total_params_b > 0:
         r.fail(f["active_params_b"], f"{path}.active_params_b",
                f"active params ({model.active_params_b:g}B) exceed total params ({model.total_params_b:g}B)")
+    _check_shape(r, f, path, model)
     return model
+
+
+SHAPE_FIELDS = ("hidden_size", "attention_heads", "experts", "experts_per_token")
+
+
+def _check_shape(r: Reader, f: dict[str, Node], path: str, m: Model) -> None:
+    """The optional shape fields agree with each other and with the parameter counts."""
+    if m.attention_heads and m.kv_heads and m.attention_heads % m.kv_heads:
+        r.fail(f["attention_heads"], f"{path}.attention_heads",
+               f"{m.attention_heads} attention heads are not a multiple of the {m.kv_heads} KV heads")
+    if bool(m.experts) != bool(m.experts_per_token):
+        given, missing = ("experts", "experts_per_token") if m.experts else ("experts_per_token", "experts")
+        r.fail(f[given], f"{path}.{missing}", f"{given} is given, so {missing} is expected too")
+    elif m.experts:
+        if m.experts_per_token > m.experts:
+            r.fail(f["experts_per_token"], f"{path}.experts_per_token",
+                   f"{m.experts_per_token} experts per token exceed the model's {m.experts} experts")
+        elif not m.moe:
+            r.fail(f["experts"], f"{path}.experts", f"experts are given, but active params "
+                   f"({m.active_params_b:g}B) equal total params: a MoE model uses fewer per token")
+        elif m.experts_per_token == m.experts:
+            r.fail(f["experts_per_token"], f"{path}.experts_per_token",
+                   f"every one of the {m.experts} experts per token leaves no inactive parameters, but active "
+                   f"params ({m.active_params_b:g}B) are below total ({m.total_params_b:g}B)")
 
 
 def _pool(r: Reader, path: str, node: Node) -> Pool:
     f = r.mapping(node, path, required=(
         "id", "chip", "devices", "devices_per_node", "hourly_cost_per_device", "exporter", "assign",
         "cost_model",
-    ), optional=("stack", "serving", "onboarding"))
+    ), optional=("stack", "serving", "onboarding", "network"))
     pool = Pool(
         id=r.optional(f, "id", path, lambda n, p: _ident(r, n, p), ""),
         chip=r.optional(f, "chip", path, r.text, ""),
@@ -178,6 +209,7 @@ def _pool(r: Reader, path: str, node: Node) -> Pool:
         cost_model=r.optional(f, "cost_model", path, lambda n, p: _cost_model(r, n, p), CostModel(0.0, 0.0)),
         onboarding=r.optional(f, "onboarding", path, lambda n, p: _onboarding(r, n, p),
                               Onboarding("production")),
+        network=r.optional(f, "network", path, lambda n, p: _link(r, n, p), None),
     )
     if pool.devices and pool.devices_per_node > pool.devices:
         r.fail(f["devices_per_node"], f"{path}.devices_per_node",
@@ -204,7 +236,8 @@ def _assign(r: Reader, node: Node, path: str) -> Assignment:
     return Assignment(node_patterns=patterns, labels=labels)
 
 
-ENGINE_FIELDS = ("pp", "max_num_batched_tokens", "gpu_memory_utilization", "kv_cache_dtype", "step_overhead_ms")
+ENGINE_FIELDS = ("pp", "max_num_batched_tokens", "gpu_memory_utilization", "kv_cache_dtype", "step_overhead_ms",
+                 "seq_overhead_us", "ep")
 
 
 def _serving(r: Reader, node: Node, path: str) -> Serving:
@@ -224,6 +257,8 @@ def _serving(r: Reader, node: Node, path: str) -> Serving:
         kv_cache_dtype=r.optional(f, "kv_cache_dtype", path, lambda n, p: r.choice(n, p, tuple(KV_CACHE_DTYPES)),
                                   "auto"),
         step_overhead_ms=r.optional(f, "step_overhead_ms", path, lambda n, p: r.number(n, p, ge=0), 0.0),
+        seq_overhead_us=r.optional(f, "seq_overhead_us", path, lambda n, p: r.number(n, p, ge=0), 0.0),
+        ep=r.optional(f, "ep", path, _count(r), 1),
     )
     check_engine(r, node, f, path, serving)
     return serving
@@ -234,6 +269,9 @@ def check_engine(r: Reader, node: Node, fields: dict[str, Node], path: str, s: S
     if s.pp and s.devices_per_replica and s.devices_per_replica % s.pp:
         r.fail(fields.get("pp", node), f"{path}.pp", f"{s.devices_per_replica} devices per replica do not split into "
                                                f"{s.pp} pipeline stages of equal width")
+    if s.ep > 1 and s.devices_per_replica and s.devices_per_replica % s.ep:
+        r.fail(fields.get("ep", node), f"{path}.ep", f"{s.devices_per_replica} devices per replica do not split into "
+                                               f"{s.ep} expert-parallel groups of equal size")
     if s.max_num_batched_tokens and s.max_concurrency and s.max_num_batched_tokens < s.max_concurrency:
         r.fail(fields.get("max_num_batched_tokens", node), f"{path}.max_num_batched_tokens",
                f"{s.max_num_batched_tokens} tokens per step cannot decode max_concurrency {s.max_concurrency} "
@@ -241,10 +279,12 @@ def check_engine(r: Reader, node: Node, fields: dict[str, Node], path: str, s: S
 
 
 def _cost_model(r: Reader, node: Node, path: str) -> CostModel:
-    f = r.mapping(node, path, required=("mfu", "mem_bw_eff"))
+    f = r.mapping(node, path, required=("mfu", "mem_bw_eff"), optional=("mfu_decode", "collective_us"))
     ratio = lambda n, p: r.number(n, p, gt=0, le=1)  # noqa: E731
     return CostModel(mfu=r.optional(f, "mfu", path, ratio, 0.0),
-                     mem_bw_eff=r.optional(f, "mem_bw_eff", path, ratio, 0.0))
+                     mem_bw_eff=r.optional(f, "mem_bw_eff", path, ratio, 0.0),
+                     mfu_decode=r.optional(f, "mfu_decode", path, ratio, None),
+                     collective_us=r.optional(f, "collective_us", path, lambda n, p: r.number(n, p, ge=0), None))
 
 
 def _onboarding(r: Reader, node: Node, path: str) -> Onboarding:

@@ -35,6 +35,7 @@ class Interconnect:
 
     kind: str
     bw_gbps: float  # GB/s per device, one direction
+    latency_us: float = 0.0  # time of one collective beyond its bytes (launch, sync); 0 when not declared
 
 
 @dataclass(frozen=True)
@@ -75,6 +76,20 @@ class Model:
     kv_bytes_per_elem: float = 2.0
     requires: dict[str, str] = field(default_factory=dict)  # stack component -> PEP 440 specifier
     dtype: str | None = None  # the weights' number format; None when not declared (not checked against chips)
+    hidden_size: int = 0          # residual width; 0 when not declared (derived from attention heads if given)
+    attention_heads: int = 0      # query heads; 0 when not declared
+    experts: int = 0              # routed experts per MoE layer; 0 for a dense model or when not declared
+    experts_per_token: int = 0    # routed experts each token picks
+
+    @property
+    def hidden(self) -> int:
+        """Residual width: declared, else attention heads x head dim, else 0 (unknown)."""
+        return self.hidden_size or self.attention_heads * self.head_dim
+
+    @property
+    def moe(self) -> bool:
+        """True when the model has more parameters than each token uses."""
+        return self.active_params_b < self.total_params_b
 
     @property
     def weight_bytes(self) -> float:
@@ -111,7 +126,8 @@ class Serving:
     max_concurrency is the engine's max_num_seqs (running sequences per replica); max_queue bounds the
     requests waiting in the whole pool. pp is the pipeline depth, so tensor parallelism is
     devices_per_replica / pp. step_overhead_ms is the fixed time every engine step adds (scheduling,
-    sampling, launches); 0 keeps a registry written before it existed meaning what it meant.
+    sampling, launches) and seq_overhead_us the time it adds per running sequence; 0 keeps a registry written
+    before they existed meaning what it meant.
     """
 
     model: str
@@ -125,6 +141,8 @@ class Serving:
     gpu_memory_utilization: float = 0.9
     kv_cache_dtype: str = "auto"
     step_overhead_ms: float = 0.0
+    seq_overhead_us: float = 0.0  # engine time per running sequence per step (scheduling, sampling, detokenizing)
+    ep: int = 1                   # expert-parallel degree of a MoE model's expert layers within the replica
 
     @property
     def tp(self) -> int:
@@ -138,6 +156,8 @@ class CostModel:
 
     mfu: float
     mem_bw_eff: float
+    mfu_decode: float | None = None    # share of peak FLOP/s decode tokens sustain; None: as prefill (mfu)
+    collective_us: float | None = None  # latency of one collective; None: the link's declared latency_us
 
 
 @dataclass(frozen=True)
@@ -170,6 +190,7 @@ class Pool:
     serving: Serving | None
     cost_model: CostModel
     onboarding: Onboarding
+    network: Interconnect | None = None  # the node-to-node network per device, for replicas spanning nodes
 
     @property
     def nodes(self) -> int:

@@ -6,15 +6,22 @@ import json
 from typing import Any
 
 from pool_registry.loader import load_registry_text
-from pool_registry.model import Chip, Model, Pool, Registry
+from pool_registry.model import Chip, Interconnect, Model, Pool, Registry
 from pool_registry.onboarding import check_to_dict
+
+
+def _link(link: Interconnect) -> dict[str, Any]:
+    out: dict[str, Any] = {"kind": link.kind, "bw_gbps": link.bw_gbps}
+    if link.latency_us:
+        out["latency_us"] = link.latency_us
+    return out
 
 
 def _chip(c: Chip) -> dict[str, Any]:
     out: dict[str, Any] = {
         "id": c.id, "vendor": c.vendor, "name": c.name, "peak_tflops_bf16": c.peak_tflops_bf16,
         "hbm_capacity_gb": c.hbm_capacity_gb, "hbm_bw_tbps": c.hbm_bw_tbps,
-        "interconnect": {"kind": c.interconnect.kind, "bw_gbps": c.interconnect.bw_gbps},
+        "interconnect": _link(c.interconnect),
         "supported_dtypes": list(c.supported_dtypes),
     }
     if c.thermal is not None:
@@ -31,6 +38,9 @@ def _model(m: Model) -> dict[str, Any]:
     }
     if m.dtype is not None:
         out["dtype"] = m.dtype
+    for key in ("hidden_size", "attention_heads", "experts", "experts_per_token"):
+        if getattr(m, key):
+            out[key] = getattr(m, key)
     return out
 
 
@@ -44,11 +54,15 @@ def _pool(p: Pool) -> dict[str, Any]:
         "id": p.id, "chip": p.chip, "devices": p.devices, "devices_per_node": p.devices_per_node,
         "hourly_cost_per_device": p.hourly_cost_per_device, "exporter": p.exporter, "assign": assign,
         "stack": dict(p.stack),
-        "cost_model": {"mfu": p.cost_model.mfu, "mem_bw_eff": p.cost_model.mem_bw_eff},
+        "cost_model": {"mfu": p.cost_model.mfu, "mem_bw_eff": p.cost_model.mem_bw_eff,
+                       **{k: v for k in ("mfu_decode", "collective_us")
+                          if (v := getattr(p.cost_model, k)) is not None}},
         "onboarding": {"stage": p.onboarding.stage, "evidence": dict(p.onboarding.evidence)},
     }
     if p.onboarding.checks:
         out["onboarding"]["checks"] = {k: check_to_dict(c) for k, c in p.onboarding.checks.items()}
+    if p.network is not None:
+        out["network"] = _link(p.network)
     if p.onboarding.started is not None:
         out["onboarding"]["started"] = p.onboarding.started.isoformat()
     if p.serving is not None:
@@ -60,6 +74,10 @@ def _pool(p: Pool) -> dict[str, Any]:
             "gpu_memory_utilization": s.gpu_memory_utilization, "kv_cache_dtype": s.kv_cache_dtype,
             "step_overhead_ms": s.step_overhead_ms,
         }
+        if s.seq_overhead_us:
+            out["serving"]["seq_overhead_us"] = s.seq_overhead_us
+        if s.ep != 1:
+            out["serving"]["ep"] = s.ep
     return out
 
 

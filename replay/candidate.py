@@ -28,6 +28,7 @@ from pool_registry import KV_CACHE_DTYPES, Reader, Registry
 from pool_registry.yamlread import read_text
 from replay.config import (
     INT_OVERRIDES,
+    NONNEGATIVE_OVERRIDES,
     OVERFLOW_MODES,
     OVERRIDE_FIELDS,
     POSITIVE_OVERRIDES,
@@ -138,7 +139,7 @@ def override_value(r: Reader, key: str) -> Callable[[Node, str], Any]:
         return lambda n, p: r.number(n, p, gt=0, le=1)
     if key in POSITIVE_OVERRIDES:
         return lambda n, p: r.number(n, p, gt=0)
-    if key == "step_overhead_ms":
+    if key in NONNEGATIVE_OVERRIDES:
         return lambda n, p: r.number(n, p, ge=0)
     if key == "kv_cache_dtype":
         return lambda n, p: r.choice(n, p, tuple(KV_CACHE_DTYPES))

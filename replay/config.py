@@ -9,10 +9,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 OVERFLOW_MODES = ("queue", "reject", "degrade")
-INT_OVERRIDES = ("replicas", "max_concurrency", "devices_per_replica", "max_queue", "pp", "max_num_batched_tokens")
-RATIO_OVERRIDES = ("mfu", "mem_bw_eff", "gpu_memory_utilization")
+INT_OVERRIDES = ("replicas", "max_concurrency", "devices_per_replica", "max_queue", "pp", "max_num_batched_tokens",
+                 "ep")
+RATIO_OVERRIDES = ("mfu", "mem_bw_eff", "gpu_memory_utilization", "mfu_decode")
 POSITIVE_OVERRIDES = ("hourly_cost_per_device", "replicas_scale")
-OVERRIDE_FIELDS = (*INT_OVERRIDES, *RATIO_OVERRIDES, *POSITIVE_OVERRIDES, "step_overhead_ms", "kv_cache_dtype",
+NONNEGATIVE_OVERRIDES = ("step_overhead_ms", "seq_overhead_us", "collective_us")
+OVERRIDE_FIELDS = (*INT_OVERRIDES, *RATIO_OVERRIDES, *POSITIVE_OVERRIDES, *NONNEGATIVE_OVERRIDES, "kv_cache_dtype",
                    "enabled")
 
 
@@ -38,6 +40,10 @@ class PoolOverride:
     step_overhead_ms: float | None = None
     kv_cache_dtype: str | None = None
     enabled: bool = True
+    ep: int | None = None
+    mfu_decode: float | None = None
+    seq_overhead_us: float | None = None
+    collective_us: float | None = None
 
 
 @dataclass(frozen=True)

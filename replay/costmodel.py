@@ -1,17 +1,44 @@
-"""The roofline cost model of a continuously batching replica, and money. Every formula of the replay is here.
+"""The step model of a continuously batching replica, and money. Every formula of the replay is here.
 
 One engine step (a pass: every running sequence advances by one token) of a replica takes
 
-    pass_s  = pp x max(memory_s, compute_s) + step_overhead
-    memory_s  = (weight bytes read + KV bytes of the running sequences / m) / (hbm_bw x mem_bw_eff x devices)
-    compute_s = 2 x active_params x step tokens / m / (peak_flops x mfu x devices)
+    pass_s    = max(memory_s, compute_s) + collective_s + engine_s
+    memory_s  = pp x (weight bytes read + KV bytes the running sequences read / m) / (hbm_bw x mem_bw_eff x devices)
+    compute_s = pp x (2 x active_params x (prefill tokens / mfu + decode tokens / mfu_decode)
+                      + 4 x layers x attention_heads x head_dim x context products / mfu) / m / (peak_flops x devices)
+    engine_s  = step_overhead + seq_overhead x running sequences
 
 with m = min(pp, running sequences) micro-batches in flight: with pp pipeline stages a micro-batch goes through
 the stages one tick each, a tick lasts as long as the slowest in-flight stage, and a sequence advances once
-per full pass of pp ticks. A dense model reads all its weights every step. A mixture-of-experts model reads the
-experts its tokens touch: treating the parameters beyond the active ones as experts picked independently per
-token with probability active/total, a micro-batch of x tokens reads total x (1 - (1 - active/total)^x) bytes'
-worth of weights: the active weights for one token, all of them for a large batch.
+per full pass of pp ticks. Context products are what attention computes on: a decoding sequence's context,
+and for a prompt chunk of c tokens after r computed ones c x (r + c / 2). Without declared attention heads the
+attention term is 0, as it was before the field existed.
+
+Weights. A dense model reads all its weights every step. A mixture-of-experts model with E routed experts of
+which each token picks k reads its dense part (attention, shared experts, embeddings) and the experts its
+tokens touch: a micro-batch of x tokens touches E x (1 - (1 - k / E)^x) experts, the k of one token when x = 1
+and all of them for a large batch. The expert size follows from the parameter counts: p_e = (total - active) /
+(E - k) and dense = active - k x p_e. A registry without the expert counts treats the parameters beyond the
+active ones as experts picked with probability active / total, as before.
+
+Collectives, which no FLOP or byte of HBM hides (engines run them between the layers' kernels):
+- tensor parallelism (tp = devices / pp) all-reduces the attention and the MLP output of every layer, a message
+  of hidden x tokens x 2 B (activations in bf16) per micro-batch; a ring moves 2(tp - 1)/tp of it over each
+  device's link, plus a latency per collective. A MoE model's expert layers under expert parallelism (ep > 1)
+  do not all-reduce: they send every token to its k experts and back (two all-to-alls per layer), each
+  device sending k x hidden x 2 B x (ep - 1) / ep^2 per token of the micro-batch, plus a latency each;
+- pipeline stages send hidden x tokens x 2 B of activations to the next stage every tick (pp sends per pass).
+The link is the chip's interconnect within a node and the pool's node network for a group that spans nodes
+(TP wider than a node, stages or expert groups across nodes); without a declared network the interconnect is
+used. The latency per collective is the cost model's collective_us, else the link's latency_us, else 0. Without
+a declared hidden size (or attention heads) the model has no collective term, as before the field existed.
+
+    collective_s = layers x (n_tp x (latency + 2(tp - 1)/tp x hidden x 2 B x tokens / m / bw)
+                             + n_ep x (latency + k x hidden x 2 B x (ep - 1) / ep^2 x tokens / m / bw))
+                   + [pp > 1] pp x (latency + hidden x 2 B x tokens / m / bw)
+
+with n_tp = 2 all-reduces per layer (1 when the expert layers are expert-parallel) and n_ep = 2 all-to-alls per
+layer when they are.
 
 The seed design's formulas are the one-request limits: prefill 2 x tokens x active_params / (peak x mfu x
 devices) when compute-bound, decode active_params x bytes_per_param / (hbm_bw x mem_bw_eff x devices) per token.
@@ -33,6 +60,42 @@ import numpy as np
 from replay.fleet import PoolSpec
 
 A = TypeVar("A", float, np.ndarray)
+ACT_BYTES = 2.0  # activations cross links in bf16 whatever the weights' number format
+
+
+@dataclass(frozen=True)
+class Collectives:
+    """A pass's collective time: fixed seconds, plus seconds per token of a micro-batch."""
+
+    fixed_s: float
+    s_per_token: float
+
+    @classmethod
+    def of(cls, pool: PoolSpec) -> Collectives:
+        """The collectives of one replica of a pool, from its model's shape, its layout and its links."""
+        m, tp, pp, ep = pool.model, pool.tp, pool.pp, pool.ep
+        hidden = m.hidden
+        if hidden <= 0:
+            return cls(0.0, 0.0)
+        per_node = pool.devices_per_node or pool.devices_per_replica
+        fixed = per_token = 0.0
+        msg = hidden * ACT_BYTES
+        expert_parallel = ep > 1 and m.moe
+        if tp > 1:
+            bw, lat = pool.link(tp > per_node)
+            n = 1 if expert_parallel else 2
+            fixed += m.layers * n * lat
+            per_token += m.layers * n * 2.0 * (tp - 1) / tp * msg / bw
+        if expert_parallel:
+            bw, lat = pool.link(ep > per_node)
+            k = m.experts_per_token or max(1.0, ep * m.active_params_b / m.total_params_b)
+            fixed += m.layers * 2 * lat
+            per_token += m.layers * 2 * k * msg * (ep - 1) / ep**2 / bw
+        if pp > 1:
+            bw, lat = pool.link(pool.devices_per_replica > per_node)
+            fixed += pp * lat
+            per_token += pp * msg / bw
+        return cls(fixed, per_token)
 
 
 @dataclass(frozen=True)
@@ -41,83 +104,117 @@ class StepModel:
 
     pp: int
     s_per_byte: float       # seconds to read one byte at the replica's sustained bandwidth
-    s_per_token: float      # seconds of compute per token at the replica's sustained FLOP/s
+    s_per_token: float      # seconds of compute per prefill token at the replica's sustained FLOP/s
     kv_bytes: float         # KV cache bytes per token
     weight_bytes: float     # all weights
-    active_share: float     # active / total parameters (1 for a dense model)
-    overhead_s: float
+    pick: float             # the chance a token picks one given expert (1 for a dense model)
+    overhead_s: float       # engine time per step
+    s_per_token_decode: float = 0.0  # seconds of compute per decode token (at mfu_decode)
+    dense_bytes: float = 0.0         # weights every token reads whatever experts it picks
+    seq_overhead_s: float = 0.0      # engine time per running sequence per step
+    s_per_ctx: float = 0.0           # attention compute per token and context token
+    comm_s: float = 0.0              # collectives' fixed time per pass
+    comm_s_per_token: float = 0.0    # collectives' time per token of a micro-batch
 
     @classmethod
     def of(cls, pool: PoolSpec, speed: float = 1.0) -> StepModel:
         """The step model of a pool's replicas, slowed by `speed` (> 1 slower) for replica-to-replica spread."""
         m = pool.model
+        flops = 2.0 * m.active_params_b * 1e9
+        if m.experts and m.experts_per_token and m.moe:
+            expert = (m.total_params_b - m.active_params_b) / (m.experts - m.experts_per_token)
+            dense = max(0.0, m.active_params_b - m.experts_per_token * expert) * 1e9 * m.bytes_per_param
+            pick = m.experts_per_token / m.experts
+        else:
+            dense, pick = 0.0, min(1.0, m.active_params_b / m.total_params_b)
+        attention = 4.0 * m.layers * m.attention_heads * m.head_dim
+        comm = Collectives.of(pool)
         return cls(pp=pool.pp, s_per_byte=speed / pool.replica_bytes_per_s,
-                   s_per_token=speed * 2.0 * m.active_params_b * 1e9 / pool.replica_flops,
-                   kv_bytes=pool.kv_bytes_per_token, weight_bytes=m.weight_bytes,
-                   active_share=min(1.0, m.active_params_b / m.total_params_b),
-                   overhead_s=speed * pool.step_overhead_ms / 1000.0)
+                   s_per_token=speed * flops / pool.replica_flops,
+                   kv_bytes=pool.kv_bytes_per_token, weight_bytes=m.weight_bytes, pick=pick,
+                   overhead_s=speed * pool.step_overhead_ms / 1000.0,
+                   s_per_token_decode=speed * flops / pool.replica_decode_flops, dense_bytes=dense,
+                   seq_overhead_s=speed * pool.seq_overhead_us / 1e6,
+                   s_per_ctx=speed * attention / pool.replica_flops,
+                   comm_s=speed * comm.fixed_s, comm_s_per_token=speed * comm.s_per_token)
 
     def weight_bytes_read(self, tokens: float) -> float:
         """Weight bytes one micro-batch of `tokens` tokens reads (all of them for a dense model)."""
-        if self.active_share >= 1.0:
+        if self.pick >= 1.0:
             return self.weight_bytes
-        return self.weight_bytes * (1.0 - (1.0 - self.active_share) ** max(tokens, 1.0))
+        return self.dense_bytes + (self.weight_bytes - self.dense_bytes) * (
+            1.0 - (1.0 - self.pick) ** max(tokens, 1.0))
 
-    def terms(self, seqs: int, tokens: int, kv_tokens: float, growth: float = 0.0) -> tuple[float, float, float]:
-        """(memory, memory added per pass, compute) of a pass, each already x pp, without the overhead.
-
-        `kv_tokens` is the KV the running sequences read now; each later pass of the same batch reads `growth`
-        tokens more.
-        """
+    def fixed_seconds(self, seqs: int, tokens: float) -> float:
+        """What a pass adds beyond memory and compute: collectives, and the engine's time per step and sequence."""
         m = min(self.pp, seqs) or 1
-        pp, per_byte = self.pp, self.s_per_byte
-        memory = pp * (self.weight_bytes_read(tokens / m) + self.kv_bytes * kv_tokens / m) * per_byte
-        return memory, pp * self.kv_bytes * growth / m * per_byte, pp * self.s_per_token * tokens / m
+        return self.overhead_s + self.seq_overhead_s * seqs + self.comm_s + self.comm_s_per_token * tokens / m
 
-    def pass_seconds(self, seqs: int, tokens: int, kv_tokens: float) -> float:
-        """One pass: pp x max(memory, compute) + overhead."""
-        memory, _, compute = self.terms(seqs, tokens, kv_tokens)
-        return max(memory, compute) + self.overhead_s
+    def pass_seconds(self, seqs: int, tokens: int, kv_tokens: float, decode_tokens: int = 0,
+                     context: float = 0.0) -> float:
+        """One pass of `seqs` sequences computing `tokens` tokens (`decode_tokens` of them decoding), reading
+        `kv_tokens` of KV, with `context` token x context products of attention."""
+        m = min(self.pp, seqs) or 1
+        pp = self.pp
+        memory = pp * (self.weight_bytes_read(tokens / m) + self.kv_bytes * kv_tokens / m) * self.s_per_byte
+        compute = pp * (self.s_per_token * (tokens - decode_tokens) + self.s_per_token_decode * decode_tokens
+                        + self.s_per_ctx * context) / m
+        return max(memory, compute) + self.fixed_seconds(seqs, tokens)
 
 
-def compute_bound_steps(a: float, b: float, c: float) -> float:
-    """How many first passes of a run are compute-bound: those j with a + b j < c."""
-    if a >= c:
+def _phases(a: float, b: float, c: float, d: float) -> tuple[float, float, float, float, float]:
+    """(s, p1, q1, p2, q2): passes j < s of a run follow p1 + q1 j, the later ones p2 + q2 j, where pass j
+    takes max(a + b j, c + d j) (memory, compute) without its fixed part."""
+    if b > d:  # memory grows faster: compute-bound first, if at all
+        if a >= c:
+            return 0.0, c, d, a, b
+        q = (c - a) / (b - d)
+        return (math.inf if q > 1e15 else float(math.ceil(q))), c, d, a, b
+    if b < d:  # compute grows faster: memory-bound first, if at all
+        if a < c:
+            return 0.0, a, b, c, d
+        q = (a - c) / (d - b)
+        return (math.inf if q > 1e15 else float(math.floor(q) + 1)), a, b, c, d
+    return (0.0, c, d, a, b) if a >= c else (math.inf, c, d, a, b)
+
+
+def _line(p: float, q: float, j0: int, j1: int) -> float:
+    """Sum of p + q j over j0 <= j < j1."""
+    return (j1 - j0) * p + q * (j1 * (j1 - 1) - j0 * (j0 - 1)) / 2.0
+
+
+def run_seconds(a: float, b: float, c: float, o: float, k: int, d: float = 0.0) -> float:
+    """Time of k passes whose j-th takes max(a + b j, c + d j) + o (memory and compute grow with context)."""
+    s, p1, q1, p2, q2 = _phases(a, b, c, d)
+    if k <= s:
+        return _line(p1, q1, 0, k) + k * o
+    si = int(s)
+    return _line(p1, q1, 0, si) + _line(p2, q2, si, k) + k * o
+
+
+def _fit(p: float, q: float, j0: int, rest: float) -> int:
+    """About how many passes p + q j + (o folded into p) from j0 on end within `rest` seconds."""
+    lin, quad = p + q * j0, q / 2.0
+    if quad <= 0.0 or (lin > 0 and quad * rest < 1e-12 * lin * lin):
+        return int(rest / lin) if lin > 0 else 1 << 40
+    b = lin - quad  # quad n^2 + (lin - quad) n - rest = 0
+    return int((-b + math.sqrt(b * b + 4.0 * quad * rest)) / (2.0 * quad))
+
+
+def passes_within(a: float, b: float, c: float, o: float, dur: float, d: float = 0.0) -> int:
+    """The number of whole passes of such a run that end by time dur after its start (the inverse of run_seconds)."""
+    if dur <= 0.0:
         return 0
-    q = (c - a) / b if b > 0.0 else math.inf
-    return math.inf if q > 1e15 else math.ceil(q)
-
-
-def run_seconds(a: float, b: float, c: float, o: float, k: int) -> float:
-    """Time of k passes whose j-th takes max(a + b j, c) + o (memory grows linearly with the KV read)."""
-    js = compute_bound_steps(a, b, c)
-    if k <= js:
-        return k * (c + o)
-    js = int(js)
-    return js * (c + o) + (k - js) * (a + o) + b * (k * (k - 1) - js * (js - 1)) / 2.0
-
-
-def passes_within(a: float, b: float, c: float, o: float, d: float) -> int:
-    """The number of whole passes of such a run that end by time d after its start (the inverse of run_seconds)."""
-    if d <= 0.0:
-        return 0
-    js = compute_bound_steps(a, b, c)
-    flat = c + o
-    if js == math.inf or d < js * flat:
-        k = int(d / flat)
+    s, p1, q1, p2, q2 = _phases(a, b, c, d)
+    first = _fit(p1 + o, q1, 0, dur)
+    if first <= s:
+        k = first
     else:
-        js = int(js)
-        rest = d - js * flat
-        lin, quad = a + o + b * js, b / 2.0
-        if quad <= 0.0:
-            q = int(rest / lin)
-        else:  # quad q^2 + (lin - quad) q - rest = 0
-            p = lin - quad
-            q = int((-p + math.sqrt(p * p + 4.0 * quad * rest)) / (2.0 * quad))
-        k = js + q
-    while k > 0 and run_seconds(a, b, c, o, k) > d:  # float rounding of the closed form
+        si = int(s)
+        k = si + _fit(p2 + o, q2, si, dur - run_seconds(a, b, c, o, si, d))
+    while k > 0 and run_seconds(a, b, c, o, k, d) > dur:  # float rounding of the closed form
         k -= 1
-    while run_seconds(a, b, c, o, k + 1) <= d:
+    while run_seconds(a, b, c, o, k + 1, d) <= dur:
         k += 1
     return k
 
@@ -161,6 +258,7 @@ def full_batch_cost(in_tokens: np.ndarray, cached_tokens: np.ndarray, out_tokens
     context = in_tokens + out_tokens / 2.0
     m = min(step.pp, full)
     memory = step.pp * (step.weight_bytes_read(full / m) + step.kv_bytes * full * context / m) * step.s_per_byte
-    compute = step.pp * step.s_per_token * full / m
-    per_token = (np.maximum(memory, compute) + step.overhead_s) / full
-    return ((in_tokens - cached_tokens) * step.s_per_token + out_tokens * per_token) * pool.replica_cost_per_s
+    compute = step.pp * (step.s_per_token_decode + step.s_per_ctx * context) * full / m
+    per_token = (np.maximum(memory, compute) + step.fixed_seconds(full, full)) / full
+    prefill = (in_tokens - cached_tokens) * (step.s_per_token + step.s_per_ctx * (in_tokens + cached_tokens) / 2.0)
+    return (prefill + out_tokens * per_token) * pool.replica_cost_per_s

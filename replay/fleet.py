@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
-from pool_registry import KV_CACHE_DTYPES, Chip, Model, Registry
+from pool_registry import KV_CACHE_DTYPES, Chip, Interconnect, Model, Registry
 from pool_registry.model import GB
 from replay.config import Candidate
 from replay.errors import ReplayError
@@ -29,6 +30,17 @@ class PoolSpec:
     gpu_memory_utilization: float = 0.9
     kv_cache_dtype: str = "auto"
     step_overhead_ms: float = 0.0
+    seq_overhead_us: float = 0.0
+    mfu_decode: float | None = None     # None: decode sustains the prefill's mfu
+    collective_us: float | None = None  # None: the link's declared latency
+    ep: int = 1
+    devices_per_node: int = 0           # 0: one node holds a replica
+    network: Interconnect | None = None
+
+    @property
+    def tp(self) -> int:
+        """Tensor-parallel degree: devices per pipeline stage."""
+        return max(1, self.devices_per_replica // self.pp)
 
     @property
     def slots(self) -> int:
@@ -44,6 +56,21 @@ class PoolSpec:
     def replica_flops(self) -> float:
         """Sustained FLOP/s of one replica: peak x MFU x devices."""
         return self.chip.peak_tflops_bf16 * 1e12 * self.mfu * self.devices_per_replica
+
+    @property
+    def replica_decode_flops(self) -> float:
+        """Sustained FLOP/s of one replica on decode tokens: peak x mfu_decode (else mfu) x devices."""
+        return self.chip.peak_tflops_bf16 * 1e12 * (self.mfu_decode or self.mfu) * self.devices_per_replica
+
+    def link(self, across_nodes: bool) -> tuple[float, float]:
+        """(B/s per device each way, seconds of latency per collective) of the link a collective group uses:
+        the chip's interconnect, or the pool's node network for a group that spans nodes (when declared)."""
+        link = self.network if across_nodes and self.network is not None else self.chip.interconnect
+        bw = link.bw_gbps * 1e9
+        if across_nodes and self.network is not None:
+            bw = min(bw, self.chip.interconnect.bw_gbps * 1e9 or bw)
+        lat = self.collective_us if self.collective_us is not None else link.latency_us
+        return (bw if bw > 0 else math.inf), lat / 1e6
 
     @property
     def replica_bytes_per_s(self) -> float:
@@ -105,6 +132,10 @@ def resolve_pools(registry: Registry, candidate: Candidate) -> tuple[PoolSpec, .
             gpu_memory_utilization=o.gpu_memory_utilization or s.gpu_memory_utilization,
             kv_cache_dtype=o.kv_cache_dtype or s.kv_cache_dtype,
             step_overhead_ms=s.step_overhead_ms if o.step_overhead_ms is None else o.step_overhead_ms,
+            seq_overhead_us=s.seq_overhead_us if o.seq_overhead_us is None else o.seq_overhead_us,
+            mfu_decode=o.mfu_decode or pool.cost_model.mfu_decode,
+            collective_us=pool.cost_model.collective_us if o.collective_us is None else o.collective_us,
+            ep=o.ep or s.ep, devices_per_node=pool.devices_per_node, network=pool.network,
         )
         _check(spec, candidate.name)
         specs.append(spec)
@@ -118,6 +149,9 @@ def _check(p: PoolSpec, candidate: str) -> None:
     if p.devices_per_replica % p.pp:
         raise ReplayError(f"candidate '{candidate}': pool {p.id}: {p.devices_per_replica} devices per replica do "
                           f"not split into {p.pp} pipeline stages of equal width")
+    if p.devices_per_replica % p.ep:
+        raise ReplayError(f"candidate '{candidate}': pool {p.id}: {p.devices_per_replica} devices per replica do "
+                          f"not split into {p.ep} expert-parallel groups of equal size")
     if p.max_num_batched_tokens < p.max_concurrency:
         raise ReplayError(f"candidate '{candidate}': pool {p.id}: max_num_batched_tokens "
                           f"{p.max_num_batched_tokens} is below max_concurrency {p.max_concurrency}")

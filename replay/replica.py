@@ -6,11 +6,12 @@ boundary, in order, while fewer than max_concurrency sequences run, the pass has
 request's KV cache (its whole prompt, plus what it already generated) fits next to the running ones; the head
 of the queue blocks the rest. A sequence's first token ends the pass that computes its last prompt chunk.
 
-Between two events the batch does not change: only the KV it reads grows by the tokens of each pass, so pass
-j of a run takes max(a + b j, c) + overhead (costmodel.StepModel) and a run of k passes is summed in closed
-form. A run ends at the first of: a decoding sequence finishing, a prompt chunk boundary, the KV cache full,
-or an arrival the replica could admit (it joins at the next pass boundary). When decoding would overflow
-the cache, the most recently admitted sequence is preempted and later recomputed (its prompt and generated
+Between two events the batch does not change: only the context it reads and attends to grows by the tokens
+of each pass, so pass j of a run takes max(a + b j, c + d j) + o (memory, compute, and the run's fixed time:
+collectives and engine overhead; costmodel.StepModel) and a run of k passes is summed in closed form. A run
+ends at the first of: a decoding sequence finishing, a prompt chunk boundary, the KV cache full, or an
+arrival the replica could admit (it joins at the next pass boundary). When decoding would overflow the
+cache, the most recently admitted sequence is preempted and later recomputed (its prompt and generated
 tokens prefilled again), as vLLM does.
 """
 
@@ -37,8 +38,12 @@ class Replica:
         "c",
         "cap",
         "chunks",
+        "cm0",
+        "cmt",
         "cum_u",
         "cutting",
+        "d",
+        "dbytes",
         "dec",
         "dense",
         "end",
@@ -54,9 +59,11 @@ class Replica:
         "mc",
         "n_run",
         "o",
+        "o0",
         "on_done",
         "open",
         "order",
+        "plain",
         "pool",
         "pp",
         "pre",
@@ -65,11 +72,14 @@ class Replica:
         "queues",
         "rate",
         "rid",
+        "sctx",
         "share",
+        "so",
         "span0",
         "spans",
         "spb",
         "spt",
+        "sptd",
         "steps",
         "t0",
         "tokens",
@@ -83,10 +93,15 @@ class Replica:
                  loads: list[int], queues: list[int]) -> None:
         self.rid, self.pool, self.index, self.book, self.push = rid, pool, index, book, push
         self.loads, self.queues = loads, queues  # per pool: requests outstanding, and waiting
-        self.pp, self.spb, self.spt, self.kvb, self.o = step.pp, step.s_per_byte, step.s_per_token, step.kv_bytes, \
-            step.overhead_s
-        self.wbytes, self.share = step.weight_bytes, step.active_share
-        self.dense = step.active_share >= 1.0
+        self.pp, self.spb, self.spt, self.kvb = step.pp, step.s_per_byte, step.s_per_token, step.kv_bytes
+        self.sptd, self.sctx = step.s_per_token_decode, step.s_per_ctx
+        self.o0, self.so, self.cm0, self.cmt = step.overhead_s, step.seq_overhead_s, step.comm_s, step.comm_s_per_token
+        self.o = self.o0                       # the current run's fixed time per pass (collectives, engine)
+        self.wbytes, self.dbytes, self.share = step.weight_bytes, step.dense_bytes, step.pick
+        self.dense = step.pick >= 1.0
+        # no term beyond the roofline and a fixed overhead: policies' predictions take a shortcut
+        self.plain = (self.pp == 1 and self.dense and not (self.so or self.cm0 or self.cmt or self.sctx)
+                      and self.sptd == self.spt)
         self.mc, self.budget, self.cap, self.rate = max_concurrency, budget, kv_capacity, rate
         self.t0 = 0.0
         self.steps = 0
@@ -101,7 +116,7 @@ class Replica:
         self.queued = 0                        # tokens still to generate by the waiting requests
         self.chunks: list[tuple[int, int]] = []
         self.k = 0                             # passes in the current run; 0 when idle
-        self.a = self.b = self.c = 0.0
+        self.a = self.b = self.c = self.d = 0.0
         self.tokens = 0
         self.left = 0
         self.open = False                      # an arrival now would be admitted at the next boundary
@@ -120,15 +135,17 @@ class Replica:
         """Weight bytes one micro-batch of `tokens` reads."""
         if self.dense:
             return self.wbytes
-        return self.wbytes * (1.0 - (1.0 - self.share) ** max(tokens, 1.0))
+        return self.dbytes + (self.wbytes - self.dbytes) * (1.0 - (1.0 - self.share) ** max(tokens, 1.0))
 
-    def pass_time(self, seqs: int, tokens: int, kv: float) -> float:
-        """One pass of `seqs` sequences computing `tokens` tokens and reading `kv` KV tokens."""
+    def pass_time(self, seqs: int, tokens: int, kv: float, decode: int = 0, context: float = 0.0) -> float:
+        """One pass of `seqs` sequences computing `tokens` tokens (`decode` of them decoding), reading `kv` KV
+        tokens, with `context` token x context products of attention."""
         pp = self.pp
         m = pp if pp < seqs else (seqs or 1)
         memory = pp * (self.weight_read(tokens / m) + self.kvb * kv / m) * self.spb
-        compute = pp * self.spt * tokens / m
-        return (memory if memory > compute else compute) + self.o
+        compute = pp * (self.spt * (tokens - decode) + self.sptd * decode + self.sctx * context) / m
+        return (memory if memory > compute else compute) + self.o0 + self.so * seqs + self.cm0 + \
+            self.cmt * tokens / m
 
     # -- events ---------------------------------------------------------------------------------------
     def arrive(self, i: int, t: float) -> None:
@@ -156,12 +173,12 @@ class Replica:
         if t <= t0:  # the run starts now: plan it again with the newcomer
             self.plan(t0)
             return
-        a, b, c, o = self.a, self.b, self.c, self.o
-        j = passes_within(a, b, c, o, t - t0)
-        tb = t0 + run_seconds(a, b, c, o, j)
+        a, b, c, o, d = self.a, self.b, self.c, self.o, self.d
+        j = passes_within(a, b, c, o, t - t0, d)
+        tb = t0 + run_seconds(a, b, c, o, j, d)
         if tb < t:
             j += 1
-            tb = t0 + run_seconds(a, b, c, o, j)
+            tb = t0 + run_seconds(a, b, c, o, j, d)
         if j >= self.k:
             return
         self.k, self.end = j, tb
@@ -194,7 +211,7 @@ class Replica:
                 rem[i] -= c * j
                 cost[i] += c * u
         if self.fresh:
-            first = self.t0 + run_seconds(self.a, self.b, self.c, self.o, 1)
+            first = self.t0 + run_seconds(self.a, self.b, self.c, self.o, 1, self.d)
             ft = book.first
             for i in self.fresh:
                 if ft[i] != ft[i]:  # nan: no token yet
@@ -351,14 +368,36 @@ class Replica:
         weights = self.wbytes if self.dense else self.weight_read(tokens / m)
         a = (weights * m + self.kvb * self.kv_read) * spb
         b = self.kvb * tokens * spb
-        comp = self.spt * pp * tokens / m
-        self.a, self.b, self.c, self.k, self.t0 = a, b, comp, k, t
+        if self.sptd == self.spt:
+            comp = self.spt * pp * tokens / m
+        else:
+            comp = (self.spt * (tokens - n_d) + self.sptd * n_d) * pp / m
+        d = 0.0
+        o = self.o0
+        if not self.plain:
+            o += self.so * seqs + self.cm0 + self.cmt * tokens / m
+        if self.sctx:  # attention over the context: decoders' KV, and each chunk over its computed prefix
+            ctx = self.context(chunks)
+            grow = n_d + (chunks[0][1] ** 2 if len(chunks) == 1 else 0)
+            comp += self.sctx * ctx * pp / m
+            d = self.sctx * grow * pp / m
+        self.a, self.b, self.c, self.d, self.o, self.k, self.t0 = a, b, comp, d, o, k, t
         self.open = not wait and self.n_run < mc and left > 0
-        o = self.o
         # memory-bound from the first pass on (the common case): the closed form without the compute-bound part
-        end = t + (k * (a + o) + b * k * (k - 1) / 2.0 if a >= comp else run_seconds(a, b, comp, o, k))
+        end = t + (k * (a + o) + b * k * (k - 1) / 2.0 if a >= comp and b >= d else run_seconds(a, b, comp, o, k, d))
         self.end = end
         self.push((end, self.ver, self.rid))
+
+    def context(self, chunks: list[tuple[int, int]]) -> float:
+        """Token x context products a pass computes attention on: each decoder's context, and for a chunk of
+        c tokens after r computed ones c x (r + c / 2)."""
+        held, rem = self.book.held, self.book.rem
+        ctx = float(self.kv_read)
+        for i in self.pre:
+            ctx -= held[i] - rem[i]  # a prefilling sequence's computed prefix is not a decoder's context
+        for i, c in chunks:
+            ctx += c * (held[i] - rem[i] + c / 2.0)
+        return ctx
 
     # -- what policies read ---------------------------------------------------------------------------
     def predict(self, i: int, t: float) -> tuple[float, float]:
@@ -375,8 +414,8 @@ class Replica:
         kv = self.kv_read + h - p
         left = self.budget - n_d or 1
         chunk = p if p < left else left
-        if self.pp == 1 and self.dense:  # the common case, without the pass model's calls
-            spb, kvb, spt, wb, o = self.spb, self.kvb, self.spt, self.wbytes, self.o
+        if self.plain:  # the common case, without the pass model's calls
+            spb, kvb, spt, wb, o = self.spb, self.kvb, self.spt, self.wbytes, self.o0
             if p > 0:
                 mem, comp = (wb + kvb * (kv + p / 2.0)) * spb, spt * (n_d + chunk)
                 ttft = w + -(-p // chunk) * ((mem if mem > comp else comp) + o)
@@ -388,19 +427,22 @@ class Replica:
             mem, comp = (wb + kvb * (kv + p + todo / 2.0)) * spb, spt * (n_d + 1)
             return ttft, ttft + (todo - 1) * ((mem if mem > comp else comp) + o)
         seqs = self.n_run + 1
+        ctx = self.kv_read if self.sctx else 0.0
         if p > 0:
-            ttft = w + math.ceil(p / chunk) * self.pass_time(seqs, n_d + chunk, kv + p / 2.0)
+            ttft = w + math.ceil(p / chunk) * self.pass_time(seqs, n_d + chunk, kv + p / 2.0, n_d,
+                                                             ctx + chunk * p / 2.0)
         else:
-            ttft = w + self.pass_time(seqs, n_d + 1, kv)
+            ttft = w + self.pass_time(seqs, n_d + 1, kv, n_d + 1, ctx)
         if todo <= 1:
             return ttft, ttft
-        return ttft, ttft + (todo - 1) * self.pass_time(seqs, n_d + 1, kv + p + todo / 2.0)
+        kv_mid = kv + p + todo / 2.0
+        return ttft, ttft + (todo - 1) * self.pass_time(seqs, n_d + 1, kv_mid, n_d + 1, kv_mid if self.sctx else 0.0)
 
     def wait_estimate(self, t: float) -> float:
         """Predicted wait for admission of a request joining now (0 when it would join the next pass)."""
         if not self.wait and self.n_run < self.mc:
             return 0.0
-        step = ((self.a if self.a > self.c else self.c) + self.o) if self.k else self.o
+        step = ((self.a if self.a > self.c else self.c) + self.o) if self.k else self.o0
         if self.dec and self.dec[0][0] - self.steps == self.k:  # the current run ends with a completion
             w = self.end - t + self.queued * step / self.mc
         else:

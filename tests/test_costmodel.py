@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import polars as pl
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pool_registry import Registry
+from pool_registry import Chip, Interconnect, Model, Pool, Registry
 from replay import Candidate, run_replay
 from replay.constraints import feasible, fits_context, fits_memory, why_not
 from replay.costmodel import (
@@ -180,3 +182,132 @@ def test_kv_transfer_uses_the_slower_interconnect() -> None:
     fast, slow = spec(reg, "fast"), spec(reg, "slow")
     assert kv_transfer_seconds(10_000.0, fast, slow) == pytest.approx(10_000 * KV / 100e9)
     assert kv_transfer_seconds(10_000.0, fast, slow) == kv_transfer_seconds(10_000.0, slow, fast)
+
+
+# -- the terms beyond the roofline: collectives, engine time, attention, experts ------------------------------
+
+def _shaped(p: Pool, m: Model, c: Chip | None = None, **serving: object) -> PoolSpec:
+    """The spec of pool p serving model m (on chip c), with serving fields replaced."""
+    assert p.serving is not None
+    p = dataclasses.replace(p, serving=dataclasses.replace(p.serving, **serving))  # type: ignore[arg-type]
+    return spec(fleet(p, chips=(c or chip(),), models=(m,)), p.id)
+
+
+def test_tensor_parallel_all_reduces_by_hand() -> None:
+    # 80 layers, hidden 8192, TP4 in one node over a 450 GB/s link with 10 us per collective: every layer
+    # all-reduces its attention and MLP output, a ring moves 2 x 3/4 of the 8192 x 2 B message per token.
+    m = dataclasses.replace(model(layers=80), hidden_size=8192)
+    link = dataclasses.replace(chip(), interconnect=Interconnect("nvlink", 450.0, latency_us=10.0))
+    step = StepModel.of(_shaped(pool("a", dpr=4), m, link))
+    per_collective_token = 1.5 * 8192 * 2 / 450e9
+    assert step.comm_s == pytest.approx(160 * 10e-6)
+    assert step.comm_s_per_token == pytest.approx(160 * per_collective_token)
+    assert step.fixed_seconds(1, 1) == pytest.approx(160 * (10e-6 + per_collective_token))       # 1.609 ms
+    assert step.fixed_seconds(64, 256) == pytest.approx(160 * (10e-6 + 256 * per_collective_token))
+    # the collectives add to the roofline pass; they do not shrink with more devices as memory and compute do
+    plain = StepModel.of(_shaped(pool("a", dpr=4), model(layers=80), link))
+    assert step.pass_seconds(8, 8, 8000) - plain.pass_seconds(8, 8, 8000) == pytest.approx(step.fixed_seconds(8, 8))
+    one = StepModel.of(_shaped(pool("a", dpr=1), m, link))
+    assert one.comm_s == one.comm_s_per_token == 0.0  # TP1 has nothing to all-reduce
+
+
+def test_a_tensor_parallel_group_wider_than_a_node_uses_the_node_network() -> None:
+    m = dataclasses.replace(model(layers=10), hidden_size=4096)
+    p = dataclasses.replace(pool("w", dpr=16), devices_per_node=8,
+                            network=Interconnect("roce", 50.0, latency_us=20.0))
+    step = StepModel.of(_shaped(p, m))
+    assert step.comm_s == pytest.approx(20 * 20e-6)
+    assert step.comm_s_per_token == pytest.approx(20 * 2 * 15 / 16 * 4096 * 2 / 50e9)
+    inside = StepModel.of(_shaped(dataclasses.replace(p, devices_per_node=16), m))
+    assert inside.comm_s_per_token == pytest.approx(20 * 2 * 15 / 16 * 4096 * 2 / 100e9)  # the chip's own link
+
+
+def test_pipeline_sends_by_hand() -> None:
+    # 2 stages of 4 across two nodes: each of the pp ticks of a pass sends hidden x 2 B per token of its
+    # micro-batch over the 50 GB/s network, plus its latency; TP4 inside each stage all-reduces over the link.
+    m = dataclasses.replace(model(layers=10), hidden_size=4096)
+    p = dataclasses.replace(pool("s", dpr=8), devices_per_node=4, network=Interconnect("roce", 50.0, latency_us=5.0))
+    step = StepModel.of(_shaped(p, m, pp=2))
+    tp_token = 20 * 1.5 * 4096 * 2 / 100e9
+    assert step.comm_s == pytest.approx(2 * 5e-6)  # the chip link declares no latency
+    assert step.comm_s_per_token == pytest.approx(tp_token + 2 * 4096 * 2 / 50e9)
+    # two sequences make two micro-batches of one token each
+    assert step.fixed_seconds(2, 2) == pytest.approx(2 * 5e-6 + step.comm_s_per_token * 1)
+
+
+def test_engine_time_per_step_and_per_running_sequence() -> None:
+    step = StepModel.of(_shaped(pool("a"), model(), step_overhead_ms=2.0, seq_overhead_us=50.0))
+    assert step.fixed_seconds(32, 32) == pytest.approx(2e-3 + 32 * 50e-6)       # 3.6 ms
+    assert step.pass_seconds(32, 32, 0) == pytest.approx(0.01 + 3.6e-3)         # the weights' 10 ms as well
+
+
+def test_touched_experts_and_their_all_to_all_by_hand() -> None:
+    # 235B total, 22B active, 128 experts of which a token picks 8: an expert is (235 - 22) / 120 = 1.775B,
+    # the dense part 22 - 8 x 1.775 = 7.8B. Four tokens touch 128 x (1 - (120/128)^4) = 29.12 experts.
+    m = dataclasses.replace(model(params_b=235.0, active_b=22.0, layers=94, kv_heads=4), hidden_size=4096,
+                            experts=128, experts_per_token=8)
+    step = StepModel.of(_shaped(pool("e", dpr=8), m, ep=8))
+    touched = 128 * (1 - (120 / 128) ** 4)
+    assert touched == pytest.approx(29.12, abs=0.01)
+    assert step.weight_bytes_read(4) == pytest.approx((7.8 + touched * 1.775) * 2e9)
+    assert step.weight_bytes_read(1) == pytest.approx(22e9 * 2)       # one token reads the active weights
+    assert step.weight_bytes_read(100_000) == pytest.approx(235e9 * 2)  # a large batch reads them all
+    # EP8 in one node: attention still all-reduces (1 per layer); the expert layers send every token to its
+    # 8 experts and back, each device 8 x 4096 x 2 B x 7/64 per token, plus 2 latencies per layer
+    a2a = 94 * 2 * 8 * 4096 * 2 * 7 / 64 / 100e9
+    assert step.comm_s_per_token == pytest.approx(94 * 1 * 2 * 7 / 8 * 4096 * 2 / 100e9 + a2a)
+    assert step.comm_s == 0.0  # no latency declared
+
+
+def test_attention_compute_grows_with_context_and_decode_has_its_own_mfu() -> None:
+    # 10 layers x 64 heads x 128 = 4 x 81,920 FLOPs per token and context token; at 1000 TFLOPS x 0.5 that is
+    # 6.5536e-10 s. A 2048-token chunk from offset 0 has 2048 x 1024 token-context products.
+    m = dataclasses.replace(model(), attention_heads=64)
+    p = pool("a")
+    p = dataclasses.replace(p, cost_model=dataclasses.replace(p.cost_model, mfu_decode=0.25))
+    step = StepModel.of(_shaped(p, m))
+    assert step.s_per_ctx == pytest.approx(4 * 10 * 64 * 128 / 5e14)
+    assert step.pass_seconds(1, 2048, 0, context=2048 * 1024.0) == pytest.approx(
+        2048 * 4e-5 + 2048 * 1024 * 6.5536e-10)
+    assert step.s_per_token_decode == pytest.approx(2 * 4e-5)  # decode at half the prefill's share of peak
+    assert step.pass_seconds(512, 512, 0, decode_tokens=512) == pytest.approx(512 * 8e-5)
+
+
+def test_one_request_with_every_term_by_hand() -> None:
+    # The dense test model at TP2 (20e9 B over 2 devices: 5 ms a pass) with hidden 4096, 10 us a collective,
+    # 1 ms per step and 100 us per sequence. A 1000-token prompt is one compute-bound pass; then 9 decode passes.
+    m = dataclasses.replace(model(), hidden_size=4096)
+    link = dataclasses.replace(chip(), interconnect=Interconnect("x", 100.0, latency_us=10.0))
+    p = _shaped(pool("a", dpr=2), m, link, step_overhead_ms=1.0, seq_overhead_us=100.0)
+    reg = fleet(dataclasses.replace(pool("a", dpr=2), serving=dataclasses.replace(
+        pool("a", dpr=2).serving, step_overhead_ms=1.0, seq_overhead_us=100.0)), chips=(link,), models=(m,))
+    traffic = pl.DataFrame({"arrival_ms": [0], "in_tokens": [1000], "out_tokens": [10]})
+    row = run_replay(ONE, traffic, reg, 0).requests.row(0, named=True)
+    ar = 20 * 1.0 * 4096 * 2 / 100e9  # per token: 2 all-reduces x 10 layers, a ring of 2 moves 2 x 1/2
+    fixed = lambda tokens: 1e-3 + 100e-6 + 20 * 10e-6 + ar * tokens  # noqa: E731
+    prefill = 1000 * 2e-5 + fixed(1000)
+    decode = sum(0.005 + KV * (1001 + j) / 4e12 + fixed(1) for j in range(9))
+    assert StepModel.of(p).comm_s == pytest.approx(20 * 10e-6)
+    assert row["ttft_s"] == pytest.approx(prefill)
+    assert row["e2e_s"] == pytest.approx(prefill + decode)
+
+
+@settings(max_examples=200, deadline=None)
+@given(a=st.floats(1e-4, 1.0), b=st.floats(0.0, 1e-3), c=st.floats(1e-4, 1.0), d=st.floats(0.0, 1e-3),
+       o=st.floats(0.0, 0.01), k=st.integers(0, 3000))
+def test_closed_form_runs_with_growing_compute_match_the_sum(a: float, b: float, c: float, d: float, o: float,
+                                                             k: int) -> None:
+    by_loop = sum(max(a + b * j, c + d * j) + o for j in range(k))
+    total = run_seconds(a, b, c, o, k, d)
+    assert total == pytest.approx(by_loop, rel=1e-9, abs=1e-12)
+    assert passes_within(a, b, c, o, total, d) == k
+    if k:
+        assert passes_within(a, b, c, o, total - 1e-9 * max(1.0, total) - 1e-12, d) == k - 1
+
+
+def test_a_registry_without_the_new_fields_has_no_new_terms(fleet: Registry) -> None:
+    for p in resolve_pools(fleet, ONE):
+        step = StepModel.of(p)
+        assert (step.seq_overhead_s, step.s_per_ctx, step.comm_s, step.comm_s_per_token, step.dense_bytes) == (
+            0.0, 0.0, 0.0, 0.0, 0.0)
+        assert step.s_per_token_decode == step.s_per_token

@@ -90,6 +90,12 @@ def _checks(item: str) -> str:
 
 
 # (name, text, line, path, reason fragment)
+def _moe(extra: str) -> str:
+    """The valid file with a MoE model (70B total, 7B active) and `extra` lines after its head_dim."""
+    text = _swap("    head_dim: 128\n", "    head_dim: 128\n" + extra)
+    return text.replace("active_params_b: 70", "active_params_b: 7")
+
+
 INVALID = [
     ("unknown chip reference", _swap("chip: h100\n", "chip: h200\n"), 22, "pools[0].chip",
      "unknown chip 'h200'; known: h100"),
@@ -158,7 +164,52 @@ INVALID = [
      "pools[0].serving.step_overhead_ms", "must be >= 0, got -1"),
     ("overhead not a number", _swap("max_concurrency: 32}", "max_concurrency: 32, step_overhead_ms: soon}"), 28,
      "pools[0].serving.step_overhead_ms", "expected a number, got 'soon' (string)"),
+    # the step model's optional shape, layout and link fields
+    ("negative sequence overhead", _swap("max_concurrency: 32}", "max_concurrency: 32, seq_overhead_us: -5}"), 28,
+     "pools[0].serving.seq_overhead_us", "must be >= 0, got -5"),
+    ("ep not whole groups", _swap("max_concurrency: 32}", "max_concurrency: 32, ep: 3}"), 28, "pools[0].serving.ep",
+     "8 devices per replica do not split into 3 expert-parallel groups of equal size"),
+    ("heads not a multiple of kv heads", _swap("    head_dim: 128\n", "    head_dim: 128\n    attention_heads: 12\n"),
+     18, "models[0].attention_heads", "12 attention heads are not a multiple of the 8 KV heads"),
+    ("hidden size zero", _swap("    head_dim: 128\n", "    head_dim: 128\n    hidden_size: 0\n"), 18,
+     "models[0].hidden_size", "must be > 0, got 0"),
+    ("experts without experts per token", _moe("    experts: 128\n"), 18, "models[0].experts_per_token",
+     "experts is given, so experts_per_token is expected too"),
+    ("more experts per token than experts", _moe("    experts: 8\n    experts_per_token: 9\n"), 19,
+     "models[0].experts_per_token", "9 experts per token exceed the model's 8 experts"),
+    ("experts on a dense model", _swap("    head_dim: 128\n", "    head_dim: 128\n    experts: 8\n"
+                                       "    experts_per_token: 2\n"), 18, "models[0].experts",
+     "experts are given, but active params (70B) equal total params"),
+    ("negative link latency", _swap("bw_gbps: 450}", "bw_gbps: 450, latency_us: -1}"), 8,
+     "chips[0].interconnect.latency_us", "must be >= 0, got -1"),
+    ("network without bandwidth", _swap("    exporter: dcgm\n", "    exporter: dcgm\n    network: {kind: roce}\n"), 27,
+     "pools[0].network.bw_gbps", "missing required field"),
+    ("decode mfu above one", _swap("mfu: 0.4,", "mfu: 0.4, mfu_decode: 2,"), 29, "pools[0].cost_model.mfu_decode",
+     "must be <= 1, got 2"),
 ]
+
+
+
+def test_shape_layout_and_link_fields_load_derive_and_round_trip() -> None:
+    text = (_moe("    attention_heads: 64\n    experts: 64\n    experts_per_token: 4\n")
+            .replace("bw_gbps: 450}", "bw_gbps: 450, latency_us: 8}")
+            .replace("    exporter: dcgm\n", "    exporter: dcgm\n    network: {kind: roce, bw_gbps: 50}\n")
+            .replace("max_concurrency: 32}", "max_concurrency: 32, ep: 8, seq_overhead_us: 40}")
+            .replace("mfu: 0.4,", "mfu: 0.4, mfu_decode: 0.2, collective_us: 12,"))
+    reg = load_registry_text(text)
+    m, p = reg.model("m70"), reg.pool("p1")
+    assert (m.attention_heads, m.hidden, m.experts, m.experts_per_token, m.moe) == (64, 64 * 128, 64, 4, True)
+    assert reg.chip("h100").interconnect.latency_us == 8 and p.network is not None and p.network.bw_gbps == 50
+    assert p.serving is not None and (p.serving.ep, p.serving.seq_overhead_us) == (8, 40)
+    assert (p.cost_model.mfu_decode, p.cost_model.collective_us) == (0.2, 12)
+    assert registry_from_json(registry_to_json(reg)) == reg
+    # a file without them keeps its old defaults, and its snapshot names none of them
+    old = load_registry_text(VALID)
+    assert old.model("m70").hidden == 0 and old.pool("p1").network is None
+    snapshot = registry_to_json(old)
+    for key in ("hidden_size", "attention_heads", "experts", "latency_us", "network", "ep", "seq_overhead_us",
+                "mfu_decode", "collective_us"):
+        assert f'"{key}"' not in snapshot
 
 
 def test_onboarding_checks_load_with_defaults_and_round_trip() -> None:
