@@ -4,7 +4,8 @@ Library entry points for the CLI and the console:
     run_replay(candidate, traffic_frame, registry, seed) -> ReplayResult(requests, summary)
     load_candidate(path, registry), load_gate(path), evaluate(gate, baseline, candidate) -> Verdict
     read_traffic(path, fmt, options) -> (format, Parsed), calibrate(requests, registry, bench=...), run_sweep(...)
-    closed_loop(pool, concurrency, isl, osl, requests) -> BenchPoint, read_bench_table(path)
+    closed_loop(pool, concurrency, isl, osl, requests, *, range_ratio, seed, warmups) -> BenchPoint,
+    read_bench_table(path)
 """
 
 from replay.bench import BenchPoint, closed_loop, default_requests

@@ -1,15 +1,33 @@
-"""A closed-loop serving benchmark of one replica, as `vllm bench serve --max-concurrency N` measures a server.
+"""A closed-loop serving benchmark of one replica, as `vllm bench serve --max-concurrency N --num-prompts M` measures.
 
-N clients each send a request of isl prompt tokens asking for osl output tokens, all at time 0, and each sends
-the next one the moment its previous one completes, until `requests` have been sent. Reported per
-concurrency: TTFT and TPOT percentiles, output tokens/s and requests/s over the run (first send to last
-completion). It runs the same replica model as a replay, so a pool's model can be checked against a published
-benchmark table before a replay is trusted.
+N clients share `requests` requests: at most N are outstanding, and a client sends its next request the moment
+its previous one completes, until all were sent. Each request asks for isl prompt tokens and osl output tokens,
+or, with a random range ratio R as vLLM's random dataset, lengths drawn uniformly from the integers in
+[floor(isl (1 - R)), ceil(isl (1 + R))] and [max(1, floor(osl (1 - R))), ceil(osl (1 + R))] by one seeded numpy
+Generator (all prompt lengths, then all output lengths, as vLLM draws them; no tokenizer, so no special tokens
+are subtracted). Every request is measured unless warm-ups are asked for. Reported per concurrency, over the
+measured requests: TTFT, TPOT ((e2e - TTFT) / (output tokens - 1), for requests of more than one output token)
+and e2e latency as mean, median and p99 (numpy's linear percentiles, as vLLM's), and output tokens/s and
+requests/s over the run (first measured send to last completion). It runs the same replica model as a replay,
+so a pool's model can be checked against a published benchmark table before a replay is trusted.
+
+How the closed loop reaches steady state. On a measured server the clients' requests end up spread over time:
+per-request jitter keeps them from finishing together, so each one arrives to find the others at different
+points of their service. A deterministic loop whose clients all start at 0 stays in lockstep instead (every
+wave finishes in one pass and the replacements are prefilled as one batch, so TTFT climbs in steps of whole
+batched prefills). So client j sends its first request at j/N of one request's expected service time at that
+concurrency (`service_seconds`: the step model's passes of one cycle with the clients spread evenly), which puts
+each client at its own point of the cycle from the first wave on; a first request sent during a pass waits for
+its end, as on a server. At concurrency 1 this is the plain back-to-back loop. Warm-ups are the first requests
+of the same loop, sent by the same clients and not measured, so that measurement can start past the first wave;
+vLLM runs its warm-ups as a separate phase and lets it drain, which in a model without caches would change
+nothing. Like vLLM's warm-ups they repeat the first request's lengths.
 """
 
 from __future__ import annotations
 
 import heapq
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -23,7 +41,7 @@ from replay.replica import Replica
 
 @dataclass(frozen=True)
 class BenchPoint:
-    """What a closed-loop run at one concurrency measured (times in ms)."""
+    """What a closed-loop run at one concurrency measured (times in ms), over its measured requests."""
 
     concurrency: int
     ttft_ms_p50: float
@@ -32,56 +50,140 @@ class BenchPoint:
     tpot_ms_p99: float | None
     output_tok_s: float
     req_s: float
+    ttft_ms_mean: float = 0.0
+    tpot_ms_mean: float | None = None
+    e2el_ms_mean: float = 0.0
+    e2el_ms_p50: float = 0.0
+    e2el_ms_p99: float = 0.0
+    requests: int = 0              # measured requests
+    duration_s: float = 0.0        # first measured send to last completion
+    peak_concurrency: int = 0      # the most measured requests outstanding at one moment
 
 
-def closed_loop(pool: PoolSpec, concurrency: int, isl: int, osl: int, requests: int) -> BenchPoint:
-    """Run the benchmark on one replica of the pool."""
+def length_bounds(length: int, range_ratio: float, *, low: int = 0) -> tuple[int, int]:
+    """The integers a random-dataset length is drawn from: [floor(length (1 - R)), ceil(length (1 + R))]."""
+    return max(low, math.floor(length * (1 - range_ratio))), max(low, math.ceil(length * (1 + range_ratio)))
+
+
+def random_lengths(isl: int, osl: int, requests: int, *, range_ratio: float = 0.0,
+                   seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """Prompt and output lengths of `requests` requests, as vLLM's random dataset draws them (fixed when R is 0)."""
+    _check_ratio(range_ratio)
+    rng = np.random.default_rng(seed)
+    in_low, in_high = length_bounds(isl, range_ratio)
+    out_low, out_high = length_bounds(osl, range_ratio, low=1)
+    ins = rng.integers(in_low, in_high + 1, size=requests)
+    outs = rng.integers(out_low, out_high + 1, size=requests)
+    return ins.astype(np.int64), outs.astype(np.int64)
+
+
+def service_seconds(pool: PoolSpec, concurrency: int, isl: int, osl: int) -> float:
+    """One request's expected service time (admission to completion) in a closed loop of `concurrency` clients
+    spread evenly over the cycle.
+
+    A request takes S passes (its prompt chunks, then osl - 1 decode passes) and each running client sends one
+    request per cycle, so a cycle is S passes holding every running client's prompt: spread evenly over
+    min(S, running x chunks) of them, the rest decode only, every pass reading the KV of the running sequences
+    at half their output. At most the pool's max_concurrency run; the other clients wait in its queue.
+    """
+    step = StepModel.of(pool)
+    running = min(concurrency, max(1, pool.max_concurrency))
+    chunk = max(1, pool.max_num_batched_tokens - (running - 1))
+    prompt_passes = max(1, math.ceil(isl / chunk))
+    passes = prompt_passes + osl - 1
+    with_prompt = min(passes, running * prompt_passes)
+    kv = running * (isl + osl / 2.0)
+    decoding = running - running * prompt_passes / with_prompt
+    cycle = with_prompt * step.pass_seconds(running, round(running * isl / with_prompt + decoding), kv)
+    return cycle + (passes - with_prompt) * step.pass_seconds(running, running, kv)
+
+
+def _check_ratio(range_ratio: float) -> None:
+    if not 0.0 <= range_ratio < 1.0:  # also refuses nan
+        raise ReplayError(f"bench needs a random range ratio in [0, 1), got {range_ratio!r}")
+
+
+def closed_loop(pool: PoolSpec, concurrency: int, isl: int, osl: int, requests: int, *, range_ratio: float = 0.0,
+                seed: int = 0, warmups: int = 0) -> BenchPoint:
+    """Run the benchmark on one replica of the pool: `requests` measured requests after `warmups` unmeasured ones."""
     if concurrency < 1 or isl < 0 or osl < 1 or requests < 1:
         raise ReplayError(f"bench needs concurrency >= 1, isl >= 0, osl >= 1 and requests >= 1; got "
                           f"concurrency {concurrency}, isl {isl}, osl {osl}, requests {requests}")
-    if isl + osl > pool.kv_capacity_tokens:
-        raise ReplayError(f"pool {pool.id}: a request of {isl} + {osl} tokens does not fit the replica's KV cache "
-                          f"of {pool.kv_capacity_tokens} tokens")
-    book = Book(requests, [0] * requests)
+    _check_ratio(range_ratio)
+    if warmups < 0:
+        raise ReplayError(f"bench needs warmups >= 0, got {warmups!r}")
+    if seed < 0:
+        raise ReplayError(f"bench needs a seed >= 0, got {seed!r}")
+    drawn_in, drawn_out = random_lengths(isl, osl, requests, range_ratio=range_ratio, seed=seed)
+    ins = np.concatenate([np.full(warmups, drawn_in[0]), drawn_in]).tolist()
+    outs = np.concatenate([np.full(warmups, drawn_out[0]), drawn_out]).tolist()
+    big = int(np.argmax(drawn_in + drawn_out))
+    if drawn_in[big] + drawn_out[big] > pool.kv_capacity_tokens:
+        raise ReplayError(f"pool {pool.id}: a request of {drawn_in[big]} + {drawn_out[big]} tokens does not fit the "
+                          f"replica's KV cache of {pool.kv_capacity_tokens} tokens")
+    n = warmups + requests
+    clients = min(concurrency, n)
+    book = Book(n, [0] * n)
     heap: list[tuple[float, int, int]] = []
     replica = Replica(0, 0, 0, StepModel.of(pool), max_concurrency=pool.max_concurrency,
                       budget=pool.max_num_batched_tokens, kv_capacity=pool.kv_capacity_tokens,
                       rate=pool.replica_cost_per_s, book=book, push=lambda e: heapq.heappush(heap, e),
                       loads=[0], queues=[0])
-    start = [0.0] * requests
-    done: list[float] = []
+    start = [0.0] * n
+    done: list[int] = []
     sent = 0
 
-    def on_done(i: int, t: float) -> None:
-        done.append(t)
-
-    replica.on_done = on_done
-    while sent < min(concurrency, requests):
-        book.load(sent, isl, isl, osl)
-        replica.arrive(sent, 0.0)
+    def send(t: float) -> None:
+        nonlocal sent
+        i = sent
+        book.load(i, ins[i], ins[i], outs[i])
+        start[i] = t
+        replica.arrive(i, t)
         sent += 1
-    while heap:
+
+    replica.on_done = lambda i, t: done.append(i)
+    spread = service_seconds(pool, clients, isl, osl) if clients > 1 else 0.0
+    firsts = [j * spread / clients for j in range(clients)]
+    send(0.0)
+    waiting = 1  # the next client to send its first request
+    while heap or waiting < clients:
+        if waiting < clients and (not heap or firsts[waiting] <= heap[0][0]):
+            if sent < n:  # the others' next requests may have taken the last ones
+                send(firsts[waiting])
+            waiting += 1
+            continue
         t, ver, _ = heapq.heappop(heap)
         if ver != replica.ver:
             continue
         replica.boundary(t)
-        while done:  # each completion frees a client, which sends its next request at once
+        while done:  # each completion frees its client, which sends its next request at once
             done.pop()
-            if sent < requests:
-                book.load(sent, isl, isl, osl)
-                start[sent] = t
-                replica.arrive(sent, t)
-                sent += 1
-    first, end = np.array(book.first), np.array(book.done)
-    ttft = (first - np.array(start)) * 1000
-    tpot = (end - first) / (osl - 1) * 1000 if osl > 1 else None
-    span = float(end.max())
+            if sent < n:
+                send(t)
+    return _measure(concurrency, np.array(start[warmups:]), np.array(book.first[warmups:]),
+                    np.array(book.done[warmups:]), np.array(outs[warmups:]))
+
+
+def _measure(concurrency: int, start: np.ndarray, first: np.ndarray, end: np.ndarray,
+             outs: np.ndarray) -> BenchPoint:
+    """The vLLM-style statistics of the measured requests (times in s in, ms out)."""
+    ttft = (first - start) * 1000
+    e2e = (end - start) * 1000
+    many = outs > 1
+    tpot = (e2e[many] - ttft[many]) / (outs[many] - 1) if many.any() else None
+    duration = float(end.max() - start.min())
+    events = sorted([(s, 1) for s in start] + [(e, -1) for e in end])  # ends first at the same instant
+    peak = int(np.cumsum([d for _, d in events]).max())
     return BenchPoint(concurrency=concurrency, ttft_ms_p50=float(np.percentile(ttft, 50)),
                       ttft_ms_p99=float(np.percentile(ttft, 99)),
                       tpot_ms_p50=None if tpot is None else float(np.percentile(tpot, 50)),
                       tpot_ms_p99=None if tpot is None else float(np.percentile(tpot, 99)),
-                      output_tok_s=requests * osl / span if span > 0 else 0.0,
-                      req_s=requests / span if span > 0 else 0.0)
+                      output_tok_s=float(outs.sum()) / duration if duration > 0 else 0.0,
+                      req_s=len(outs) / duration if duration > 0 else 0.0,
+                      ttft_ms_mean=float(ttft.mean()), tpot_ms_mean=None if tpot is None else float(tpot.mean()),
+                      e2el_ms_mean=float(e2e.mean()), e2el_ms_p50=float(np.percentile(e2e, 50)),
+                      e2el_ms_p99=float(np.percentile(e2e, 99)), requests=len(outs), duration_s=duration,
+                      peak_concurrency=peak)
 
 
 def default_requests(concurrency: int) -> int:

@@ -2,19 +2,27 @@
 
 from __future__ import annotations
 
+import itertools
 import json
+import math
+import re
 from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
 import polars as pl
 import pytest
 
+import replay.bench
 from app.cli import main
 from pool_registry import Registry
 from replay import Candidate, closed_loop, run_replay
+from replay.bench import random_lengths, service_seconds
+from replay.costmodel import StepModel
 from replay.errors import ReplayError
-from replay.fleet import resolve_pools
-from tests.replay_fleets import pool
+from replay.fleet import PoolSpec, resolve_pools
+from replay.replica import Replica
+from tests.replay_fleets import fleet, pool
 
 LLAMA_FP8 = "llama-3.1-70b"
 
@@ -81,7 +89,9 @@ def test_the_bench_command_prints_and_emits_json(capsys: pytest.CaptureFixture[s
     out = json.loads(capsys.readouterr().out)
     assert code == 0 and [p["concurrency"] for p in out] == [1, 16]
     assert set(out[0]) == {"concurrency", "ttft_ms_p50", "ttft_ms_p99", "tpot_ms_p50", "tpot_ms_p99",
-                           "output_tok_s", "req_s"}
+                           "output_tok_s", "req_s", "ttft_ms_mean", "tpot_ms_mean", "e2el_ms_mean", "e2el_ms_p50",
+                           "e2el_ms_p99", "requests", "duration_s", "peak_concurrency"}
+    assert [p["requests"] for p in out] == [50, 50]
     assert out[1]["tpot_ms_p50"] > out[0]["tpot_ms_p50"]
     assert main(["--db", str(fleet_db), "replay", "bench", "--pool", "h100-a", "--concurrency", "4",
                  "--isl", "512", "--osl", "64"]) == 0
@@ -90,3 +100,210 @@ def test_the_bench_command_prints_and_emits_json(capsys: pytest.CaptureFixture[s
     assert main(["--db", str(fleet_db), "replay", "bench", "--pool", "nope", "--concurrency", "4",
                  "--isl", "512", "--osl", "64"]) == 2
     assert "unknown pool 'nope'; replayable: h100-a" in capsys.readouterr().err
+
+
+# -- the closed loop, by hand -----------------------------------------------------------------------------------
+# The small pool of tests/replay_fleets: 2e10 B of weights read at 2e12 B/s make a decode pass 0.01 s (plus KV),
+# and a 512-token prompt 512 x 4e-5 = 0.02048 s of compute: prefill passes are compute-bound, decode passes
+# memory-bound, and every pass is the step model's pass_seconds(seqs, tokens, KV tokens read).
+P, OSL = 512, 5
+
+
+def small_pool() -> PoolSpec:
+    return resolve_pools(fleet(pool("a", concurrency=4)), Candidate(name="t"))[0]
+
+
+def stats(ttft: list[float], e2e: list[float], outs: list[int]) -> dict[str, float]:
+    """What the bench reports of per-request times in s, as vLLM computes it."""
+    t, e = np.array(ttft) * 1000, np.array(e2e) * 1000
+    tpot = (e - t) / (np.array(outs) - 1)
+    return {"ttft_ms_p50": float(np.percentile(t, 50)), "ttft_ms_p99": float(np.percentile(t, 99)),
+            "ttft_ms_mean": float(t.mean()), "tpot_ms_p50": float(np.percentile(tpot, 50)),
+            "tpot_ms_p99": float(np.percentile(tpot, 99)), "tpot_ms_mean": float(tpot.mean()),
+            "e2el_ms_p50": float(np.percentile(e, 50)), "e2el_ms_p99": float(np.percentile(e, 99))}
+
+
+def assert_point(point: replay.bench.BenchPoint, expected: dict[str, float]) -> None:
+    for key, value in expected.items():
+        assert getattr(point, key) == pytest.approx(value, rel=1e-9), key
+
+
+def test_one_client_runs_each_request_alone_back_to_back() -> None:
+    spec = small_pool()
+    step = StepModel.of(spec)
+    prefill = step.pass_seconds(1, P, 0)                                   # the prompt, and the first token
+    decode = [step.pass_seconds(1, 1, P + m) for m in range(1, OSL)]       # token m + 1 reads P + m of KV
+    e2e = prefill + sum(decode)
+    point = closed_loop(spec, 1, P, OSL, 3)
+    assert_point(point, {**stats([prefill] * 3, [e2e] * 3, [OSL] * 3), "duration_s": 3 * e2e,
+                         "output_tok_s": 3 * OSL / (3 * e2e), "req_s": 3 / (3 * e2e)})
+    assert point.tpot_ms_p50 == pytest.approx(sum(decode) / (OSL - 1) * 1000, rel=1e-9)
+    assert (point.requests, point.peak_concurrency) == (3, 1)
+
+
+def test_two_clients_by_hand_the_second_starting_half_a_service_time_later() -> None:
+    spec = small_pool()
+    pass_s = StepModel.of(spec).pass_seconds
+    # One request's expected service at concurrency 2 (clients spread evenly): 5 passes, 2 of which compute a
+    # prompt next to the other client's decode token, all reading the KV of 2 sequences at half their output.
+    kv = 2 * (P + OSL / 2)
+    service = 2 * pass_s(2, P + 1, kv) + 3 * pass_s(2, 2, kv)
+    assert service_seconds(spec, 2, P, OSL) == pytest.approx(service, rel=1e-12)
+    s1 = service / 2
+    # (seqs, tokens, KV read) of each pass; r0..r3 are the requests, r0 and r2 client 0's, r1 and r3 client 1's
+    passes = [(1, P, 0),              # 1: r0's prompt -> r0's first token
+              (1, 1, P + 1),          # 2: r0 decodes
+              (1, 1, P + 2),          # 3: r0 decodes; r1 is sent during it (at s1) and waits for its end
+              (2, P + 1, P + 3),      # 4: r0 decodes, r1's prompt -> r1's first token
+              (2, 2, 2 * P + 5),      # 5: both decode; r0 has its 5 tokens: client 0 sends r2
+              (2, P + 1, P + 2),      # 6: r1 decodes, r2's prompt
+              (2, 2, 2 * P + 4),      # 7
+              (2, 2, 2 * P + 6),      # 8: r1 done: client 1 sends r3
+              (2, P + 1, P + 3),      # 9: r2 decodes, r3's prompt
+              (2, 2, 2 * P + 5),      # 10: r2 done; no requests left to send
+              (1, 1, P + 2), (1, 1, P + 3), (1, 1, P + 4)]  # 11-13: r3 alone; done at the end of pass 13
+    t = np.concatenate([[0.0], np.cumsum([pass_s(*p) for p in passes])])  # t[k]: end of pass k
+    assert t[2] < s1 < t[3]
+    sent = [0.0, s1, t[5], t[8]]
+    first = [t[1], t[4], t[6], t[9]]
+    done = [t[5], t[8], t[10], t[13]]
+    point = closed_loop(spec, 2, P, OSL, 4)
+    ttft = [f - s for f, s in zip(first, sent, strict=True)]
+    e2e = [d - s for d, s in zip(done, sent, strict=True)]
+    assert_point(point, {**stats(ttft, e2e, [OSL] * 4), "duration_s": t[13], "output_tok_s": 4 * OSL / t[13],
+                         "req_s": 4 / t[13]})
+    assert (point.requests, point.peak_concurrency) == (4, 2)
+
+
+def test_ttft_grows_smoothly_with_concurrency_not_in_waves(fleet: Registry) -> None:
+    # the issue's shape: a TP8 H100 pool serving llama 70B, 1024 in, 256 out. In lockstep every wave of c
+    # prompts was prefilled as one batch: TTFT p50 was c one-request prefills up to c = 8 and then fell.
+    spec = resolve_pools(h100_pool(fleet, 8), Candidate(name="t"))[0]
+    levels = (1, 2, 4, 8, 16, 32, 64)
+    ttft = [closed_loop(spec, c, 1024, 256, replay.bench.default_requests(c)).ttft_ms_p50 for c in levels]
+    assert ttft == sorted(ttft)
+    assert all(a < b for a, b in itertools.pairwise(ttft[2:]))  # strictly increasing from 4 on
+    assert len(set(ttft)) >= 6
+    # with the clients spread over the 256 passes of a request, each prompt is computed next to the others'
+    # decode tokens, never beside another client's prompt: within a few % of one prefill at any level
+    assert ttft[0] == pytest.approx(1024 * 2 * 70.6e9 / (989e12 * 0.45 * 8) * 1000, rel=1e-6)
+    assert ttft[-1] < 1.1 * ttft[0]
+
+
+# -- random lengths --------------------------------------------------------------------------------------------
+def test_random_lengths_as_vllms_random_dataset() -> None:
+    ins, outs = random_lengths(1024, 256, 20_000, range_ratio=0.25, seed=3)
+    assert (ins.min(), ins.max(), outs.min(), outs.max()) == (768, 1280, 192, 320)
+    assert ins.mean() == pytest.approx(1024, rel=0.01) and outs.mean() == pytest.approx(256, rel=0.01)
+    # one numpy Generator seeded with the seed: all prompt lengths first, then all output lengths
+    rng = np.random.default_rng(3)
+    assert ins.tolist() == rng.integers(768, 1281, size=20_000).tolist()
+    assert outs.tolist() == rng.integers(192, 321, size=20_000).tolist()
+    # floor below, ceil above; at least one output token
+    ins, outs = random_lengths(10, 1, 5_000, range_ratio=0.25, seed=0)
+    assert (ins.min(), ins.max(), outs.min(), outs.max()) == (7, 13, 1, 2)
+    ins, outs = random_lengths(1024, 256, 100)
+    assert set(ins.tolist()) == {1024} and set(outs.tolist()) == {256}
+    again = random_lengths(1024, 256, 100, range_ratio=0.5, seed=7)
+    assert [a.tolist() for a in again] == [a.tolist() for a in random_lengths(1024, 256, 100, range_ratio=0.5,
+                                                                                seed=7)]
+    assert again[0].tolist() != random_lengths(1024, 256, 100, range_ratio=0.5, seed=8)[0].tolist()
+
+
+def test_the_bench_with_random_lengths_is_reproducible(fleet: Registry) -> None:
+    spec = resolve_pools(h100_pool(fleet, 8), Candidate(name="t"))[0]
+    fixed = closed_loop(spec, 8, 1024, 128, 200)
+    assert closed_loop(spec, 8, 1024, 128, 200, range_ratio=0.0, seed=5) == fixed  # R = 0: the seed is unused
+    drawn = closed_loop(spec, 8, 1024, 128, 200, range_ratio=0.3, seed=5)
+    assert drawn == closed_loop(spec, 8, 1024, 128, 200, range_ratio=0.3, seed=5)
+    assert drawn != closed_loop(spec, 8, 1024, 128, 200, range_ratio=0.3, seed=6) and drawn != fixed
+    _, outs = random_lengths(1024, 128, 200, range_ratio=0.3, seed=5)
+    assert drawn.output_tok_s == pytest.approx(outs.sum() / drawn.duration_s, rel=1e-12)
+
+
+# -- request-count semantics -----------------------------------------------------------------------------------
+class Counting(Replica):
+    """A replica that records what the clients sent and when requests completed."""
+
+    log: ClassVar[list[tuple[float, int]]] = []  # (time, +1 sent / -1 completed)
+
+    def arrive(self, i: int, t: float) -> None:
+        Counting.log.append((t, 1))
+        super().arrive(i, t)
+
+    def finish(self, i: int, t: float, *, decoded: bool) -> None:
+        Counting.log.append((t, -1))
+        super().finish(i, t, decoded=decoded)
+
+
+@pytest.mark.parametrize(("clients", "requests", "warmups"), [(4, 10, 0), (4, 10, 3), (8, 5, 0), (3, 30, 7)])
+def test_requests_are_shared_by_the_clients_with_at_most_one_outstanding_each(
+        monkeypatch: pytest.MonkeyPatch, clients: int, requests: int, warmups: int) -> None:
+    monkeypatch.setattr(replay.bench, "Replica", Counting)
+    Counting.log = []
+    point = closed_loop(small_pool(), clients, P, OSL, requests, warmups=warmups)
+    log = sorted(Counting.log, key=lambda e: (e[0], e[1]))  # completions first at the same instant
+    assert sum(1 for _, d in log if d == 1) == warmups + requests == sum(1 for _, d in log if d == -1)
+    assert point.requests == requests
+    outstanding = np.cumsum([d for _, d in log])
+    assert outstanding.max() == min(clients, warmups + requests) and outstanding.min() >= 0
+    assert point.peak_concurrency <= min(clients, requests)
+    # but for each client's first request, every request is sent the moment another one completes
+    completions = {t for t, d in log if d == -1}
+    assert sum(1 for t, d in log if d == 1 and t not in completions) <= min(clients, warmups + requests)
+
+
+def test_warmups_are_not_measured_and_one_wave_of_them_reaches_the_steady_state(fleet: Registry) -> None:
+    spec = resolve_pools(h100_pool(fleet, 8), Candidate(name="t"))[0]
+    cold = closed_loop(spec, 16, 1024, 128, 160)
+    warm = closed_loop(spec, 16, 1024, 128, 160, warmups=16)
+    assert (cold.requests, warm.requests) == (160, 160)
+    # the first wave's prompts are sent during passes and wait for their end; past it every prompt is computed
+    # in the same kind of pass, next to the other 15 clients' decode tokens
+    assert warm.ttft_ms_p99 == pytest.approx(warm.ttft_ms_p50, rel=1e-9)
+    assert warm.ttft_ms_p99 < cold.ttft_ms_p99
+    assert warm.ttft_ms_p50 == pytest.approx(cold.ttft_ms_p50, rel=1e-9)
+    longer = closed_loop(spec, 16, 1024, 128, 160, warmups=48)
+    assert (longer.ttft_ms_p50, longer.ttft_ms_p99) == pytest.approx((warm.ttft_ms_p50, warm.ttft_ms_p99), rel=1e-9)
+
+
+# -- bad input -------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize(("kwargs", "message"), [
+    ({"range_ratio": 1.0}, "bench needs a random range ratio in [0, 1), got 1.0"),
+    ({"range_ratio": -0.1}, "bench needs a random range ratio in [0, 1), got -0.1"),
+    ({"range_ratio": math.nan}, "bench needs a random range ratio in [0, 1), got nan"),
+    ({"warmups": -1}, "bench needs warmups >= 0, got -1"),
+    ({"seed": -3}, "bench needs a seed >= 0, got -3"),
+])
+def test_bad_options_are_refused_quoting_the_value(kwargs: dict[str, float], message: str) -> None:
+    with pytest.raises(ReplayError, match=f"^{re.escape(message)}$"):
+        closed_loop(small_pool(), 4, P, OSL, 10, **kwargs)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(("option", "value"), [("--random-range-ratio", "1.5"), ("--num-warmups", "-2")])
+def test_the_bench_command_refuses_bad_options_in_one_line(capsys: pytest.CaptureFixture[str], fleet_db: Path,
+                                                           option: str, value: str) -> None:
+    assert main(["--db", str(fleet_db), "replay", "bench", "--pool", "h100-a", "--concurrency", "4", "--isl", "512",
+                 "--osl", "64", option, value]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"got {value}" in err and err.startswith("hetpool: error: bench needs")
+
+
+def test_the_bench_command_takes_vllms_options(capsys: pytest.CaptureFixture[str], fleet_db: Path) -> None:
+    argv = ["--db", str(fleet_db), "replay", "bench", "--pool", "h100-a", "--concurrency", "1,8", "--isl", "512",
+            "--osl", "64", "--num-warmups", "8", "--random-range-ratio", "0.2", "--seed", "4"]
+    assert main(["--json", *argv, "--num-prompts", "40"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert [p["requests"] for p in out] == [40, 40]
+    assert main(["--json", *argv, "--requests", "40"]) == 0
+    assert json.loads(capsys.readouterr().out) == out  # --requests is --num-prompts
+    assert main([*argv, "--num-prompts", "40"]) == 0
+    text = capsys.readouterr().out
+    assert "isl 512, osl 64 (range ratio 0.2, seed 4), 8 warm-ups" in text and "ttft mean" in text
+    with pytest.raises(SystemExit) as exit_:
+        main(["replay", "bench", "--help"])
+    helptext = capsys.readouterr().out
+    assert exit_.value.code == 0
+    assert "example:\n  hetpool replay bench --pool h100-a" in helptext and "--num-prompts 200" in helptext
+    for option in ("--num-prompts N, --requests N", "--num-warmups N", "--random-range-ratio R", "--seed SEED"):
+        assert option in helptext

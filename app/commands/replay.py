@@ -87,15 +87,24 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     p.add_argument("--out", metavar="FILE", help="also write the table as CSV")
     _source_options(p)
     p = add_command(group, "bench", help="closed-loop benchmark of one replica of a pool at fixed concurrency, "
-                                         "as vllm bench serve --max-concurrency",
-                    example="hetpool replay bench --pool h100-a --concurrency 1,8,32 --isl 1024 --osl 128",
+                                         "as vllm bench serve --max-concurrency N --num-prompts M",
+                    example="hetpool replay bench --pool h100-a --concurrency 1,8,32 --isl 1024 --osl 128 "
+                            "--num-prompts 200 --random-range-ratio 0.1",
                     handler=bench_cmd, common=common)
     p.add_argument("--pool", required=True, help="pool id")
-    p.add_argument("--concurrency", required=True, type=_int_list, metavar="N[,N...]", help="clients at once")
+    p.add_argument("--concurrency", required=True, type=_int_list, metavar="N[,N...]",
+                   help="clients, each with at most one request outstanding (vLLM's --max-concurrency)")
     p.add_argument("--isl", required=True, type=int, metavar="N", help="prompt tokens per request")
     p.add_argument("--osl", required=True, type=int, metavar="N", help="output tokens per request")
-    p.add_argument("--requests", type=int, metavar="N",
-                   help="requests per concurrency (default: 10 per client, at least 100)")
+    p.add_argument("--num-prompts", "--requests", dest="requests", type=int, metavar="N",
+                   help="measured requests per concurrency, all the clients' together (default: 10 per client, "
+                        "at least 100)")
+    p.add_argument("--num-warmups", type=int, default=0, metavar="N",
+                   help="requests the clients send first, not measured (default 0)")
+    p.add_argument("--random-range-ratio", type=float, default=0.0, metavar="R",
+                   help="draw each request's lengths uniformly from [isl (1 - R), isl (1 + R)] and likewise around "
+                        "osl, as vLLM's random dataset; 0 <= R < 1 (default 0: fixed lengths)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the drawn lengths (default 0)")
     p.add_argument("--candidate", metavar="FILE", help="candidate whose overrides apply to the pool")
 
 
@@ -232,15 +241,20 @@ def bench_cmd(ctx: Context) -> int:
         raise UsageError(f"unknown pool {args.pool!r}; replayable: {', '.join(pools)}")
     spec = pools[args.pool]
     if args.requests is not None and args.requests < 1:
-        raise UsageError(f"--requests must be >= 1, got {args.requests}")
-    points = [closed_loop(spec, c, args.isl, args.osl, args.requests or default_requests(c))
+        raise UsageError(f"--num-prompts must be >= 1, got {args.requests}")
+    points = [closed_loop(spec, c, args.isl, args.osl, args.requests or default_requests(c),
+                          range_ratio=args.random_range_ratio, seed=args.seed, warmups=args.num_warmups)
               for c in args.concurrency]
+    lengths = (f"isl {args.isl}, osl {args.osl}" if args.random_range_ratio == 0 else
+               f"isl {args.isl}, osl {args.osl} (range ratio {args.random_range_ratio:g}, seed {args.seed})")
+    warmups = f", {args.num_warmups} warm-ups" if args.num_warmups else ""
     lines = [f"{spec.id}: one replica of {spec.devices_per_replica} x {spec.chip.name} (pp {spec.pp}), "
-             f"{spec.model.id}, isl {args.isl}, osl {args.osl}",
-             f"{'concurrency':>11} {'ttft p50':>9} {'ttft p99':>9} {'tpot p50':>9} {'tpot p99':>9} "
-             f"{'output tok/s':>12} {'req/s':>7}   (ms)"]
+             f"{spec.model.id}, {lengths}{warmups}",
+             f"{'concurrency':>11} {'requests':>8} {'ttft mean':>9} {'ttft p50':>9} {'ttft p99':>9} "
+             f"{'tpot mean':>9} {'tpot p50':>9} {'tpot p99':>9} {'output tok/s':>12} {'req/s':>7}   (ms)"]
     for p in points:
-        lines.append(f"{p.concurrency:>11} {p.ttft_ms_p50:>9.1f} {p.ttft_ms_p99:>9.1f} {_num(p.tpot_ms_p50):>9} "
+        lines.append(f"{p.concurrency:>11} {p.requests:>8} {p.ttft_ms_mean:>9.1f} {p.ttft_ms_p50:>9.1f} "
+                     f"{p.ttft_ms_p99:>9.1f} {_num(p.tpot_ms_mean):>9} {_num(p.tpot_ms_p50):>9} "
                      f"{_num(p.tpot_ms_p99):>9} {p.output_tok_s:>12.1f} {p.req_s:>7.2f}")
     ctx.emit([p.__dict__ for p in points], "\n".join(lines))
     return 0
