@@ -24,18 +24,21 @@ active ones as experts picked with probability active / total, as before.
 Collectives, which no FLOP or byte of HBM hides (engines run them between the layers' kernels):
 - tensor parallelism (tp = devices / pp) all-reduces the attention and the MLP output of every layer, a message
   of hidden x tokens x 2 B (activations in bf16) per micro-batch; a ring moves 2(tp - 1)/tp of it over each
-  device's link, plus a latency per collective. A MoE model's expert layers under expert parallelism (ep > 1)
-  do not all-reduce: they send every token to its k experts and back (two all-to-alls per layer), each
-  device sending k x hidden x 2 B x (ep - 1) / ep^2 per token of the micro-batch, plus a latency each;
-- pipeline stages send hidden x tokens x 2 B of activations to the next stage every tick (pp sends per pass).
+  device's link in 2(tp - 1) steps, each paying a hop's latency. A MoE model's expert layers under expert
+  parallelism (ep > 1) do not all-reduce: they send every token to its k experts and back (two all-to-alls per
+  layer), each device sending k x hidden x 2 B x (ep - 1) / ep^2 per token of the micro-batch in ep - 1
+  exchanges;
+- pipeline stages send hidden x tokens x 2 B of activations to the next stage every tick (pp sends per pass),
+  one hop each.
 The link is the chip's interconnect within a node and the pool's node network for a group that spans nodes
 (TP wider than a node, stages or expert groups across nodes); without a declared network the interconnect is
-used. The latency per collective is the cost model's collective_us, else the link's latency_us, else 0. Without
-a declared hidden size (or attention heads) the model has no collective term, as before the field existed.
+used. The latency of a hop is the cost model's collective_us, else the link's latency_us, else 0 (the step
+counts are NCCL's ring and all-to-all). Without a declared hidden size (or attention heads) the model has no
+collective term, as before the field existed.
 
-    collective_s = layers x (n_tp x (latency + 2(tp - 1)/tp x hidden x 2 B x tokens / m / bw)
-                             + n_ep x (latency + k x hidden x 2 B x (ep - 1) / ep^2 x tokens / m / bw))
-                   + [pp > 1] pp x (latency + hidden x 2 B x tokens / m / bw)
+    collective_s = layers x (n_tp x (2(tp - 1) x hop + 2(tp - 1)/tp x hidden x 2 B x tokens / m / bw)
+                             + n_ep x ((ep - 1) x hop + k x hidden x 2 B x (ep - 1) / ep^2 x tokens / m / bw))
+                   + [pp > 1] pp x (hop + hidden x 2 B x tokens / m / bw)
 
 with n_tp = 2 all-reduces per layer (1 when the expert layers are expert-parallel) and n_ep = 2 all-to-alls per
 layer when they are.
@@ -81,15 +84,15 @@ class Collectives:
         fixed = per_token = 0.0
         msg = hidden * ACT_BYTES
         expert_parallel = ep > 1 and m.moe
-        if tp > 1:
+        if tp > 1:  # a ring all-reduce: 2(tp - 1) steps, each a hop's latency
             bw, lat = pool.link(tp > per_node)
             n = 1 if expert_parallel else 2
-            fixed += m.layers * n * lat
+            fixed += m.layers * n * 2 * (tp - 1) * lat
             per_token += m.layers * n * 2.0 * (tp - 1) / tp * msg / bw
-        if expert_parallel:
+        if expert_parallel:  # an all-to-all: ep - 1 exchanges with the others
             bw, lat = pool.link(ep > per_node)
             k = m.experts_per_token or max(1.0, ep * m.active_params_b / m.total_params_b)
-            fixed += m.layers * 2 * lat
+            fixed += m.layers * 2 * (ep - 1) * lat
             per_token += m.layers * 2 * k * msg * (ep - 1) / ep**2 / bw
         if pp > 1:
             bw, lat = pool.link(pool.devices_per_replica > per_node)

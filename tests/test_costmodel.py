@@ -194,16 +194,16 @@ def _shaped(p: Pool, m: Model, c: Chip | None = None, **serving: object) -> Pool
 
 
 def test_tensor_parallel_all_reduces_by_hand() -> None:
-    # 80 layers, hidden 8192, TP4 in one node over a 450 GB/s link with 10 us per collective: every layer
-    # all-reduces its attention and MLP output, a ring moves 2 x 3/4 of the 8192 x 2 B message per token.
+    # 80 layers, hidden 8192, TP4 in one node over a 450 GB/s link with 10 us a hop: every layer all-reduces its
+    # attention and MLP output, a ring moves 2 x 3/4 of the 8192 x 2 B message per token in 2 x 3 hops.
     m = dataclasses.replace(model(layers=80), hidden_size=8192)
     link = dataclasses.replace(chip(), interconnect=Interconnect("nvlink", 450.0, latency_us=10.0))
     step = StepModel.of(_shaped(pool("a", dpr=4), m, link))
     per_collective_token = 1.5 * 8192 * 2 / 450e9
-    assert step.comm_s == pytest.approx(160 * 10e-6)
+    assert step.comm_s == pytest.approx(160 * 6 * 10e-6)
     assert step.comm_s_per_token == pytest.approx(160 * per_collective_token)
-    assert step.fixed_seconds(1, 1) == pytest.approx(160 * (10e-6 + per_collective_token))       # 1.609 ms
-    assert step.fixed_seconds(64, 256) == pytest.approx(160 * (10e-6 + 256 * per_collective_token))
+    assert step.fixed_seconds(1, 1) == pytest.approx(160 * (60e-6 + per_collective_token))       # 9.609 ms
+    assert step.fixed_seconds(64, 256) == pytest.approx(160 * (60e-6 + 256 * per_collective_token))
     # the collectives add to the roofline pass; they do not shrink with more devices as memory and compute do
     plain = StepModel.of(_shaped(pool("a", dpr=4), model(layers=80), link))
     assert step.pass_seconds(8, 8, 8000) - plain.pass_seconds(8, 8, 8000) == pytest.approx(step.fixed_seconds(8, 8))
@@ -216,7 +216,7 @@ def test_a_tensor_parallel_group_wider_than_a_node_uses_the_node_network() -> No
     p = dataclasses.replace(pool("w", dpr=16), devices_per_node=8,
                             network=Interconnect("roce", 50.0, latency_us=20.0))
     step = StepModel.of(_shaped(p, m))
-    assert step.comm_s == pytest.approx(20 * 20e-6)
+    assert step.comm_s == pytest.approx(20 * 30 * 20e-6)  # 2 x 15 hops of the network's 20 us
     assert step.comm_s_per_token == pytest.approx(20 * 2 * 15 / 16 * 4096 * 2 / 50e9)
     inside = StepModel.of(_shaped(dataclasses.replace(p, devices_per_node=16), m))
     assert inside.comm_s_per_token == pytest.approx(20 * 2 * 15 / 16 * 4096 * 2 / 100e9)  # the chip's own link
@@ -253,7 +253,7 @@ def test_touched_experts_and_their_all_to_all_by_hand() -> None:
     assert step.weight_bytes_read(1) == pytest.approx(22e9 * 2)       # one token reads the active weights
     assert step.weight_bytes_read(100_000) == pytest.approx(235e9 * 2)  # a large batch reads them all
     # EP8 in one node: attention still all-reduces (1 per layer); the expert layers send every token to its
-    # 8 experts and back, each device 8 x 4096 x 2 B x 7/64 per token, plus 2 latencies per layer
+    # 8 experts and back, each device 8 x 4096 x 2 B x 7/64 per token, in 7 exchanges each way
     a2a = 94 * 2 * 8 * 4096 * 2 * 7 / 64 / 100e9
     assert step.comm_s_per_token == pytest.approx(94 * 1 * 2 * 7 / 8 * 4096 * 2 / 100e9 + a2a)
     assert step.comm_s == 0.0  # no latency declared
@@ -274,7 +274,7 @@ def test_attention_compute_grows_with_context_and_decode_has_its_own_mfu() -> No
 
 
 def test_one_request_with_every_term_by_hand() -> None:
-    # The dense test model at TP2 (20e9 B over 2 devices: 5 ms a pass) with hidden 4096, 10 us a collective,
+    # The dense test model at TP2 (20e9 B over 2 devices: 5 ms a pass) with hidden 4096, 10 us a hop (2 a ring),
     # 1 ms per step and 100 us per sequence. A 1000-token prompt is one compute-bound pass; then 9 decode passes.
     m = dataclasses.replace(model(), hidden_size=4096)
     link = dataclasses.replace(chip(), interconnect=Interconnect("x", 100.0, latency_us=10.0))
@@ -284,10 +284,10 @@ def test_one_request_with_every_term_by_hand() -> None:
     traffic = pl.DataFrame({"arrival_ms": [0], "in_tokens": [1000], "out_tokens": [10]})
     row = run_replay(ONE, traffic, reg, 0).requests.row(0, named=True)
     ar = 20 * 1.0 * 4096 * 2 / 100e9  # per token: 2 all-reduces x 10 layers, a ring of 2 moves 2 x 1/2
-    fixed = lambda tokens: 1e-3 + 100e-6 + 20 * 10e-6 + ar * tokens  # noqa: E731
+    fixed = lambda tokens: 1e-3 + 100e-6 + 20 * 2 * 10e-6 + ar * tokens  # noqa: E731
     prefill = 1000 * 2e-5 + fixed(1000)
     decode = sum(0.005 + KV * (1001 + j) / 4e12 + fixed(1) for j in range(9))
-    assert StepModel.of(p).comm_s == pytest.approx(20 * 10e-6)
+    assert StepModel.of(p).comm_s == pytest.approx(20 * 2 * 10e-6)
     assert row["ttft_s"] == pytest.approx(prefill)
     assert row["e2e_s"] == pytest.approx(prefill + decode)
 
