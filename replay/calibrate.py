@@ -1,14 +1,23 @@
-"""Calibration: fit each pool's mfu, mem_bw_eff and step overhead by minimizing the model's error.
+"""Calibration: fit each pool's step-model coefficients by minimizing the model's error, and say which the data fix.
 
 Evidence is observed requests (obs_pool, obs_ttft_s, obs_e2e_s, optional obs_replica) and benchmark tables
-(replay.benchtable). For a trial (mfu, mem_bw_eff, step_overhead_ms) the pool's observed requests are replayed
-on it with their observed routing (policy `observed`), and each benchmark row is run closed-loop on one
-replica (replay.bench); the residuals are the differences of mean log TTFT and TPOT of requests grouped by
-prompt length (and arrival time), and of every row's TTFT and TPOT, and a Nelder-Mead search
-(scipy.optimize.minimize) minimizes their squares. Queueing and batching are in the model, so busy periods need
-not be avoided. A long trace is sampled as a few contiguous stretches, each
-replayed after a warm-up whose requests are not scored, so the fit's cost does not grow with the trace.
-MAPE and R^2 of TTFT and TPOT at the fitted values say how well the model explains the evidence.
+(replay.benchtable). For trial coefficients the pool's observed requests are replayed on it with their observed
+routing (policy `observed`), and each benchmark row is run closed-loop on one replica (replay.bench); the
+residuals are the differences of mean log TTFT and TPOT of requests grouped by prompt length (and arrival time),
+and of every row's TTFT and TPOT. Pools of one chip and engine share one set of coefficients (mfu, mem_bw_eff,
+mfu_decode, step and per-sequence overhead, latency per collective hop), fitted together over all their rows:
+the step model carries the differences between their layouts (TP degree, pipeline stages, experts), so a fit on
+some TP degrees predicts the others. replay.fitting does the bounded least squares in log space from several
+starts and reports for each coefficient whether the evidence identifies it. Queueing and batching are in the
+model, so busy periods need not be avoided. A long trace is sampled as a few contiguous stretches, each replayed
+after a warm-up whose requests are not scored, so the fit's cost does not grow with the trace. MAPE and R^2 of
+TTFT and TPOT at the fitted values say how well the model explains the evidence.
+
+A pool with no evidence of its own whose chip has none either can take the coefficients of a fitted group of
+the same engine (`carry`): mfu and mem_bw_eff are shares of the datasheet's peak FLOP/s and bandwidth, the
+overheads are the engine's own time, and the collective latency is the link's. What the datasheet gets wrong
+(a chip's sustained share of its peak differs between generations) the carried fit cannot know, so its error is
+at least the sibling's fit error, reported beside it.
 """
 
 from __future__ import annotations
@@ -23,11 +32,12 @@ import polars as pl
 from scipy.optimize import minimize
 
 from pool_registry import Registry
-from replay.bench import closed_loop, default_requests
+from replay.bench import closed_loop
 from replay.config import Candidate
 from replay.costmodel import StepModel
 from replay.engine import prepare_traffic
 from replay.errors import ReplayError
+from replay.fitting import Coefficient, apply, fit, prior
 from replay.fleet import PoolSpec, resolve_pools
 from replay.plan import build_plan
 from replay.policies import get_policy
@@ -38,12 +48,24 @@ STRETCH = 400          # scored requests per stretch
 WARMUP = 100           # requests replayed before each stretch and not scored
 GAP_S = 3600.0         # idle time put between stretches so that they do not meet
 MISS = 5.0             # residual of a request the trial model did not serve
-LOWER = np.array([1.0, 1.0, 0.0])      # mfu and mem_bw_eff at most 1, overhead at least 0
-UPPER = np.array([100.0, 100.0, 50.0])
-EVALUATIONS = 80       # model runs per fit at most
+EVALUATIONS = 240      # model runs per fit at most
+OVERHEAD_SCAN_MS = (0.0, 1.0, 2.0, 3.0, 4.5, 6.0, 8.0, 11.0, 15.0, 20.0, 30.0, 45.0)
 GROUPS = 24            # groups of similar prompts (and arrival times) compared by their mean log time
 MIN_GROUP = 20
-OVERHEAD_SCAN_MS = (0.0, 1.0, 2.0, 3.0, 4.5, 6.0, 8.0, 11.0, 15.0, 20.0, 30.0, 45.0)
+
+
+@dataclass(frozen=True)
+class BenchCheck:
+    """One benchmark row beside what the fitted model predicts for it (times in ms)."""
+
+    pool: str
+    isl: int
+    osl: int
+    concurrency: int
+    ttft_ms: float
+    ttft_ms_model: float
+    tpot_ms: float
+    tpot_ms_model: float
 
 
 @dataclass(frozen=True)
@@ -62,6 +84,20 @@ class PoolFit:
     tpot_mape: float | None
     tpot_r2: float | None
     notes: tuple[str, ...] = ()
+    seq_overhead_us: float | None = None
+    collective_us: float | None = None
+    mfu_decode: float | None = None
+    coefficients: tuple[Coefficient, ...] = ()
+    group: tuple[str, ...] = ()          # the pools fitted together (one chip and engine)
+    checks: tuple[BenchCheck, ...] = ()
+    carried_from: str | None = None      # the fitted pool whose coefficients a pool without evidence took
+
+    def values(self) -> dict[str, float]:
+        """The fitted coefficients a candidate takes."""
+        return {k: v for k in FITTED if (v := getattr(self, k)) is not None}
+
+
+FITTED = ("mfu", "mem_bw_eff", "mfu_decode", "step_overhead_ms", "seq_overhead_us", "collective_us")
 
 
 def _errors(model: np.ndarray, observed: np.ndarray) -> tuple[float | None, float | None]:
@@ -170,7 +206,8 @@ class _Bench:
     """Benchmark rows of one pool, run closed-loop on trial coefficients."""
 
     def __init__(self, rows: pl.DataFrame) -> None:
-        self.rows = rows.select("isl", "osl", "concurrency").rows()
+        self.rows: list[tuple[int, int, int]] = rows.select("isl", "osl", "concurrency").rows()
+        self.prompts = rows["isl"].to_numpy().astype(float)
         self.obs_ttft = rows["ttft_ms"].to_numpy() / 1000
         self.obs_tpot = rows["tpot_ms"].to_numpy() / 1000
 
@@ -181,7 +218,7 @@ class _Bench:
 
     def model(self, spec: PoolSpec) -> tuple[np.ndarray, np.ndarray]:
         """Median TTFT and TPOT of every row on a trial pool."""
-        points = [closed_loop(spec, c, isl, osl, default_requests(c)) for isl, osl, c in self.rows]
+        points = [closed_loop(spec, c, isl, osl, calibration_requests(c)) for isl, osl, c in self.rows]
         return (np.array([p.ttft_ms_p50 for p in points]) / 1000,
                 np.array([np.nan if p.tpot_ms_p50 is None else p.tpot_ms_p50 for p in points]) / 1000)
 
@@ -192,97 +229,134 @@ def _log_residual(model: np.ndarray, observed: np.ndarray) -> np.ndarray:
     return np.where(np.isfinite(r), r, MISS)
 
 
-def _trial(spec: PoolSpec, x: np.ndarray) -> PoolSpec:
-    return dataclasses.replace(spec, mfu=float(1.0 / x[0]), mem_bw_eff=float(1.0 / x[1]),
-                               step_overhead_ms=float(10.0 * x[2]))
+def calibration_requests(concurrency: int) -> int:
+    """Requests per closed-loop row in a fit: enough for a few waves of clients past the warm-up."""
+    return max(32, 4 * concurrency)
 
 
-def typical_prompt(trace: _Trace | None, table: _Bench | None) -> float:
-    """The median uncached prompt of the evidence, at least one token."""
-    prompts = []
-    if trace is not None:
-        prompts.append(trace.prompts)
+Evidence = tuple["_Trace | None", "_Bench | None"]
+
+
+def fit_group(specs: list[PoolSpec], evidence: dict[str, Evidence]) -> list[PoolFit]:
+    """Fit one set of coefficients to the pools of one chip and engine, from every pool's evidence."""
+    parts = [(spec, part) for spec in specs for part in evidence[spec.id] if part is not None]
+    if not parts:
+        return [PoolFit(s.id, 0, 0, 0, None, None, None, None, None, None, None,
+                        ("no usable observations (need obs_ttft_s on requests that completed, or benchmark rows)",))
+                for s in specs]
+
+    def residuals(values: dict[str, float | None]) -> np.ndarray:
+        return np.concatenate([part.residuals(apply(spec, values)) for spec, part in parts])
+
+    p = prior(specs[0])
+    prompt = max(1.0, float(np.median(np.concatenate([part.prompts for _, part in parts]))))
+    core = _core(specs[0], p, residuals, prompt)
+    smooth = all(isinstance(part, _Bench) for _, part in parts)
+    values, report = fit(residuals, p, max_evaluations=EVALUATIONS * (4 if smooth else 1), starts=[core],
+                         smooth=smooth)
+    notes = [f"{c.name}: {c.describe()}" for c in report if c.status not in ("fitted", "registry")]
+    group = tuple(s.id for s in specs)
+    out = []
+    for spec in specs:
+        best = apply(spec, values)
+        mine = [part for part in evidence[spec.id] if part is not None]
+        trace = next((p for p in mine if isinstance(p, _Trace)), None)
+        table = next((p for p in mine if isinstance(p, _Bench)), None)
+        if not mine:
+            out.append(_fit_of(spec, best, report, group, (), notes, None, None, carried=None))
+            continue
+        out.append(_fit_of(spec, best, report, group, mine, notes, trace, table, carried=None))
+    return out
+
+
+def _fit_of(spec: PoolSpec, best: PoolSpec, report: list[Coefficient], group: tuple[str, ...],
+            parts: list[_Trace | _Bench] | tuple[()], notes: list[str], trace: _Trace | None, table: _Bench | None,
+            carried: str | None) -> PoolFit:
+    """One pool's fit record at the group's coefficients."""
+    models = [p.model(best) for p in parts]
+    if models:
+        ttft_mape, ttft_r2 = _errors(np.concatenate([m[0] for m in models]),
+                                     np.concatenate([p.obs_ttft for p in parts]))
+        tpot_mape, tpot_r2 = _errors(np.concatenate([m[1] for m in models]),
+                                     np.concatenate([p.obs_tpot for p in parts]))
+    else:
+        ttft_mape = ttft_r2 = tpot_mape = tpot_r2 = None
+    checks: tuple[BenchCheck, ...] = ()
     if table is not None:
-        prompts.append(np.array([isl for isl, _, _ in table.rows], dtype=float))
-    return max(1.0, float(np.median(np.concatenate(prompts)))) if prompts else 1.0
+        model_ttft, model_tpot = table.model(best)
+        checks = tuple(BenchCheck(spec.id, isl, osl, c, float(t * 1000), float(mt * 1000), float(p * 1000),
+                                  float(mp * 1000))
+                       for (isl, osl, c), t, mt, p, mp in zip(table.rows, table.obs_ttft, model_ttft, table.obs_tpot,
+                                                             model_tpot, strict=True))
+    return PoolFit(pool=spec.id, n_ttft=int(trace.ttft_at.size) if trace else 0,
+                   n_tpot=int(trace.tpot_at.size) if trace else 0, n_bench=len(table.rows) if table else 0,
+                   mfu=best.mfu, mem_bw_eff=best.mem_bw_eff, step_overhead_ms=best.step_overhead_ms,
+                   ttft_mape=ttft_mape, ttft_r2=ttft_r2, tpot_mape=tpot_mape, tpot_r2=tpot_r2, notes=tuple(notes),
+                   seq_overhead_us=best.seq_overhead_us, collective_us=best.collective_us,
+                   mfu_decode=best.mfu_decode, coefficients=tuple(report), group=group, checks=checks,
+                   carried_from=carried)
 
 
-def fit_pool(spec: PoolSpec, rows: pl.DataFrame | None, bench: pl.DataFrame | None) -> PoolFit:
-    """Fit one pool from its observed requests and/or benchmark rows."""
-    parts: list[_Trace | _Bench] = []
-    trace = _Trace(spec, rows) if rows is not None and rows.height else None
-    table = _Bench(bench) if bench is not None and bench.height else None
-    parts = [p for p in (trace, table) if p is not None]
-    n_ttft = int(trace.ttft_at.size) if trace else 0
-    n_tpot = int(trace.tpot_at.size) if trace else 0
-    n_bench = len(table.rows) if table else 0
-    if n_ttft + n_bench == 0:
-        return PoolFit(spec.id, 0, 0, 0, None, None, None, None, None, None, None,
-                       ("no usable observations (need obs_ttft_s on requests that completed, or benchmark rows)",))
+def _core(spec: PoolSpec, p: dict[str, float | None], residuals: Callable[[dict[str, float | None]], np.ndarray],
+          prompt: float) -> dict[str, float | None]:
+    """mfu, mem_bw_eff and step overhead, the start of the full fit, the others held at the registry's values.
 
-    def residuals(x: np.ndarray) -> np.ndarray:
-        trial = _trial(spec, x)
-        return np.concatenate([part.residuals(trial) for part in parts])
-
-    # Searched as x = (log of a typical prompt's prefill pass, log of a lone decode pass, overhead in 10 ms),
-    # both passes including the overhead: the evidence pins those two passes down tightly, while the
-    # overhead's share of them shows only in how times change with prompt length and batch. In mfu,
-    # mem_bw_eff and overhead the same trade-off is a long, narrow, diagonal valley with a rough floor
-    # (events reorder), where searches stall; here it lies along one axis.
-    step = StepModel.of(dataclasses.replace(spec, mfu=1.0, mem_bw_eff=1.0, step_overhead_ms=0.0))
-    prompt = typical_prompt(trace, table)
+    Searched as x = (log of a typical prompt's prefill pass, log of a lone decode pass, overhead in 10 ms), both
+    passes including the overhead: the evidence pins those two passes down tightly, while the overhead's share
+    of them shows only in how times change with prompt length and batch. In mfu, mem_bw_eff and overhead the
+    same trade-off is a long, narrow, diagonal valley with a rough floor (events reorder), where searches stall;
+    here it lies along one axis. The two passes first, then the overhead by a scan along the valley, then all
+    three together.
+    """
+    step = StepModel.of(apply(spec, {**p, "mfu": 1.0, "mem_bw_eff": 1.0, "mfu_decode": None,
+                                     "step_overhead_ms": 0.0}))
     unit_prefill, unit_decode = prompt * step.s_per_token, step.weight_bytes_read(1.0) * step.s_per_byte
+    held = {**p, "mfu_decode": p.get("mfu_decode")}
 
-    def coefficients(x: np.ndarray) -> tuple[float, float, float] | None:
+    def values(x: np.ndarray) -> dict[str, float | None] | None:
         o = max(0.0, 10.0 * x[2]) / 1000.0
         prefill, decode = np.exp(x[0]) - o, np.exp(x[1]) - o
         if prefill <= 0 or decode <= 0:
             return None
         mfu, eff = unit_prefill / prefill, unit_decode / decode
-        return (mfu, eff, o * 1000.0) if 0.0 < mfu <= 1.0 and 0.0 < eff <= 1.0 else None
+        if not (0.0 < mfu <= 1.0 and 0.0 < eff <= 1.0):
+            return None
+        return {**held, "mfu": float(mfu), "mem_bw_eff": float(eff), "step_overhead_ms": o * 1000.0}
 
     def cost(x: np.ndarray) -> float:
-        c = coefficients(x)
-        if c is None:
+        v = values(x)
+        if v is None:
             return float("inf")
-        r = residuals(np.array([1.0 / c[0], 1.0 / c[1], c[2] / 10.0]))
+        r = residuals(v)
+        r = np.where(np.isfinite(r), r, MISS)
         return float(r @ r)
 
-    o0 = spec.step_overhead_ms / 1000.0
-    x0 = np.array([np.log(unit_prefill / spec.mfu + o0), np.log(unit_decode / spec.mem_bw_eff + o0),
-                   spec.step_overhead_ms / 10.0])
-    # the two passes first, then the overhead by a scan along the valley, then all three together
+    mfu0, eff0, o0 = float(p["mfu"] or 0.4), float(p["mem_bw_eff"] or 0.6), float(p["step_overhead_ms"] or 0.0)
+    x0 = np.array([np.log(unit_prefill / mfu0 + o0 / 1000), np.log(unit_decode / eff0 + o0 / 1000), o0 / 10.0])
     passes = minimize(lambda y: cost(np.array([y[0], y[1], x0[2]])), x0[:2], method="Nelder-Mead", options={
         "initial_simplex": x0[:2] + np.array([[0, 0], [0.2, 0], [0, 0.2]]), "xatol": 2e-3,
-        "fatol": 1e-12, "maxfev": EVALUATIONS // 3})
+        "fatol": 1e-12, "maxfev": EVALUATIONS // 6})
     scan = [np.array([*passes.x, o / 10.0]) for o in OVERHEAD_SCAN_MS]
     start = min(scan, key=cost)
     found = minimize(cost, start, method="Nelder-Mead", options={
         "initial_simplex": start + np.array([[0, 0, 0], [0.05, 0, 0], [0, 0.05, 0], [0, 0, 0.1]]),
-        "xatol": 1e-3, "fatol": 1e-12, "maxfev": EVALUATIONS})
-    c = coefficients(found.x) or (spec.mfu, spec.mem_bw_eff, spec.step_overhead_ms)
-    fit = np.array([1.0 / c[0], 1.0 / c[1], c[2] / 10.0])
-    best = _trial(spec, fit)
-    notes = []
-    for name, value in (("mfu", best.mfu), ("mem_bw_eff", best.mem_bw_eff)):
-        if value > 0.99:
-            notes.append(f"fitted {name} reached the bound 1: the observations are faster than the chip's peak")
-    model_ttft = np.concatenate([p.model(best)[0] for p in parts])
-    model_tpot = np.concatenate([p.model(best)[1] for p in parts])
-    obs_ttft = np.concatenate([p.obs_ttft for p in parts])
-    obs_tpot = np.concatenate([p.obs_tpot for p in parts])
-    ttft_mape, ttft_r2 = _errors(model_ttft, obs_ttft)
-    tpot_mape, tpot_r2 = _errors(model_tpot, obs_tpot)
-    return PoolFit(pool=spec.id, n_ttft=n_ttft, n_tpot=n_tpot, n_bench=n_bench, mfu=best.mfu,
-                   mem_bw_eff=best.mem_bw_eff, step_overhead_ms=best.step_overhead_ms, ttft_mape=ttft_mape,
-                   ttft_r2=ttft_r2, tpot_mape=tpot_mape, tpot_r2=tpot_r2, notes=tuple(notes))
+        "xatol": 1e-3, "fatol": 1e-12, "maxfev": EVALUATIONS // 2})
+    return values(found.x) or dict(held)
+
+
+def fit_pool(spec: PoolSpec, rows: pl.DataFrame | None, bench: pl.DataFrame | None) -> PoolFit:
+    """Fit one pool alone from its observed requests and/or benchmark rows."""
+    trace = _Trace(spec, rows) if rows is not None and rows.height else None
+    table = _Bench(bench) if bench is not None and bench.height else None
+    return fit_group([spec], {spec.id: (trace, table)})[0]
 
 
 def calibrate(requests: pl.DataFrame | None, registry: Registry, *, bench: pl.DataFrame | None = None,
               base: Candidate | None = None, progress: Callable[[float, str], None] | None = None,
-              ) -> tuple[tuple[PoolFit, ...], dict[str, int]]:
-    """Fit every pool that has evidence; also return counts of observed pools the fleet does not serve.
-    `progress(share done, what)` hears of each pool before its fit starts."""
+              carry: bool = False) -> tuple[tuple[PoolFit, ...], dict[str, int]]:
+    """Fit every pool that has evidence, pools of one chip and engine together; also return counts of observed
+    pools the fleet does not serve. `progress(share done, what)` hears of each group before its fit starts;
+    `carry` also gives pools on chips without evidence the coefficients of a fitted pool of the same engine."""
     observed = None
     if requests is not None:
         if "obs_pool" not in requests.columns or requests.filter(pl.col("obs_pool").is_not_null()).height == 0:
@@ -306,15 +380,58 @@ def calibrate(requests: pl.DataFrame | None, registry: Registry, *, bench: pl.Da
             raise ReplayError(f"benchmark table line {bad['line'][0]}: column pool: unknown pool "
                               f"'{bad['pool'][0]}'; replayable: {', '.join(specs)}")
         tables = {str(k[0]): v for k, v in bench.group_by("pool", maintain_order=True)}
-    todo = [(pid, spec) for pid, spec in specs.items() if pid in by_pool or pid in tables]
+    groups: dict[tuple[str, str], list[PoolSpec]] = {}
+    for pid, spec in specs.items():
+        if pid in by_pool or pid in tables:
+            serving = registry.pool(pid).serving
+            groups.setdefault((spec.chip.id, serving.engine if serving else ""), []).append(spec)
     fits = []
-    for k, (pid, spec) in enumerate(todo):
+    for k, members in enumerate(groups.values()):
         if progress:
-            progress(k / len(todo), f"fitting {pid} ({k + 1} of {len(todo)})")
-        fits.append(fit_pool(spec, by_pool.get(pid), tables.get(pid)))
+            progress(k / len(groups), f"fitting {', '.join(s.id for s in members)} ({k + 1} of {len(groups)})")
+        evidence: dict[str, Evidence] = {}
+        for spec in members:
+            seen, bench_rows = by_pool.get(spec.id), tables.get(spec.id)
+            evidence[spec.id] = (_Trace(spec, seen) if seen is not None and seen.height else None,
+                                 _Bench(bench_rows) if bench_rows is not None and bench_rows.height else None)
+        fits.extend(fit_group(members, evidence))
+    if carry:
+        fits.extend(carried(tuple(fits), registry, specs))
     if progress:
         progress(1.0, "done")
     return tuple(fits), unknown
+
+
+def carried(fits: tuple[PoolFit, ...], registry: Registry, specs: dict[str, PoolSpec]) -> list[PoolFit]:
+    """Fits for pools without evidence on chips without any, from a fitted pool of the same engine."""
+    fitted_chips = {specs[f.pool].chip.id for f in fits if f.pool in specs}
+    by_engine: dict[str, PoolFit] = {}
+    for f in fits:
+        if f.mfu is not None and (serving := registry.pool(f.pool).serving) is not None:
+            known = by_engine.get(serving.engine)
+            if known is None or (f.tpot_mape or 1.0) < (known.tpot_mape or 1.0):
+                by_engine[serving.engine] = f
+    out = []
+    have = {f.pool for f in fits}
+    for pid, spec in specs.items():
+        serving = registry.pool(pid).serving
+        if pid in have or spec.chip.id in fitted_chips or serving is None or serving.engine not in by_engine:
+            continue
+        src = by_engine[serving.engine]
+        values = src.values()
+        if src.collective_us is not None and specs[src.pool].chip.interconnect.kind != spec.chip.interconnect.kind:
+            values.pop("collective_us")  # another link: its own declared latency
+        best = apply(spec, values)
+        trust = (f"carried from {src.pool} ({specs[src.pool].chip.id}, {serving.engine}) through the datasheets: "
+                 f"expect at least its fit error (TPOT MAPE {_pct(src.tpot_mape)}, TTFT MAPE {_pct(src.ttft_mape)}), "
+                 "more where this chip sustains another share of its peak; check it with one benchmark row")
+        out.append(dataclasses.replace(_fit_of(spec, best, list(src.coefficients), (pid,), (), [trust], None, None,
+                                               carried=src.pool), n_ttft=0))
+    return out
+
+
+def _pct(x: float | None) -> str:
+    return "-" if x is None else f"{x * 100:.1f} %"
 
 
 def calibrated_candidate(fits: tuple[PoolFit, ...], name: str = "calibrated",
@@ -325,8 +442,7 @@ def calibrated_candidate(fits: tuple[PoolFit, ...], name: str = "calibrated",
     body["name"] = name
     pools: dict[str, Any] = {k: dict(v) for k, v in body.get("pools", {}).items()}
     for f in fits:
-        values = {k: float(f"{v:.4g}") for k, v in (("mfu", f.mfu), ("mem_bw_eff", f.mem_bw_eff),
-                                                     ("step_overhead_ms", f.step_overhead_ms)) if v is not None}
+        values = {k: float(f"{v:.4g}") for k, v in f.values().items()}
         if values:
             pools[f.pool] = {**pools.get(f.pool, {}), **values}
     body["pools"] = pools

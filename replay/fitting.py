@@ -1,0 +1,291 @@
+"""The coefficients calibration fits, and a bounded least-squares fit in log space that says which the data pin down.
+
+Every coefficient is positive and searched as its logarithm between physical bounds, so a fit weighs a factor of
+two the same at 0.1 as at 0.8, and residuals are logs of model over measured times (percentage errors). The fit
+starts from several points (the registry's values, and spread-out ones) and keeps the best. At the optimum the
+Jacobian J of the residuals says how well each coefficient is determined: with the others re-fitted, moving
+log(coefficient j) by d raises the sum of squares by d^2 / [(J^T J)^-1]_jj (to first order), so its standard
+error, as a factor, is
+
+    spread_j = exp(sqrt(s^2 x [(J^T J)^-1]_jj)),   s^2 = max(RSS / (n - p), (0.3 %)^2)
+
+(the residuals' own scatter, never taken below 0.3 %: no model of a server is better than that). A coefficient
+with a spread above SPREAD_LIMIT is not identifiable from this evidence (another coefficient can take its part
+as well): it is kept at the registry's value and the others are fitted again without it, rather than left
+wherever the search stopped. An overhead at its lower bound is one the evidence shows none of; it is reported
+as 0.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.optimize import least_squares, minimize
+
+from replay.fleet import PoolSpec
+
+# name -> (lower, upper, value a search starts from when the registry has none)
+BOUNDS: dict[str, tuple[float, float, float]] = {
+    "mfu": (0.005, 1.0, 0.4),
+    "mem_bw_eff": (0.01, 1.0, 0.6),
+    "mfu_decode": (0.005, 1.0, 0.4),
+    "step_overhead_ms": (1e-3, 500.0, 0.5),
+    "seq_overhead_us": (1e-2, 1e5, 1.0),
+    "collective_us": (1e-2, 1e4, 0.5),
+}
+NAMES = tuple(BOUNDS)
+OVERHEADS = ("step_overhead_ms", "seq_overhead_us", "collective_us")
+SPREAD_LIMIT = 1.5    # a coefficient whose standard error is a factor above this is not identifiable
+F_CRITICAL = 4.0      # dropping a coefficient that raises the squared error by more than this many variances hurts
+MAX_MOVE = 0.7       # the longest first step of the search in log space (a factor 2)
+STEP = 0.05          # the Jacobian's step in log space: wider than the model's small steps
+MISS = 5.0            # the residual of a time the trial model could not produce
+FLOOR = 0.003         # residuals are not trusted below 0.3 %: a model of a server is not better than that
+TYPICAL = {"step_overhead_ms": 2.0, "seq_overhead_us": 20.0, "collective_us": 5.0}  # sizes that show an effect
+EFFECT = 1e-4         # a coefficient whose 10 % change moves no residual by this much has no effect here
+# Which of several loose coefficients the registry's value replaces first: the ones it knows best. A link's hop
+# latency is a datasheet figure, and a fit on one TP degree cannot tell it from the engine's time per step.
+DROP_ORDER = ("collective_us", "mfu_decode", "seq_overhead_us", "step_overhead_ms", "mem_bw_eff", "mfu")
+STATUSES = ("fitted", "not identifiable", "at bound", "no effect", "registry")
+
+
+@dataclass(frozen=True)
+class Coefficient:
+    """One coefficient of a fit: its value, how it was found, and how well the evidence determines it."""
+
+    name: str
+    value: float | None
+    status: str              # one of STATUSES
+    spread: float | None     # the value is known within x / spread .. x * spread; None when not fitted
+    prior: float | None      # the registry's value
+
+    def describe(self) -> str:
+        """One phrase: value and status."""
+        if self.value is None:
+            return f"{self.name}: as mfu ({'not identifiable' if self.status != 'fitted' else self.status})"
+        text = f"{self.name} {self.value:.4g}"
+        if self.status == "fitted" and self.spread is not None:
+            return f"{text} (fitted, ±{(self.spread - 1) * 100:.1f} %)"
+        if self.status == "not identifiable":
+            return f"{text} (not identifiable from this evidence: the registry's value is kept)"
+        if self.status == "no effect":
+            return f"{text} (not identifiable: it has no effect on this evidence; the registry's value is kept)"
+        if self.status == "at bound":
+            return f"{text} (at its bound: the evidence asks for {'none' if self.value == 0 else 'beyond it'})"
+        return f"{text} ({self.status})"
+
+
+def prior(spec: PoolSpec) -> dict[str, float | None]:
+    """The registry's (or candidate's) value of every coefficient; None where it declares none."""
+    link = spec.chip.interconnect.latency_us
+    return {"mfu": spec.mfu, "mem_bw_eff": spec.mem_bw_eff, "mfu_decode": spec.mfu_decode,
+            "step_overhead_ms": spec.step_overhead_ms, "seq_overhead_us": spec.seq_overhead_us,
+            "collective_us": spec.collective_us if spec.collective_us is not None else link}
+
+
+def apply(spec: PoolSpec, values: Mapping[str, float | None]) -> PoolSpec:
+    """The pool with these coefficients (mfu_decode None: as mfu)."""
+    return dataclasses.replace(spec, **values)  # type: ignore[arg-type]
+
+
+def _start(p: dict[str, float | None], name: str) -> float:
+    low, high, default = BOUNDS[name]
+    value = p.get(name)
+    if name == "mfu_decode" and value is None:
+        value = p.get("mfu")
+    if not value or value <= low:
+        value = default
+    return min(max(value, low * 1.01), high / 1.01)
+
+
+def fit(residuals: Callable[[dict[str, float | None]], np.ndarray], p: dict[str, float | None],
+        names: tuple[str, ...] = NAMES, max_evaluations: int = 400,
+        starts: Sequence[Mapping[str, float | None]] = (), judge: bool = True, smooth: bool = False,
+        ) -> tuple[dict[str, float | None], list[Coefficient]]:
+    """Fit `names` by least squares on residuals(values), the others held at their prior; report each one.
+
+    `starts` are more points to start from (the best of them and the registry's values is taken); without
+    `judge` the fit stops there, every coefficient it moved reported as fitted. `smooth` residuals are searched
+    by Gauss-Newton steps, rough ones (replayed traces) by Nelder-Mead. In the values, mfu_decode None
+    means "as mfu" (the registry's default when it declares none)."""
+    held: dict[str, float | None] = {n: (v if v is not None or n == "mfu_decode" else 0.0) for n, v in p.items()}
+    base = {n: _start(p, n) for n in names}
+    if starts:
+        def cost(point: Mapping[str, float | None]) -> float:
+            r = residuals({**held, **point})
+            r = np.where(np.isfinite(r), r, 1e3)
+            return float(r @ r)
+        options = [base, *({**base, **{n: _clip(n, v) for n, v in s.items() if n in names and v}} for s in starts)]
+        base = min(options, key=cost)
+
+    def compose(free: tuple[str, ...], y: np.ndarray | list[float], at: dict[str, float | None],
+                ) -> dict[str, float | None]:
+        return {**held, **at, **{n: float(math.exp(v)) for n, v in zip(free, y, strict=True)}}
+
+    def run(free: tuple[str, ...], at: dict[str, float | None], budget: int,
+            ) -> tuple[dict[str, float | None], np.ndarray, np.ndarray]:
+        if not free:
+            return at, residuals({**held, **at}), np.zeros((0, 0))
+        lo = np.log([BOUNDS[n][0] for n in free]) + 1e-9
+        hi = np.log([BOUNDS[n][1] for n in free]) - 1e-9
+        start = np.clip(np.log([float(at[n] or base[n]) for n in free]), lo, hi)
+
+        def f(y: np.ndarray) -> np.ndarray:
+            r = residuals(compose(free, np.clip(y, lo, hi), at))
+            return np.where(np.isfinite(r), r, MISS)
+
+        def sse(y: np.ndarray) -> float:
+            r = f(y)
+            return float(r @ r)
+
+        best_y, best_cost = start, sse(start)
+        if smooth:  # closed-loop medians move smoothly with the coefficients: Gauss-Newton from several starts
+            for k, scale in enumerate((0.0, math.log(2.0), -math.log(2.0))):
+                # the spread-out starts, only for a fit worse than the model's own 1 %, move efficiencies one
+                # way and overheads the other
+                if k and (budget <= 0 or best_cost < FLOOR**2 * best_y.size):
+                    break
+                y0 = np.clip(start + np.array([-scale if n in OVERHEADS else scale for n in free]), lo, hi)
+                res = least_squares(f, y0, bounds=(lo, hi), method="trf", diff_step=1e-3, x_scale=1.0,
+                                    ftol=1e-6, xtol=1e-6,
+                                    max_nfev=max(5, (budget if k == 0 else budget // 2) // (len(free) + 1)))
+                budget -= res.nfev * (len(free) + 1)
+                if 2.0 * res.cost < best_cost:
+                    best_y, best_cost = res.x, 2.0 * float(res.cost)
+            return compose(free, best_y, at), f(best_y), _jacobian(f, best_y, lo, hi)
+        # Nelder-Mead: replayed traces' times move in small steps as events reorder, a floor too rough for
+        # gradients from finite differences; then a Gauss-Newton polish from where it stopped
+        for k, scale in enumerate((0.0, 0.0, math.log(2.0), -math.log(2.0))):
+            if k and (budget <= 0 or best_cost < 1e-10):
+                break
+            # restarts from the best point so far with a fresh basis follow a curving valley; the spread-out
+            # starts move efficiencies one way and overheads the other
+            origin = best_y if scale == 0.0 else start
+            y0 = np.clip(origin + np.array([-scale if n in OVERHEADS else scale for n in free]), lo, hi)
+            # searched in coordinates where the residuals respond alike in every direction (the Jacobian's
+            # singular vectors, scaled): a narrow diagonal valley becomes a round bowl
+            basis = _whitening(_jacobian(f, y0, lo, hi))
+            budget -= 2 * len(free)
+
+            def g(z: np.ndarray, y0: np.ndarray = y0, basis: np.ndarray = basis) -> float:
+                return sse(y0 + basis @ z)
+
+            res = minimize(g, np.zeros(len(free)), method="Nelder-Mead", options={
+                "initial_simplex": np.vstack([np.zeros(len(free)), 0.02 * np.eye(len(free))]), "xatol": 1e-4,
+                "fatol": 1e-12, "maxfev": max(10, budget // 2)})
+            budget -= res.nfev
+            if res.fun < best_cost:
+                best_y, best_cost = np.clip(y0 + basis @ res.x, lo, hi), float(res.fun)
+        polish = least_squares(f, best_y, bounds=(lo, hi), method="trf", diff_step=2e-2, max_nfev=3)
+        if 2.0 * polish.cost < best_cost:
+            best_y = polish.x
+        return compose(free, best_y, at), f(best_y), _jacobian(f, best_y, lo, hi)
+
+    # only what moves the residuals is searched for
+    start_values: dict[str, float | None] = dict(base)
+    r0 = residuals({**held, **start_values})
+    free = tuple(n for n in names if np.nanmax(np.abs(residuals({**held, **start_values, n: _bumped(n, base[n])})
+                                                       - r0), initial=0.0) > EFFECT)
+    current: dict[str, float | None] = {n: (start_values[n] if n in free else held.get(n)) for n in names}
+    not_identifiable: list[str] = []
+    needed: set[str] = set()  # loosely determined, but the fit is worse without them
+    budget = max_evaluations
+    values, r, jac = run(free, current, budget)
+    current = {n: values[n] for n in names}
+    spreads = _spreads(r, jac, free)
+    while judge:
+        loose = [n for n in free if spreads[n] > SPREAD_LIMIT and n not in needed
+                 and not _at_bound(n, float(current[n] or 0.0))]
+        if not loose:
+            break
+        worst = min(loose, key=DROP_ORDER.index)
+        budget = max(budget // 2, 8 * len(free))
+        rest = tuple(n for n in free if n != worst)
+        values2, r2, jac2 = run(rest, {**current, worst: held.get(worst)}, budget)
+        if _worse(r2, r, len(free)):
+            needed.add(worst)
+            continue
+        not_identifiable.append(worst)
+        free, r, jac = rest, r2, jac2
+        current = {n: values2[n] for n in names}
+        spreads = _spreads(r, jac, free)
+    report = []
+    for n in names:
+        value = current[n]
+        if n in free:
+            assert value is not None
+            status = "at bound" if _at_bound(n, value) else "fitted"
+            if status == "at bound" and n in OVERHEADS and value <= BOUNDS[n][0] * 1.05:
+                current[n] = value = 0.0
+            report.append(Coefficient(n, value, status, spreads.get(n), p.get(n)))
+        else:
+            status = "not identifiable" if n in not_identifiable else ("no effect" if n in names else "registry")
+            report.append(Coefficient(n, value, status, None, p.get(n)))
+    return {**held, **current}, report
+
+
+def _jacobian(f: Callable[[np.ndarray], np.ndarray], y: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """Central differences of the residuals at y, steps of 5 % (a factor 1.05), one-sided at a bound."""
+    cols = []
+    for j in range(y.size):
+        up, down = y.copy(), y.copy()
+        up[j] = min(y[j] + STEP, hi[j])
+        down[j] = max(y[j] - STEP, lo[j])
+        cols.append((f(up) - f(down)) / max(up[j] - down[j], 1e-12))
+    return np.column_stack(cols)
+
+
+def _whitening(jac: np.ndarray) -> np.ndarray:
+    """Columns mapping unit steps to log-coefficient moves that change the residuals by about one unit each,
+    no move longer than MAX_MOVE."""
+    _, sv, vt = np.linalg.svd(np.where(np.isfinite(jac), jac, 0.0), full_matrices=False)
+    scale = np.minimum(1.0 / np.maximum(sv, 1e-12), MAX_MOVE / 0.02)
+    return np.asarray(vt.T * scale)
+
+
+def _worse(without: np.ndarray, with_: np.ndarray, p: int) -> bool:
+    """True when a fit without a coefficient explains the evidence significantly worse (an F test at about 5 %)."""
+    a, b = without[np.isfinite(without)], with_[np.isfinite(with_)]
+    rss_with = float(b @ b)
+    scale = max(rss_with / max(1, b.size - p), FLOOR**2)
+    return (float(a @ a) - rss_with) / scale > F_CRITICAL
+
+
+def _bumped(name: str, value: float) -> float:
+    """A value to test a coefficient's effect with: 10 % more, or for an overhead at least a typical size."""
+    return max(value * 1.1, TYPICAL.get(name, 0.0))
+
+
+def _clip(name: str, value: float) -> float:
+    low, high, _ = BOUNDS[name]
+    return min(max(value, low * 1.01), high / 1.01)
+
+
+def _at_bound(name: str, value: float) -> bool:
+    low, high, _ = BOUNDS[name]
+    return value <= low * 1.05 or value >= high / 1.05
+
+
+def _spreads(r: np.ndarray, jac: np.ndarray, free: tuple[str, ...]) -> dict[str, float]:
+    """The factor each free coefficient is known within (see the module's docstring)."""
+    if not free:
+        return {}
+    keep = np.isfinite(r)
+    r, jac = r[keep], jac[keep]
+    e2 = max(float(r @ r) / max(1, r.size - len(free)), FLOOR**2)
+    info = jac.T @ jac
+    # a tiny ridge: a direction the evidence does not see gets a huge variance instead of pinv's zero
+    ridge = 1e-10 * max(float(np.trace(info)), 1e-30)
+    try:
+        cov = np.linalg.inv(info + ridge * np.eye(len(free)))
+    except np.linalg.LinAlgError:
+        return {name: math.inf for name in free}
+    out = {}
+    for j, name in enumerate(free):
+        v = float(cov[j, j])
+        out[name] = math.inf if not v > 0 or info[j, j] <= 1e-14 else math.exp(min(50.0, math.sqrt(e2 * v)))
+    return out
