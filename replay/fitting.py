@@ -150,8 +150,8 @@ def fit(residuals: Callable[[dict[str, float | None]], np.ndarray], p: dict[str,
                 if k and (budget <= 0 or best_cost < FLOOR**2 * best_y.size):
                     break
                 y0 = np.clip(start + np.array([-scale if n in OVERHEADS else scale for n in free]), lo, hi)
-                res = least_squares(f, y0, bounds=(lo, hi), method="trf", diff_step=1e-3, x_scale=1.0,
-                                    ftol=1e-6, xtol=1e-6,
+                res = least_squares(f, y0, bounds=(lo, hi), method="trf", diff_step=3e-2, x_scale=1.0,
+                                    ftol=1e-9, xtol=1e-9,
                                     max_nfev=max(5, (budget if k == 0 else budget // 2) // (len(free) + 1)))
                 budget -= res.nfev * (len(free) + 1)
                 if 2.0 * res.cost < best_cost:
@@ -288,4 +288,13 @@ def _spreads(r: np.ndarray, jac: np.ndarray, free: tuple[str, ...]) -> dict[str,
     for j, name in enumerate(free):
         v = float(cov[j, j])
         out[name] = math.inf if not v > 0 or info[j, j] <= 1e-14 else math.exp(min(50.0, math.sqrt(e2 * v)))
+    # a coefficient that moves in step with a loose one (|correlation| above 0.9) is as loose: of two that can
+    # stand in for each other, which one the residuals' noise lets look determined is chance
+    diag = np.sqrt(np.maximum(np.diag(cov), 1e-300))
+    corr = cov / np.outer(diag, diag)
+    loose = [j for j, name in enumerate(free) if out[name] > SPREAD_LIMIT]
+    for j, name in enumerate(free):
+        partners = [out[free[k]] for k in loose if k != j and abs(corr[j, k]) > 0.9]
+        if partners and out[name] <= SPREAD_LIMIT:
+            out[name] = max(out[name], min(partners))
     return out

@@ -1,4 +1,5 @@
-"""Calibration recovers mfu, mem_bw_eff and step overhead planted in noisy observations made by the model."""
+"""Calibration recovers the coefficients planted in observations and benchmark grids made by the model, and says
+which the evidence cannot identify."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import polars as pl
 import pytest
 import yaml
 
+from pool_registry import Interconnect, Registry
 from replay import (
     Candidate,
     PoolOverride,
@@ -21,6 +23,7 @@ from replay import (
     parse_bench_table,
     run_replay,
 )
+from replay.calibrate import calibration_requests
 from replay.fleet import resolve_pools
 from tests.replay_fleets import chip, fleet, model, pool
 
@@ -124,3 +127,103 @@ def test_unknown_pools_are_counted_and_nothing_observed_is_an_error() -> None:
         calibrate(obs.with_columns(pl.lit(None, pl.String).alias("obs_pool")), REG)
     with pytest.raises(ReplayError, match="line 2: column pool: unknown pool 'zz'"):
         calibrate(None, REG, bench=parse_bench_table("pool,isl,osl,concurrency,ttft_ms,tpot_ms\nzz,1,2,1,3,4\n"))
+
+
+# -- a benchmark grid over TP degrees from known coefficients ---------------------------------------------------
+
+TRUE = {"mfu": 0.45, "mem_bw_eff": 0.7, "step_overhead_ms": 3.0, "seq_overhead_us": 30.0, "collective_us": 5.0}
+GRID = [(isl, c) for isl in (256, 2048) for c in (1, 16, 64)]
+
+
+def tp_fleet(latency_us: float = 2.0, tps: tuple[int, ...] = (2, 4, 8)) -> Registry:
+    """A 70B dense model with its shape on H100-like chips (450 GB/s links), one pool per TP degree."""
+    h100 = dataclasses.replace(chip("h100", tflops=989.0, bw_tbps=3.35),
+                               interconnect=Interconnect("nvlink", 450.0, latency_us=latency_us))
+    llama = dataclasses.replace(model("llama", params_b=70.0, layers=80, kv_heads=8), hidden_size=8192,
+                                attention_heads=64)
+    pools = [pool(f"tp{t}", chip_id="h100", model_id="llama", dpr=t, concurrency=64) for t in tps]
+    return fleet(*pools, chips=(h100,), models=(llama,))
+
+
+def tp_table(reg: Registry, pools: tuple[str, ...]) -> pl.DataFrame:
+    """The closed-loop model's medians at the true coefficients, as a benchmark table."""
+    truth = Candidate(name="t", pools={p.id: PoolOverride(**TRUE) for p in reg.pools})  # type: ignore[arg-type]
+    specs = {s.id: s for s in resolve_pools(reg, truth)}
+    lines = ["pool,isl,osl,concurrency,ttft_ms,tpot_ms"]
+    for pid in pools:
+        for isl, c in GRID:
+            p = closed_loop(specs[pid], c, isl, 128, calibration_requests(c))
+            lines.append(f"{pid},{isl},128,{c},{p.ttft_ms_p50:.5f},{p.tpot_ms_p50:.5f}")
+    return parse_bench_table("\n".join(lines) + "\n", "grid.csv")
+
+
+def test_a_grid_over_tp_degrees_recovers_every_coefficient_it_identifies() -> None:
+    reg = tp_fleet()
+    fits, _ = calibrate(None, reg, bench=tp_table(reg, ("tp2", "tp8")))
+    assert [f.group for f in fits] == [("tp2", "tp8"), ("tp2", "tp8")]  # one chip and engine: one fit
+    report = {c.name: c for c in fits[0].coefficients}
+    for name, value in TRUE.items():
+        assert report[name].status == "fitted", report[name].describe()
+        assert report[name].value == pytest.approx(value, rel=0.05), name
+        assert report[name].spread is not None and report[name].spread < 1.5
+    # the registry declares 2 us a hop; the grid over two TP degrees finds the planted 5
+    assert report["collective_us"].prior == 2.0
+    assert fits[0].values() == fits[1].values()
+    assert fits[0].tpot_mape is not None and fits[0].tpot_mape < 0.01
+
+
+def test_one_tp_degree_cannot_tell_engine_time_from_link_latency_and_says_so() -> None:
+    # At one TP degree a hop's latency and the engine's time per step both add a constant to every pass: the
+    # fit keeps the registry's (datasheet) hop latency and fits the rest.
+    reg = tp_fleet(latency_us=2.0)
+    (f, *_), _ = calibrate(None, reg, bench=tp_table(reg, ("tp4",)))
+    report = {c.name: c for c in f.coefficients}
+    assert report["collective_us"].status == "not identifiable" and report["collective_us"].value == 2.0
+    assert "not identifiable" in report["collective_us"].describe()
+    assert f.collective_us == 2.0
+    assert any(n.startswith("collective_us:") for n in f.notes)
+
+
+def test_a_fit_on_one_tp_degree_carries_to_the_others() -> None:
+    reg = tp_fleet(latency_us=TRUE["collective_us"])  # the datasheet's hop latency is right
+    table = tp_table(reg, ("tp2", "tp4", "tp8"))
+    (f, *_), _ = calibrate(None, reg, bench=table.filter(pl.col("pool") == "tp4"))
+    fitted = Candidate(name="f", pools={p: PoolOverride(**f.values()) for p in ("tp2", "tp8")})  # type: ignore[arg-type]
+    specs = {s.id: s for s in resolve_pools(reg, fitted)}
+    for pid in ("tp2", "tp8"):
+        rows = table.filter(pl.col("pool") == pid)
+        errors = []
+        for row in rows.iter_rows(named=True):
+            p = closed_loop(specs[pid], row["concurrency"], row["isl"], row["osl"], calibration_requests(
+                row["concurrency"]))
+            assert p.tpot_ms_p50 is not None
+            errors += [abs(p.tpot_ms_p50 / row["tpot_ms"] - 1), abs(p.ttft_ms_p50 / row["ttft_ms"] - 1)]
+        assert float(np.median(errors)) < 0.02, (pid, errors)
+        assert max(errors) < 0.05, (pid, errors)
+
+
+def test_the_fit_of_a_chip_carries_to_a_sibling_chip_through_the_datasheets() -> None:
+    reg = tp_fleet(tps=(4,))
+    sibling = dataclasses.replace(chip("h200", tflops=989.0, bw_tbps=4.8, hbm_gb=141.0),
+                                  interconnect=Interconnect("nvlink", 450.0, latency_us=2.0))
+    reg = dataclasses.replace(reg, chips=(*reg.chips, sibling),
+                              pools=(*reg.pools, pool("h200", chip_id="h200", model_id="llama", dpr=4,
+                                                      concurrency=64)))
+    fits, _ = calibrate(None, reg, bench=tp_table(reg, ("tp4",)), carry=True)
+    got = {f.pool: f for f in fits}
+    assert got["h200"].carried_from == "tp4" and got["h200"].values() == got["tp4"].values()
+    assert "carried from tp4 (h100, vllm) through the datasheets" in got["h200"].notes[0]
+    assert "TPOT MAPE" in got["h200"].notes[0]
+    body = calibrated_candidate(fits)
+    assert body["pools"]["h200"]["mem_bw_eff"] == pytest.approx(got["tp4"].mem_bw_eff, rel=1e-3)
+    # without --carry a pool without evidence gets nothing
+    assert "h200" not in {f.pool for f in calibrate(None, reg, bench=tp_table(reg, ("tp4",)))[0]}
+
+
+def test_each_fit_lists_its_benchmark_rows_beside_the_model() -> None:
+    fits, _ = calibrate(None, REG, bench=bench_table())
+    (f,) = fits
+    assert len(f.checks) == 12
+    for check in f.checks:
+        assert check.ttft_ms_model == pytest.approx(check.ttft_ms, rel=0.1)
+        assert check.tpot_ms_model == pytest.approx(check.tpot_ms, rel=0.1)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 from pathlib import Path
 
@@ -14,6 +15,7 @@ from app.commands.ingest_traffic import add_traffic_options, parse_options, pars
 from app.errors import UsageError
 from replay import (
     Candidate,
+    ReplayError,
     calibrate,
     calibrated_candidate,
     candidate_to_dict,
@@ -60,8 +62,9 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     p.add_argument("--seed", type=int, default=0, help="RNG seed of the run (default 0)")
     p.add_argument("--out", metavar="DIR", help="write requests Parquet, summary and verdict JSON here")
     _source_options(p)
-    p = add_command(group, "calibrate", help="fit each pool's mfu, mem_bw_eff and step overhead from observed "
-                                             "latencies and/or a benchmark table",
+    p = add_command(group, "calibrate", help="fit each chip and engine's step-model coefficients (mfu, mem_bw_eff, "
+                                             "overheads, collective latency) from observed latencies and/or a "
+                                             "benchmark table, and say which the evidence identifies",
                     example="hetpool replay calibrate --trace observed.csv --bench bench.csv "
                             "--base examples/candidates/sla_cost.yaml --out calibrated.yaml",
                     handler=calibrate_cmd, common=common)
@@ -71,6 +74,8 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     p.add_argument("--base", metavar="CANDIDATE", help="write the fit over this candidate (default: a candidate "
                                                        "that replays the observed routing)")
     p.add_argument("--no-requests", action="store_true", help="fit from --bench alone, ignoring stored requests")
+    p.add_argument("--carry", action="store_true", help="also give pools on chips without evidence the fit of a "
+                                                        "pool of the same engine, through the chips' datasheets")
     _source_options(p)
     p = add_command(group, "sweep", help="replay a grid of candidate variations in parallel; print the "
                                          "cost / p99 TTFT Pareto front",
@@ -172,30 +177,52 @@ def calibrate_cmd(ctx: Context) -> int:
         base = load_candidate(args.base, registry) if args.base else None
         if args.no_requests and bench is None:
             raise UsageError("--no-requests fits from a benchmark table alone; pass --bench FILE")
-        traffic = None if args.no_requests else _traffic(ctx, con)
+        traffic = None if args.no_requests else _calibration_traffic(ctx, con, bench is not None)
     described = traffic.described if traffic else ""
-    fits, unknown = calibrate(traffic.frame if traffic else None, registry, bench=bench, base=base)
+    fits, unknown = calibrate(traffic.frame if traffic else None, registry, bench=bench, base=base, carry=args.carry)
     body = calibrated_candidate(fits, name=Path(args.out).stem, base=candidate_to_dict(base) if base else None)
     sources = [s for s in (described, f"benchmark table {args.bench}" if args.bench else "") if s]
     header = [f"# Calibrated from {' and '.join(sources)}."]
     for f in fits:
         header.append(f"# {f.pool}: mfu {_fmt(f.mfu, '')}, mem_bw_eff {_fmt(f.mem_bw_eff, '')}, step overhead "
-                      f"{_fmt(f.step_overhead_ms, ' ms')}; TTFT MAPE {_fmt(f.ttft_mape, '')} R2 {_fmt(f.ttft_r2, '')}"
-                      f", TPOT MAPE {_fmt(f.tpot_mape, '')} R2 {_fmt(f.tpot_r2, '')} (n={f.n_ttft}, bench "
-                      f"rows {f.n_bench})")
+                      f"{_fmt(f.step_overhead_ms, ' ms')}, per sequence {_fmt(f.seq_overhead_us, ' us')}, per "
+                      f"collective hop {_fmt(f.collective_us, ' us')}; TTFT MAPE {_fmt(f.ttft_mape, '')} R2 "
+                      f"{_fmt(f.ttft_r2, '')}, TPOT MAPE {_fmt(f.tpot_mape, '')} R2 {_fmt(f.tpot_r2, '')} "
+                      f"(n={f.n_ttft}, bench rows {f.n_bench})")
     Path(args.out).write_text("\n".join(header) + "\n" + yaml.safe_dump(body, sort_keys=False))
-    lines = [f"{'pool':<12} {'n':>6} {'bench':>5} {'mfu':>6} {'mem_bw':>6} {'ovh ms':>7} {'ttft MAPE':>9} "
-             f"{'R2':>6} {'tpot MAPE':>9} {'R2':>6}"]
+    lines = [f"{'pool':<12} {'n':>6} {'bench':>5} {'mfu':>6} {'mem_bw':>6} {'ovh ms':>7} {'seq us':>7} "
+             f"{'hop us':>7} {'ttft MAPE':>9} {'R2':>6} {'tpot MAPE':>9} {'R2':>6}"]
+    shown: set[tuple[str, ...]] = set()
     for f in fits:
         lines.append(f"{f.pool:<12} {f.n_ttft:>6} {f.n_bench:>5} {_fmt(f.mfu, ''):>6} {_fmt(f.mem_bw_eff, ''):>6} "
-                     f"{_fmt(f.step_overhead_ms, ''):>7} {_fmt(f.ttft_mape, ''):>9} {_fmt(f.ttft_r2, ''):>6} "
+                     f"{_fmt(f.step_overhead_ms, ''):>7} {_fmt(f.seq_overhead_us, ''):>7} "
+                     f"{_fmt(f.collective_us, ''):>7} {_fmt(f.ttft_mape, ''):>9} {_fmt(f.ttft_r2, ''):>6} "
                      f"{_fmt(f.tpot_mape, ''):>9} {_fmt(f.tpot_r2, ''):>6}")
-        lines += [f"  note: {n}" for n in f.notes]
+        if f.coefficients and f.group not in shown and f.carried_from is None:
+            shown.add(f.group)
+            together = f" (one fit for {', '.join(f.group)}: same chip and engine)" if len(f.group) > 1 else ""
+            lines.append(f"  coefficients{together}:")
+            lines += [f"    {c.describe()}" for c in f.coefficients]
+        lines += [f"  note: {n}" for n in f.notes if f.carried_from is not None or not n.startswith(
+            tuple(c.name + ":" for c in f.coefficients))]
     lines += [f"skipped {n} requests observed on pool {p!r}, which the fleet does not serve"
               for p, n in unknown.items()]
     lines.append(f"wrote {args.out}")
-    ctx.emit({"out": args.out, "fits": [f.__dict__ for f in fits], "unknown_pools": unknown}, "\n".join(lines))
+    ctx.emit({"out": args.out, "fits": [dataclasses.asdict(f) for f in fits], "unknown_pools": unknown},
+             "\n".join(lines))
     return 0
+
+
+def _calibration_traffic(ctx: Context, con: duckdb.DuckDBPyConnection, have_bench: bool) -> Traffic | None:
+    """The observed requests to fit; with a benchmark table, none stored is no error (the table alone is fitted)."""
+    try:
+        return _traffic(ctx, con)
+    except ReplayError:
+        args = ctx.args
+        if have_bench and not (getattr(args, "traffic", None) or args.trace or args.start or args.end):
+            ctx.note("no stored requests: fitting the benchmark table alone")
+            return None
+        raise
 
 
 def sweep_cmd(ctx: Context) -> int:
