@@ -252,9 +252,10 @@ def fit_group(specs: list[PoolSpec], evidence: dict[str, Evidence]) -> list[Pool
     prompt = max(1.0, float(np.median(np.concatenate([part.prompts for _, part in parts]))))
     core = _core(specs[0], p, residuals, prompt)
     smooth = all(isinstance(part, _Bench) for _, part in parts)
-    values, report = fit(residuals, p, max_evaluations=EVALUATIONS * (4 if smooth else 1), starts=[core],
+    values, report = fit(residuals, p, max_evaluations=EVALUATIONS * 4 if smooth else EVALUATIONS // 2, starts=[core],
                          smooth=smooth)
-    notes = [f"{c.name}: {c.describe()}" for c in report if c.status not in ("fitted", "registry")]
+    notes = [f"fitted {c.name} reached the bound {c.value:g}: the evidence is faster than the chip's peak"
+             for c in report if c.status == "at bound" and c.name in ("mfu", "mem_bw_eff", "mfu_decode")]
     group = tuple(s.id for s in specs)
     out = []
     for spec in specs:

@@ -13,14 +13,15 @@ from typing import Any
 
 import yaml
 
-from pool_registry import Registry
+from pool_registry import Interconnect, Registry
 from replay.candidate import load_candidate_text
 from replay.config import Candidate
 from replay.errors import CandidateError, ReplayError
 from replay.fleet import resolve_pools
 
 POOL_FIELDS = ("replicas", "max_concurrency", "pp", "max_num_batched_tokens", "gpu_memory_utilization",
-               "kv_cache_dtype", "step_overhead_ms", "mfu", "mem_bw_eff", "hourly_cost_per_device")
+               "kv_cache_dtype", "step_overhead_ms", "seq_overhead_us", "collective_us", "mfu", "mem_bw_eff",
+               "hourly_cost_per_device")
 INT_FIELDS = ("replicas", "max_concurrency", "pp", "max_num_batched_tokens")
 # The tiers of examples/candidates: a form starts with them (the registry holds no SLA).
 DEFAULT_TIERS: dict[str, tuple[float | None, float | None]] = {
@@ -53,7 +54,9 @@ def registry_values(registry: Registry) -> dict[str, dict[str, Any]]:
         out[pool.id] = {"replicas": s.replicas, "max_concurrency": s.max_concurrency, "pp": s.pp,
                         "max_num_batched_tokens": s.max_num_batched_tokens,
                         "gpu_memory_utilization": s.gpu_memory_utilization, "kv_cache_dtype": s.kv_cache_dtype,
-                        "step_overhead_ms": s.step_overhead_ms, "mfu": pool.cost_model.mfu,
+                        "step_overhead_ms": s.step_overhead_ms, "seq_overhead_us": s.seq_overhead_us,
+                        "collective_us": _hop(pool.cost_model.collective_us, registry.chip_of(pool).interconnect),
+                        "mfu": pool.cost_model.mfu,
                         "mem_bw_eff": pool.cost_model.mem_bw_eff,
                         "hourly_cost_per_device": pool.hourly_cost_per_device}
     return out
@@ -68,10 +71,16 @@ def form_of(registry: Registry, candidate: Candidate | None = None) -> Candidate
     for pool_id, values in pools.items():
         spec = effective[pool_id]
         values.update({f: getattr(spec, f) for f in POOL_FIELDS})
+        values["collective_us"] = _hop(spec.collective_us, spec.chip.interconnect)
     tiers = {t: (s.ttft_s, s.e2e_s) for t, s in cand.sla_tiers.items()} if cand.sla_tiers else dict(DEFAULT_TIERS)
     return CandidateForm(name=cand.name, policy=cand.policy, overflow=cand.overflow, noise=cand.noise,
                          prefill=cand.policy_options.get("prefill", ()), decode=cand.policy_options.get("decode", ()),
                          tiers=tiers, pools=pools, enabled={p: cand.override(p).enabled for p in pools})
+
+
+def _hop(declared: float | None, link: Interconnect) -> float:
+    """A collective hop's latency in us: the cost model's, else the link's datasheet figure."""
+    return float(link.latency_us if declared is None else declared)
 
 
 def candidate_body(form: CandidateForm, registry: Registry) -> dict[str, Any]:

@@ -250,3 +250,38 @@ def test_calibration_fills_the_candidate(db: Path, monkeypatch: pytest.MonkeyPat
     at.button(key="wi.use_fitted").click().run()
     fit = next(f for f in fits if f.mfu is not None)
     assert at.session_state[f"wi.{fit.pool}.mfu"] == float(f"{fit.mfu:.4g}")
+
+
+def test_calibration_from_a_benchmark_table_shows_each_coefficients_status(db: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    reg = registry_of(db)
+    planted = Candidate(name="p", pools={"gaudi3-a": PoolOverride(mfu=0.33, mem_bw_eff=0.55, step_overhead_ms=6.0)})
+    spec = next(s for s in resolve_pools(reg, planted) if s.id == "gaudi3-a")
+    lines = ["pool,isl,osl,concurrency,ttft_ms,tpot_ms"]
+    for isl in (256, 2048):
+        for c in (1, 4, 16, 32):
+            p = closed_loop(spec, c, isl, 128, default_requests(c))
+            lines.append(f"gaudi3-a,{isl},128,{c},{p.ttft_ms_p50:.4f},{p.tpot_ms_p50:.4f}")
+    at = open_page(db, monkeypatch)
+    at.file_uploader(key="wi.calib_bench").set_value(("bench.csv", ("\n".join(lines) + "\n").encode(), "text/csv"))
+    at.run()
+    at.checkbox(key="wi.calib_traffic").uncheck().run()
+    at.button(key="wi.calibrate").click().run()
+    assert not at.exception, at.exception
+    fits, _, _ = at.session_state["wi.calib"]
+    (fit,) = [f for f in fits if f.pool == "gaudi3-a"]
+    assert fit.n_ttft == 0 and fit.n_bench == 8 and len(fit.checks) == 8
+    assert fit.mfu == pytest.approx(0.33, rel=0.05)
+    shown = [d.value for d in at.dataframe if "coefficient" in d.value.columns]
+    assert len(shown) == 1
+    table = shown[0].set_index("coefficient")
+    assert list(table.index) == ["mfu", "mem_bw_eff", "mfu_decode", "step_overhead_ms", "seq_overhead_us",
+                                 "collective_us"]
+    assert table.loc["mfu", "status"] == "✅ fitted"
+    assert table.loc["collective_us", "status"] == "⚠️ not identifiable"  # TP4 on one node: hops, no datasheet
+    assert "no effect" in table.loc["collective_us", "what it means"] or \
+        "not identifiable" in table.loc["collective_us", "what it means"]
+    # a benchmark table the loader refuses is the loader's message on the page
+    at.file_uploader(key="wi.calib_bench").set_value(("bad.csv", b"pool,isl\nx,1\n", "text/csv")).run()
+    at.button(key="wi.calibrate").click().run()
+    assert any("bad.csv:1: missing column osl" in e.value for e in at.error), [e.value for e in at.error]

@@ -203,8 +203,7 @@ def calibrate_cmd(ctx: Context) -> int:
             together = f" (one fit for {', '.join(f.group)}: same chip and engine)" if len(f.group) > 1 else ""
             lines.append(f"  coefficients{together}:")
             lines += [f"    {c.describe()}" for c in f.coefficients]
-        lines += [f"  note: {n}" for n in f.notes if f.carried_from is not None or not n.startswith(
-            tuple(c.name + ":" for c in f.coefficients))]
+        lines += [f"  note: {n}" for n in f.notes]
     lines += [f"skipped {n} requests observed on pool {p!r}, which the fleet does not serve"
               for p, n in unknown.items()]
     lines.append(f"wrote {args.out}")

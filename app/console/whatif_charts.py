@@ -109,3 +109,31 @@ def calibration_scatter(df: pl.DataFrame, pools: list[str]) -> alt.LayerChart:
     diagonal = alt.Chart(pl.DataFrame({"observed": [lo, hi], "predicted": [lo, hi]}).to_pandas()).mark_line(
         color="#999999", strokeDash=[4, 3]).encode(x="observed:Q", y="predicted:Q")
     return alt.LayerChart(layer=[diagonal, dots])
+
+
+def bench_fit(df: pl.DataFrame, pools: list[str]) -> alt.HConcatChart:
+    """Model against measured TTFT and TPOT of every benchmark row at the fitted coefficients, on log axes with
+    the diagonal; df has the columns of replay.calibrate.BenchCheck."""
+    panels = []
+    for what, measured, model in (("TTFT", "ttft_ms", "ttft_ms_model"), ("TPOT", "tpot_ms", "tpot_ms_model")):
+        part = df.select("pool", "isl", "osl", "concurrency", pl.col(measured).alias("measured"),
+                         pl.col(model).alias("model")).filter((pl.col("measured") > 0) & (pl.col("model") > 0))
+        if part.height == 0:
+            continue
+        part = part.with_columns(((pl.col("model") / pl.col("measured") - 1) * 100).alias("error_pct"))
+        both = pl.concat([part["measured"], part["model"]])
+        lo, hi = float(both.min()) * 0.8, float(both.max()) * 1.25  # type: ignore[arg-type]
+        scale = alt.Scale(type="log", domain=[lo, hi])
+        dots = alt.Chart(part.to_pandas(), title=f"{what} (ms): model against each benchmark row",
+                         height=CHART_HEIGHT + 40, width=320).mark_point(size=50, filled=True).encode(
+            x=alt.X("measured:Q", title=f"measured {what} (ms)", scale=scale),
+            y=alt.Y("model:Q", title=f"model {what} (ms)", scale=scale),
+            color=alt.Color("pool:N", scale=pool_scale(pools), title="pool"),
+            shape=alt.Shape("isl:N", title="prompt tokens"),
+            tooltip=["pool:N", "isl:Q", "osl:Q", "concurrency:Q", alt.Tooltip("measured:Q", format=".2f"),
+                     alt.Tooltip("model:Q", format=".2f"), alt.Tooltip("error_pct:Q", format="+.1f",
+                                                                       title="error (%)")])
+        diagonal = alt.Chart(pl.DataFrame({"measured": [lo, hi], "model": [lo, hi]}).to_pandas()).mark_line(
+            color="#999999", strokeDash=[4, 3]).encode(x="measured:Q", y="model:Q")
+        panels.append(alt.LayerChart(layer=[diagonal, dots]))
+    return alt.hconcat(*panels)

@@ -14,6 +14,7 @@ from app.console.whatif_traffic import Pick
 from app.errors import USER_ERRORS
 from pool_registry import Registry
 from replay.bench import closed_loop, default_requests
+from replay.benchtable import parse_bench_table
 from replay.calibrate import PoolFit, calibrate
 from replay.config import OVERRIDE_FIELDS, Candidate, PoolOverride
 from replay.editor import check_form, form_of
@@ -35,22 +36,31 @@ def _progress(bar: Any) -> Any:
 
 
 def calibration(path: str, registry: Registry, pick: Pick | None) -> None:
-    """Fit mfu, mem_bw_eff and step overhead per pool from the chosen traffic's observed latencies."""
-    st.caption("Fits each pool's coefficients by replaying the chosen traffic's observed requests (their pool, "
-               "TTFT and e2e) on the model, as `hetpool replay calibrate` does, and shows how well the fit explains "
-               "them. Pick the traffic on the What-if tab.")
-    if pick is None:
-        st.info("Pick traffic with observed latencies on the What-if tab first.")
+    """Fit each chip and engine's coefficients from the chosen traffic's observed latencies and/or a benchmark
+    table, and show every coefficient's status and the model against each benchmark row."""
+    st.caption("Fits the step model's coefficients by replaying the chosen traffic's observed requests (their "
+               "pool, TTFT and e2e) and/or running each row of a benchmark table closed-loop, as `hetpool replay "
+               "calibrate` does. Pools of one chip and engine share one fit. Pick the traffic on the What-if tab.")
+    upload = st.file_uploader("Benchmark table (CSV: pool,isl,osl,concurrency,ttft_ms,tpot_ms)", type=["csv"],
+                              key="wi.calib_bench")
+    use_traffic = pick is not None and st.checkbox(f"Fit the observed requests of {pick.label} too"
+                                                   if upload else f"Fit the observed requests of {pick.label}",
+                                                   value=True, key="wi.calib_traffic")
+    if upload is None and not use_traffic:
+        st.info("Pick traffic with observed latencies on the What-if tab, or upload a benchmark table.")
         return
-    if st.button(f"Fit coefficients on {pick.label}", key="wi.calibrate"):
+    what = " and ".join(x for x in ((pick.label if use_traffic and pick else ""),
+                                    (upload.name if upload else "")) if x)
+    if st.button(f"Fit coefficients on {what}", key="wi.calibrate"):
         with st.status("Calibrating…", expanded=True) as status:
-            bar = st.progress(0.0, text="reading the traffic")
+            bar = st.progress(0.0, text="reading the evidence")
             try:
-                traffic = pick.load().frame
+                bench = parse_bench_table(upload.getvalue().decode("utf-8-sig"), upload.name) if upload else None
+                traffic = pick.load().frame if use_traffic and pick else None
                 base = _base(registry)
-                fits, _ = calibrate(traffic, registry, base=base, progress=_progress(bar))
-                scatter = _scatter(traffic, registry, base, fits)
-            except USER_ERRORS as exc:
+                fits, _ = calibrate(traffic, registry, bench=bench, base=base, progress=_progress(bar))
+                scatter = _scatter(traffic, registry, base, fits) if traffic is not None else _scatter_none()
+            except CALIBRATION_ERRORS as exc:
                 status.update(label="Calibration could not run", state="error")
                 st.error(str(exc))
                 return
@@ -60,19 +70,57 @@ def calibration(path: str, registry: Registry, pick: Pick | None) -> None:
     if kept is None:
         return
     fits, scatter, configured = kept
-    rows = [{"pool": f.pool, "observed requests": f.n_ttft, "mfu (configured)": configured[f.pool].mfu,
-             "mfu (fitted)": f.mfu, "mem_bw_eff (configured)": configured[f.pool].mem_bw_eff,
-             "mem_bw_eff (fitted)": f.mem_bw_eff, "step overhead ms (configured)": configured[f.pool].step_overhead_ms,
-             "step overhead ms (fitted)": f.step_overhead_ms, "TTFT MAPE": f.ttft_mape, "TTFT R²": f.ttft_r2,
-             "TPOT MAPE": f.tpot_mape, "TPOT R²": f.tpot_r2, "notes": "; ".join(f.notes)} for f in fits]
+    rows = [{"pool": f.pool, "observed requests": f.n_ttft, "benchmark rows": f.n_bench,
+             "mfu (configured)": configured[f.pool].mfu, "mfu (fitted)": f.mfu,
+             "mem_bw_eff (configured)": configured[f.pool].mem_bw_eff, "mem_bw_eff (fitted)": f.mem_bw_eff,
+             "step overhead ms (configured)": configured[f.pool].step_overhead_ms,
+             "step overhead ms (fitted)": f.step_overhead_ms, "per-sequence µs (fitted)": f.seq_overhead_us,
+             "hop latency µs (fitted)": f.collective_us, "TTFT MAPE": f.ttft_mape, "TTFT R²": f.ttft_r2,
+             "TPOT MAPE": f.tpot_mape, "TPOT R²": f.tpot_r2,
+             "notes": "; ".join(f.notes)} for f in fits]
     st.dataframe(pl.DataFrame(rows), hide_index=True, width="stretch", column_config={
         c: st.column_config.NumberColumn(format="%.3f") for c in rows[0] if c not in ("pool", "notes",
-                                                                                      "observed requests")})
-    st.caption("MAPE: mean absolute error over observed, per request (0.03 = 3 %). R²: share of the observed "
-               "variation the model explains (1 = all).")
+                                                                                      "observed requests",
+                                                                                      "benchmark rows")})
+    st.caption("MAPE: mean absolute error over observed, per request or row (0.03 = 3 %). R²: share of the "
+               "observed variation the model explains (1 = all).")
+    _coefficients(fits, configured)
+    checks = [c for f in fits for c in f.checks]
+    if checks:
+        charts.show(whatif_charts.bench_fit(pl.DataFrame([dataclasses.asdict(c) for c in checks]),
+                                            [p.id for p in registry.pools]))
     if scatter.height:
         charts.show(whatif_charts.calibration_scatter(scatter, [p.id for p in registry.pools]))
     st.button("Use fitted coefficients in the candidate", key="wi.use_fitted", on_click=_use_fitted, args=(fits,))
+
+
+CALIBRATION_ERRORS: tuple[type[BaseException], ...] = (*USER_ERRORS, UnicodeDecodeError)
+STATUS_MARK = {"fitted": "✅ fitted", "not identifiable": "⚠️ not identifiable", "no effect": "⚠️ not identifiable",
+               "at bound": "⛔ at bound", "registry": "registry"}
+
+
+def _coefficients(fits: tuple[PoolFit, ...], configured: dict[str, Any]) -> None:
+    """One table per fit group: each coefficient's registry value, fitted value, status and standard error."""
+    seen: set[tuple[str, ...]] = set()
+    for f in fits:
+        if not f.coefficients or f.group in seen or f.carried_from:
+            continue
+        seen.add(f.group)
+        st.markdown(f"**Coefficients of {', '.join(f.group)}**" + (" (one fit: same chip and engine)"
+                                                                    if len(f.group) > 1 else ""))
+        st.dataframe(pl.DataFrame([{
+            "coefficient": c.name, "registry": c.prior, "fitted": c.value, "status": STATUS_MARK[c.status],
+            "± (standard error)": None if c.spread is None else f"{(c.spread - 1) * 100:.1f} %",
+            "what it means": c.describe()} for c in f.coefficients], strict=False), hide_index=True,
+            width="stretch", column_config={"registry": st.column_config.NumberColumn(format="%.4g"),
+                                            "fitted": st.column_config.NumberColumn(format="%.4g")})
+    st.caption("Not identifiable: the evidence cannot tell this coefficient from another (or it has no effect "
+               "on it), so the registry's value is kept. A fit on one TP degree cannot separate the engine's "
+               "time per step from a collective hop's latency; rows at two TP degrees can.")
+
+
+def _scatter_none() -> pl.DataFrame:
+    return pl.DataFrame(schema={"pool": pl.String, "observed": pl.Float64, "predicted": pl.Float64})
 
 
 def _base(registry: Registry) -> Candidate:
@@ -84,12 +132,11 @@ def _base(registry: Registry) -> Candidate:
 def _scatter(traffic: pl.DataFrame, registry: Registry, base: Candidate, fits: tuple[PoolFit, ...]) -> pl.DataFrame:
     """Model TTFT of every observed request at the fitted coefficients, replayed on its observed pool."""
     if "obs_pool" not in traffic.columns or not fits:
-        return pl.DataFrame(schema={"pool": pl.String, "observed": pl.Float64, "predicted": pl.Float64})
+        return _scatter_none()
     pools = dict(base.pools)
     for f in fits:
         if f.mfu is not None:
-            pools[f.pool] = dataclasses.replace(pools.get(f.pool, PoolOverride()), mfu=f.mfu, mem_bw_eff=f.mem_bw_eff,
-                                                step_overhead_ms=f.step_overhead_ms)
+            pools[f.pool] = dataclasses.replace(pools.get(f.pool, PoolOverride()), **f.values())  # type: ignore[arg-type]
     observed = traffic.filter(pl.col("obs_pool").is_not_null())
     fitted = dataclasses.replace(base, name="fitted", policy="observed", policy_options={}, pools=pools)
     rows = run_replay(fitted, observed, registry, 0).requests
@@ -104,7 +151,7 @@ def _scatter(traffic: pl.DataFrame, registry: Registry, base: Candidate, fits: t
 def _use_fitted(fits: tuple[PoolFit, ...]) -> None:
     """Callback: put the fitted coefficients into the editor's pool fields."""
     for f in fits:
-        for name in ("mfu", "mem_bw_eff", "step_overhead_ms"):
+        for name in ("mfu", "mem_bw_eff", "step_overhead_ms", "seq_overhead_us", "collective_us"):
             value = getattr(f, name)
             if value is not None:
                 st.session_state[whatif_form.key(f.pool, name)] = float(f"{value:.4g}")
