@@ -14,10 +14,13 @@ on one: routing changes move busy cost, capacity changes move provisioned cost.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import itertools
 import multiprocessing
-from collections.abc import Callable
+import sys
+import types
+from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -142,6 +145,25 @@ def batches(candidates: list[Candidate], workers: int) -> list[list[Candidate]]:
     return [candidates[k:k + size] for k in range(0, len(candidates), size)]
 
 
+@contextlib.contextmanager
+def _importable_main() -> Iterator[None]:
+    """While workers are spawned, a `__main__` they need not run.
+
+    A spawned worker first runs its parent's main script again unless that is an importable module. Under
+    Streamlit the main module is the page being drawn (a script by path, with no module spec), which a worker
+    must not run; a plain module stands in for it until the pool is up.
+    """
+    main = sys.modules.get("__main__")
+    if main is None or getattr(main, "__spec__", None) is not None or not getattr(main, "__file__", None):
+        yield
+        return
+    sys.modules["__main__"] = types.ModuleType("__main__")
+    try:
+        yield
+    finally:
+        sys.modules["__main__"] = main
+
+
 def run_sweep(points: list[tuple[dict[str, Any], Candidate]], traffic: pl.DataFrame, registry: Registry,
               seed: int = 0, workers: int = 1, *, executor: str = "process", address: str | None = None,
               progress: Progress | None = None) -> pl.DataFrame:
@@ -164,7 +186,7 @@ def run_sweep(points: list[tuple[dict[str, Any], Candidate]], traffic: pl.DataFr
     else:
         # spawn, not fork: a forked child can inherit Polars' thread pool mid-operation and deadlock.
         ctx = multiprocessing.get_context("spawn")
-        with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
+        with _importable_main(), ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
             done = pool.map(_evaluate, [(batch, traffic, registry, seed) for batch in batches(candidates, workers)])
             for batch in done:
                 summaries += batch

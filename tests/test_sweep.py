@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import sys
+import types
+from pathlib import Path
+
 import polars as pl
 import pytest
 
@@ -69,3 +73,19 @@ def test_parallel_sweep_equals_serial_sweep() -> None:
     # More cheap replicas never cost more under sla_cost: less spill to the dear pool.
     costs = serial.filter(pl.col("policy") == "sla_cost").sort("pools.cheap.replicas")["busy_cost_usd"].to_list()
     assert costs == sorted(costs, reverse=True)
+
+
+def test_a_parallel_sweep_from_a_page_script_does_not_run_the_page_again(tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    # Under Streamlit the main module is the page script, by path and without a module spec; a spawned worker
+    # that ran it again would fail here (as a console page run in a worker fails).
+    page = tmp_path / "page.py"
+    page.write_text("raise SystemExit('the page ran in a sweep worker')\n")
+    fake = types.ModuleType("__main__")
+    fake.__file__ = str(page)
+    monkeypatch.setitem(sys.modules, "__main__", fake)
+    reg = fleet(pool("cheap", cost=1.0), pool("dear", cost=3.0))
+    traffic = pl.DataFrame({"arrival_ms": list(range(0, 4_000, 200)), "in_tokens": 500, "out_tokens": 100})
+    points = expand(load_grid_text("parameters:\n  policy: [sla_cost, cost_min]\n", reg), Candidate(name="b"))
+    assert run_sweep(points, traffic, reg, seed=0, workers=2).equals(run_sweep(points, traffic, reg, seed=0))
+    assert sys.modules["__main__"] is fake  # put back once the pool is up
