@@ -188,6 +188,16 @@ def _line(p: float, q: float, j0: int, j1: int) -> float:
 
 def run_seconds(a: float, b: float, c: float, o: float, k: int, d: float = 0.0) -> float:
     """Time of k passes whose j-th takes max(a + b j, c + d j) + o (memory and compute grow with context)."""
+    if d == 0.0:  # compute does not grow (no attention term): the common case, in its own short form
+        if a >= c:
+            return k * (a + o) + b * k * (k - 1) / 2.0
+        q = (c - a) / b if b > 0.0 else math.inf
+        if q > 1e15 or k <= q:
+            return k * (c + o)
+        js = math.ceil(q)
+        if k <= js:
+            return k * (c + o)
+        return js * (c + o) + (k - js) * (a + o) + b * (k * (k - 1) - js * (js - 1)) / 2.0
     s, p1, q1, p2, q2 = _phases(a, b, c, d)
     if k <= s:
         return _line(p1, q1, 0, k) + k * o
