@@ -12,8 +12,8 @@ error, as a factor, is
 (the residuals' own scatter, never taken below 0.3 %: no model of a server is better than that). A coefficient
 with a spread above SPREAD_LIMIT is not identifiable from this evidence (another coefficient can take its part
 as well): it is kept at the registry's value and the others are fitted again without it, rather than left
-wherever the search stopped. An overhead at its lower bound is one the evidence shows none of; it is reported
-as 0.
+wherever the search stopped. An overhead at its lower bound, or one the fit explains the evidence as well
+without (the others unchanged), is one the evidence shows none of; it is reported as 0.
 """
 
 from __future__ import annotations
@@ -213,15 +213,22 @@ def fit(residuals: Callable[[dict[str, float | None]], np.ndarray], p: dict[str,
         free, r, jac = rest, r2, jac2
         current = {n: values2[n] for n in names}
         spreads = _spreads(r, jac, free)
+    # an overhead the fit can do without, the others unchanged, is one the evidence shows none of
+    none: set[str] = set()
+    if judge:
+        for n in (n for n in free if n in OVERHEADS):
+            if not _worse(residuals({**held, **current, n: 0.0}), r, len(free)):
+                current[n] = 0.0
+                none.add(n)
     report = []
     for n in names:
         value = current[n]
         if n in free:
             assert value is not None
-            status = "at bound" if _at_bound(n, value) else "fitted"
+            status = "at bound" if n in none or _at_bound(n, value) else "fitted"
             if status == "at bound" and n in OVERHEADS and value <= BOUNDS[n][0] * 1.05:
                 current[n] = value = 0.0
-            report.append(Coefficient(n, value, status, spreads.get(n), p.get(n)))
+            report.append(Coefficient(n, value, status, None if n in none else spreads.get(n), p.get(n)))
         else:
             status = "not identifiable" if n in not_identifiable else ("no effect" if n in names else "registry")
             report.append(Coefficient(n, value, status, None, p.get(n)))
