@@ -228,7 +228,7 @@ def fit(residuals: Callable[[dict[str, float | None]], np.ndarray], p: dict[str,
             status = "at bound" if n in none or _at_bound(n, value) else "fitted"
             if status == "at bound" and n in OVERHEADS and value <= BOUNDS[n][0] * 1.05:
                 current[n] = value = 0.0
-            report.append(Coefficient(n, value, status, None if n in none else spreads.get(n), p.get(n)))
+            report.append(Coefficient(n, value, status, spreads.get(n) if status == "fitted" else None, p.get(n)))
         else:
             status = "not identifiable" if n in not_identifiable else ("no effect" if n in names else "registry")
             report.append(Coefficient(n, value, status, None, p.get(n)))

@@ -173,6 +173,13 @@ def test_calibrate_from_a_benchmark_table_alone(capsys: pytest.CaptureFixture[st
     assert code == 0 and "gaudi3-a" in out
     fitted = load_candidate(out_file, fleet).pools["gaudi3-a"]
     assert fitted.mfu == pytest.approx(0.33, rel=0.05) and fitted.mem_bw_eff == pytest.approx(0.55, rel=0.05)
+    # with nothing stored, the table alone is fitted without --no-requests, and each coefficient is reported
+    code, out, err = run(capsys, "--db", str(fleet_db), "replay", "calibrate", "--bench", str(table),
+                         "--out", str(out_file))
+    assert code == 0, err
+    assert "no stored requests: fitting the benchmark table alone" in err
+    assert "    mfu 0.33" in out and "(fitted, ±" in out
+    assert "collective_us 0 (not identifiable" in out
     table.write_text("pool,isl,osl,concurrency,ttft_ms,tpot_ms\ngaudi3-a,256,128,4,12.5,x\n")
     code, _, err = run(capsys, "--db", str(fleet_db), "replay", "calibrate", "--no-requests", "--bench", str(table),
                        "--out", str(out_file))

@@ -123,12 +123,14 @@ def bench_fit(df: pl.DataFrame, pools: list[str]) -> alt.HConcatChart:
         part = part.with_columns(((pl.col("model") / pl.col("measured") - 1) * 100).alias("error_pct"))
         both = pl.concat([part["measured"], part["model"]])
         lo, hi = float(both.min()) * 0.8, float(both.max()) * 1.25  # type: ignore[arg-type]
-        scale = alt.Scale(type="log", domain=[lo, hi])
+        scale = alt.Scale(type="log", domain=[lo, hi], nice=False)
+        shown = sorted(set(part["pool"].to_list()), key=pools.index) if set(part["pool"]) <= set(pools) \
+            else sorted(set(part["pool"].to_list()))
         dots = alt.Chart(part.to_pandas(), title=f"{what} (ms): model against each benchmark row",
                          height=CHART_HEIGHT + 40, width=320).mark_point(size=50, filled=True).encode(
             x=alt.X("measured:Q", title=f"measured {what} (ms)", scale=scale),
             y=alt.Y("model:Q", title=f"model {what} (ms)", scale=scale),
-            color=alt.Color("pool:N", scale=pool_scale(pools), title="pool"),
+            color=alt.Color("pool:N", scale=pool_scale(shown, pools), title="pool"),
             shape=alt.Shape("isl:N", title="prompt tokens"),
             tooltip=["pool:N", "isl:Q", "osl:Q", "concurrency:Q", alt.Tooltip("measured:Q", format=".2f"),
                      alt.Tooltip("model:Q", format=".2f"), alt.Tooltip("error_pct:Q", format="+.1f",

@@ -95,8 +95,10 @@ def calibration(path: str, registry: Registry, pick: Pick | None) -> None:
 
 
 CALIBRATION_ERRORS: tuple[type[BaseException], ...] = (*USER_ERRORS, UnicodeDecodeError)
-STATUS_MARK = {"fitted": "✅ fitted", "not identifiable": "⚠️ not identifiable", "no effect": "⚠️ not identifiable",
-               "at bound": "⛔ at bound", "registry": "registry"}
+STATUS_MARK = {"fitted": "fitted", "not identifiable": "not identifiable", "no effect": "not identifiable",
+               "at bound": "at bound", "registry": "registry"}
+STATUS_COLOURS = {"fitted": "background-color: #d9f2d9", "not identifiable": "background-color: #fbe3c4",
+                  "at bound": "background-color: #fff3b0"}
 
 
 def _coefficients(fits: tuple[PoolFit, ...], configured: dict[str, Any]) -> None:
@@ -108,12 +110,15 @@ def _coefficients(fits: tuple[PoolFit, ...], configured: dict[str, Any]) -> None
         seen.add(f.group)
         st.markdown(f"**Coefficients of {', '.join(f.group)}**" + (" (one fit: same chip and engine)"
                                                                     if len(f.group) > 1 else ""))
-        st.dataframe(pl.DataFrame([{
-            "coefficient": c.name, "registry": c.prior, "fitted": c.value, "status": STATUS_MARK[c.status],
-            "± (standard error)": None if c.spread is None else f"{(c.spread - 1) * 100:.1f} %",
-            "what it means": c.describe()} for c in f.coefficients], strict=False), hide_index=True,
-            width="stretch", column_config={"registry": st.column_config.NumberColumn(format="%.4g"),
-                                            "fitted": st.column_config.NumberColumn(format="%.4g")})
+        mfu = next((c.prior for c in f.coefficients if c.name == "mfu"), None)
+        table = pl.DataFrame([{
+            "coefficient": c.name, "registry": mfu if c.prior is None and c.name == "mfu_decode" else c.prior,
+            "fitted": c.value if c.value is not None else f.mfu, "status": STATUS_MARK[c.status],
+            "± (standard error)": "–" if c.spread is None or c.status != "fitted" else f"{(c.spread - 1) * 100:.1f} %",
+            "what it means": c.describe()} for c in f.coefficients], strict=False).to_pandas()
+        st.dataframe(table.style.map(lambda v: STATUS_COLOURS.get(str(v), ""), subset=["status"]), hide_index=True,
+                     width="stretch", column_config={"registry": st.column_config.NumberColumn(format="%.4g"),
+                                                     "fitted": st.column_config.NumberColumn(format="%.4g")})
     st.caption("Not identifiable: the evidence cannot tell this coefficient from another (or it has no effect "
                "on it), so the registry's value is kept. A fit on one TP degree cannot separate the engine's "
                "time per step from a collective hop's latency; rows at two TP degrees can.")
