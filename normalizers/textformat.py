@@ -92,10 +92,8 @@ def _label_value(text: str, i: int, label: str) -> tuple[str, int]:
             if i + 1 >= n:
                 break
             esc = text[i + 1]
-            if esc not in _ESCAPES:
-                raise LineError(f"bad escape '\\{esc}' in the value of label {label!r}; "
-                                "only \\\\, \\\" and \\n are allowed")
-            out.append(_ESCAPES[esc])
+            # any other escape is read as written, backslash and all (as both formats' reference parsers do)
+            out.append(_ESCAPES.get(esc, text[i:i + 2]))
             i += 2
             continue
         if ch == "\n":
