@@ -11,7 +11,10 @@ from app.console.safe import md
 @pytest.mark.parametrize(("text", "expected"), [
     ("h100-a-01", "h100-a-01"),
     ("mi300x-a · driver: 2 versions", "mi300x-a · driver: 2 versions"),
-    ("![x](http://evil/p.png)", "!\\[x\\](http://evil/p.png)"),
+    ("![x](http://evil/p.png)", "!\\[x\\](http\u200b://evil/p.png)"),
+    # a bare URL is a link in the browser's Markdown whatever is escaped; a zero-width space breaks it
+    ("see https://evil.example or www.evil.example", "see https\u200b://evil.example or www\u200b.evil.example"),
+    ("a:b and x://y, awww.z", "a:b and x\u200b://y, awww.z"),
     ("<img src=x onerror=alert(1)>", "\\<img src=x onerror=alert(1)\\>"),
     ("**bold** _it_ `code`", "\\*\\*bold\\*\\* \\_it\\_ \\`code\\`"),
 ])
@@ -27,7 +30,7 @@ def script(name: str) -> None:
 
 
 @pytest.mark.parametrize("name", ["![x](http://127.0.0.1:9/p.png)", "<img src=x onerror=alert(1)>",
-                                  "[click](javascript:alert(1))"])
+                                  "[click](javascript:alert(1))", "go to https://evil.example/login"])
 def test_a_hostile_name_renders_as_the_text_it_is(name: str) -> None:
     at = AppTest.from_function(script, args=(name,)).run()
     assert not at.exception

@@ -51,16 +51,16 @@ def wanted(view: filters.View, want_device: bool) -> Target | None:
         mine = mine.filter(pl.col("pool").is_in(pools))
     if mine.is_empty():
         scope = known.filter(pl.col("pool").is_in(pools)) if pools else known
-        names = ", ".join(sorted(set(scope["node"].to_list()))) or "none"
-        where = f"pool {', '.join(pools)}" if pools else "any pool"
-        st.error(f"No node named “{node}” has reported in {where}. Known nodes: {names}.")
+        names = ", ".join(md(n) for n in sorted(set(scope["node"].to_list()))) or "none"
+        where = f"pool {', '.join(md(p) for p in pools)}" if pools else "any pool"
+        st.error(f"No node named “{md(node)}” has reported in {where}. Known nodes: {names}.")
         return None
     pool = str(mine["pool"][0])
     if want_device:
         devices = sorted(d for d in mine.filter(pl.col("pool") == pool)["device"].to_list() if d)
         if device not in devices:
-            st.error(f"Node {node} of pool {pool} has no device “{device or ''}”. "
-                     f"Its devices: {', '.join(devices) or 'none'}.")
+            st.error(f"Node {md(node)} of pool {md(pool)} has no device “{md(device or '')}”. "
+                     f"Its devices: {', '.join(md(d) for d in devices) or 'none'}.")
             return None
     return Target(pool, node, device)
 

@@ -10,6 +10,13 @@ import re
 _SPECIAL = re.compile(r"([\\`*_{}\[\]|<>~$])")
 
 
+# what Markdown makes a link of without any brackets (GFM's autolinks, found in the text after escapes are
+# resolved, so an escape does not stop them): a scheme's "://" and "www."; a zero-width space breaks both
+_AUTOLINK = re.compile(r"(?i)(?<=[a-z0-9])(?=://)|(?<=\bwww)(?=\.)")
+ZWSP = "\u200b"
+
+
 def md(text: object) -> str:
-    """The text with every Markdown and HTML special character escaped, so it renders as written."""
-    return _SPECIAL.sub(r"\\\1", str(text))
+    """The text with every Markdown and HTML special character escaped, so it renders as written, and URLs
+    broken by a zero-width space so that none becomes a link."""
+    return _AUTOLINK.sub(ZWSP, _SPECIAL.sub(r"\\\1", str(text)))
