@@ -4,7 +4,8 @@ drop folder and demo node goes through. A Prometheus chunk is the other source (
 A source yields RawBatch objects that end on whole scrapes: every sample of one timestamp is in one batch, and
 no batch holds a sample older than one given out before. The normalizer and the writer can then treat each
 batch on its own; nothing downstream holds rows back. Input whose timestamps go back past a batch already
-given out cannot be cut that way while streaming: it is read again as one batch (see `OutOfOrder`).
+given out cannot be cut that way while streaming: it is read again as one batch (see `OutOfOrder`). Whole
+scrapes hold whole histograms, so each batch is then checked against its families' # TYPE (`typed`).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import polars as pl
 
 from collectors.errors import CollectorError
 from normalizers import ExpositionParser, RawBatch
+from normalizers.typecheck import TypeChecker
 
 Chunks = Iterable[bytes | memoryview] | Callable[[], Iterable[bytes | memoryview]]
 
@@ -85,8 +87,8 @@ class ExpositionSource:
         parser = ExpositionParser()
         parsed = (parser.feed(data) for data in pieces)
         if self.at_once:
-            return one_batch(parsed, parser.finish)
-        return self._checked(whole_scrapes(parsed, parser.finish, default_ts_ms))
+            return typed(one_batch(parsed, parser.finish))
+        return self._checked(typed(whole_scrapes(parsed, parser.finish, default_ts_ms)))
 
     def _checked(self, batches: Iterator[RawBatch]) -> Iterator[RawBatch]:
         try:
@@ -131,6 +133,12 @@ def whole_scrapes(batches: Iterable[RawBatch], finish: Callable[[], RawBatch], d
     _in_order(last.samples, newest, default_ts_ms)
     samples = last.samples if held is None else pl.concat([held, last.samples])
     yield RawBatch(samples, last.series or series, last.rejects, last.types)
+
+
+def typed(batches: Iterable[RawBatch]) -> Iterator[RawBatch]:
+    """Batches of whole scrapes with the values their # TYPE does not allow moved to the rejects."""
+    checker = TypeChecker()
+    return (checker.check(batch) for batch in batches)
 
 
 def _in_order(samples: pl.DataFrame, newest: int | None, default_ts_ms: int) -> None:

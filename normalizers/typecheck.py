@@ -1,0 +1,154 @@
+"""Samples whose value their family's # TYPE does not allow become rejects, vectorized per batch.
+
+`TypeChecker.check` takes a batch of whole scrapes (collectors.sources cuts batches so that every sample of
+one timestamp is in one batch, so a histogram is never split) and moves the samples that break a rule of
+`typerules` to the batch's rejects, with their line and the reason. Each distinct series is looked at once, by
+its key's dictionary code; per batch the work is a few array passes, and none at all when no family of the
+input is declared a counter, stateset, info, summary or histogram. A histogram that breaks a rule is rejected
+whole (every bucket, `_sum` and `_count` line of that label set at that timestamp): its quantiles would be wrong.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+
+from canonical.prometheus import family_of
+from canonical.schemas import RECORD_MAX_CHARS
+from normalizers.exposition import RawBatch, Series
+from normalizers.typerules import (
+    BUCKETS,
+    CHECKED_TYPES,
+    COUNT,
+    COUNTER,
+    GCOUNT,
+    HISTOGRAM_KINDS,
+    INFO,
+    STATESET,
+    SUMMARY_COUNT,
+    SUMMARY_SUM,
+    Part,
+    bucket_bound,
+    histogram_problem,
+    kind_of,
+    sample_problem,
+)
+
+_UNSEEN = -1
+_NO_TS = np.iinfo(np.int64).min  # samples without a timestamp share one instant
+
+
+class TypeChecker:
+    """Checks batches of one input in order; remembers each series' kind, histogram and bucket bound."""
+
+    def __init__(self) -> None:
+        self._kind = np.zeros(0, dtype=np.int8)    # per key code: a typerules kind, or _UNSEEN
+        self._group = np.zeros(0, dtype=np.int64)  # per key code: the histogram (family, labels but le)
+        self._le = np.zeros(0, dtype=np.float64)   # per key code: the bucket bound
+        self._groups: dict[tuple[str, tuple[tuple[str, str], ...]], int] = {}
+
+    def check(self, batch: RawBatch) -> RawBatch:
+        """The batch without its type-invalid samples, which are added to its rejects."""
+        samples = batch.samples
+        if not samples.height or not CHECKED_TYPES.intersection(batch.types.values()):
+            return batch
+        codes = samples.get_column("key").to_physical().to_numpy()
+        kinds = self._kinds(codes, samples, batch)
+        suspect = np.isin(kinds, (COUNTER, STATESET, INFO, SUMMARY_SUM, SUMMARY_COUNT))
+        histogram = np.isin(kinds, list(HISTOGRAM_KINDS))
+        if not suspect.any() and not histogram.any():
+            return batch
+        values = samples.get_column("value").to_numpy()
+        lines = samples.get_column("line").to_numpy()
+        bad: dict[int, str] = {}  # line -> reason
+        if suspect.any():
+            ok = np.ones(len(values), dtype=bool)
+            with np.errstate(invalid="ignore"):
+                ok &= ~(np.isin(kinds, (COUNTER, SUMMARY_COUNT)) & ~(values >= 0))
+                ok &= ~((kinds == SUMMARY_SUM) & np.isnan(values))
+                ok &= ~((kinds == STATESET) & (values != 0) & (values != 1))
+                ok &= ~((kinds == INFO) & (values != 1))
+            for i in np.flatnonzero(~ok):
+                reason = sample_problem(int(kinds[i]), float(values[i]))
+                if reason is not None:
+                    bad[int(lines[i])] = reason
+        if histogram.any():
+            ts = samples.get_column("ts_ms").fill_null(_NO_TS).to_numpy()
+            bad.update(self._histograms(np.flatnonzero(histogram), codes, kinds, values, lines, ts))
+        if not bad:
+            return batch
+        hit = pl.col("line").is_in(pl.Series(list(bad), dtype=pl.Int64).implode())
+        rejects = samples.filter(hit).select(
+            "line", pl.col("text").str.strip_chars_end("\r\n").str.slice(0, RECORD_MAX_CHARS).alias("record"),
+            pl.col("line").replace_strict(bad, return_dtype=pl.String).alias("reason"))
+        kept = samples.filter(~hit)
+        merged = pl.concat([batch.rejects, rejects]).sort("line")
+        return RawBatch(kept, batch.series, merged, batch.types)
+
+    def _kinds(self, codes: np.ndarray, samples: pl.DataFrame, batch: RawBatch) -> np.ndarray:
+        """The kind of each sample, learning the series never seen before."""
+        top = int(codes.max()) + 1
+        if len(self._kind) < top:
+            size = max(top, 2 * len(self._kind))
+            self._kind = np.concatenate([self._kind, np.full(size - len(self._kind), _UNSEEN, dtype=np.int8)])
+            self._group = np.concatenate([self._group, np.zeros(size - len(self._group), dtype=np.int64)])
+            self._le = np.concatenate([self._le, np.zeros(size - len(self._le), dtype=np.float64)])
+        kinds = self._kind[codes]
+        if (kinds == _UNSEEN).any():
+            unseen = samples.get_column("key").filter(pl.Series(kinds == _UNSEEN)).unique()
+            for code, key in zip(unseen.to_physical().to_list(), unseen.cast(pl.String).to_list(), strict=True):
+                self._learn(code, batch.series[key], batch.types)
+            kinds = self._kind[codes]
+        return kinds
+
+    def _learn(self, code: int, series: Series, types: dict[str, str]) -> None:
+        name, labels = series
+        family = family_of(name, types)
+        kind = kind_of(name, family, types)
+        self._kind[code] = kind
+        if kind in HISTOGRAM_KINDS:
+            rest = tuple(sorted((k, v) for k, v in labels.items() if k != "le" or kind not in BUCKETS))
+            self._group[code] = self._groups.setdefault((family or name, rest), len(self._groups))
+            self._le[code] = bucket_bound(labels) if kind in BUCKETS else 0.0
+
+    def _histograms(self, rows: np.ndarray, codes: np.ndarray, kinds: np.ndarray, values: np.ndarray,
+                    lines: np.ndarray, ts: np.ndarray) -> dict[int, str]:
+        """Reasons by line for every part of each histogram that breaks a rule."""
+        group, le, kind = self._group[codes[rows]], self._le[codes[rows]], kinds[rows]
+        value, line, when = values[rows], lines[rows], ts[rows]
+        order = np.lexsort((line, when, group))
+        group, le, kind, value, line, when = (a[order] for a in (group, le, kind, value, line, when))
+        starts = np.flatnonzero(np.r_[True, (group[1:] != group[:-1]) | (when[1:] != when[:-1])])
+        suspect = self._suspects(starts, le, kind, value)
+        out: dict[int, str] = {}
+        ends = np.r_[starts[1:], len(group)]
+        for a, b in zip(starts[suspect], ends[suspect], strict=True):
+            parts = [Part(int(line[i]), int(kind[i]), float(le[i]), float(value[i])) for i in range(a, b)]
+            found = histogram_problem(parts)
+            if found is not None:
+                reason = f"invalid histogram: {found[1]}" + ("" if "line" in found[1] else f" (line {found[0]})")
+                out.update((p.line, reason) for p in parts)
+        return out
+
+    @staticmethod
+    def _suspects(starts: np.ndarray, le: np.ndarray, kind: np.ndarray, value: np.ndarray) -> np.ndarray:
+        """Which histograms (by start index) may break a rule: a cheap superset, each checked one by one after."""
+        inst = np.repeat(np.arange(len(starts)), np.diff(np.r_[starts, len(le)]))
+        suspect = np.zeros(len(starts), dtype=bool)
+        b = np.flatnonzero(np.isin(kind, list(BUCKETS)))  # buckets in line order within each histogram
+        bi, ble, bv = inst[b], le[b], value[b]
+        with np.errstate(invalid="ignore"):
+            odd = np.isnan(ble) | ~(bv >= 0)
+            same = np.r_[False, bi[1:] == bi[:-1]]
+            odd[1:] |= same[1:] & ~((ble[1:] > ble[:-1]) & (bv[1:] >= bv[:-1]))
+            np.logical_or.at(suspect, bi, odd)
+            inf = ble == np.inf
+            has_inf = np.zeros(len(starts), dtype=bool)
+            has_inf[bi[inf]] = True
+            inf_value = np.full(len(starts), np.nan)
+            inf_value[bi[inf]] = bv[inf]
+            t = np.flatnonzero(~np.isin(kind, list(BUCKETS)))  # _sum, _count, _gsum, _gcount
+            ti, tv, tk = inst[t], value[t], kind[t]
+            counts = np.isin(tk, (COUNT, GCOUNT))
+            np.logical_or.at(suspect, ti, ~(tv >= 0) | (counts & (tv != inf_value[ti])))
+        return suspect | ~has_inf
