@@ -136,7 +136,7 @@ def closed_loop(pool: PoolSpec, concurrency: int, isl: int, osl: int, requests: 
     def send(t: float) -> None:
         nonlocal sent
         i = sent
-        book.load(i, ins[i], ins[i], outs[i])
+        book.load(i, ins[i], ins[i], outs[i], outs[i])  # one replica: nothing to route
         start[i] = t
         replica.arrive(i, t)
         sent += 1

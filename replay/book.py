@@ -1,4 +1,10 @@
-"""Per-request state of one simulation, kept in plain lists indexed by request for the event loop's speed."""
+"""Per-request state of one simulation, kept in plain lists indexed by request for the event loop's speed.
+
+`todo` is what the simulation runs: the tokens a request really still generates. `pleft` and `pfin` are what
+routers read instead: the tokens it is predicted to still generate (from its predicted output length, less
+what it generated so far, at least 1 while it runs) and, while it decodes, the pass count at which it is
+predicted to finish.
+"""
 
 from __future__ import annotations
 
@@ -9,14 +15,16 @@ NAN = float("nan")
 class Book:
     """What every request still has to do and what happened to it so far."""
 
-    __slots__ = ("cached", "cost", "done", "enq", "entry_step", "entry_u", "first", "held", "phase",
-                 "preempted", "rem", "todo", "wait", "where")
+    __slots__ = ("cached", "cost", "done", "enq", "entry_step", "entry_u", "first", "held", "pfin", "phase",
+                 "pleft", "preempted", "rem", "todo", "wait", "where")
 
     def __init__(self, n: int, cached: list[int]) -> None:
         self.cached = cached            # prompt tokens served from the prefix cache
         self.rem = [0] * n              # prompt tokens still to compute on the current replica
         self.held = [0] * n             # KV tokens the sequence holds once admitted (prompt + generated)
         self.todo = [0] * n             # tokens still to generate on the current replica
+        self.pleft = [0] * n            # tokens predicted still to generate there (what routers read)
+        self.pfin = [-1] * n            # predicted pass count at which it finishes decoding; -1 when not decoding
         self.enq = [0.0] * n            # when it joined its current queue
         self.wait = [0.0] * n           # seconds queued, summed over queues (both stages when split)
         self.first = [NAN] * n          # time of its first token
@@ -28,8 +36,10 @@ class Book:
         self.where = [-1] * n           # replica id it was last admitted on
         self.preempted = [0] * n
 
-    def load(self, i: int, prompt: int, context: int, tokens: int) -> None:
-        """Set what request i asks of the replica it is sent to next."""
+    def load(self, i: int, prompt: int, context: int, tokens: int, predicted: int) -> None:
+        """Set what request i asks of the replica it is sent to next: `tokens` it will generate there, of which
+        routers are told `predicted`."""
         self.rem[i] = prompt
         self.held[i] = context
         self.todo[i] = tokens
+        self.pleft[i] = predicted

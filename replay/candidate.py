@@ -5,6 +5,7 @@
     overflow: queue                   # queue | reject | degrade
     noise: 0.0                        # spread of each replica's speed (a mean-1 lognormal factor on its steps)
     drain_s: 600                      # optional: stop this long after the last arrival
+    predictor: online                 # what routers expect a request to generate (the default; see below)
     sla_tiers:
       standard: {ttft_s: 2.0, e2e_s: 60}
     pools:
@@ -13,6 +14,11 @@
 
 Pool overrides may go beyond the registry's device count: a candidate can model buying capacity. The data
 classes live in replay.config.
+
+`predictor` names an output-length predictor (replay.predictors), with its options in a mapping:
+`online` or `{name: online, quantile: 0.9, min_samples: 20, default: 256}`, `{name: fixed, tokens: 300}`,
+`{name: table, tiers: {premium: 120, batch: 800}, default: 256}`, or `oracle` (the true lengths: an upper
+bound, not achievable by a router).
 """
 
 from __future__ import annotations
@@ -22,7 +28,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from yaml.nodes import Node
+from yaml.nodes import MappingNode, Node
 
 from pool_registry import KV_CACHE_DTYPES, Reader, Registry
 from pool_registry.yamlread import read_text
@@ -35,13 +41,15 @@ from replay.config import (
     RATIO_OVERRIDES,
     Candidate,
     PoolOverride,
+    PredictorSpec,
     SlaTier,
 )
 from replay.errors import CandidateError, UnknownNameError
 from replay.policies import get_policy
+from replay.predictors import get_predictor
 
-__all__ = ["Candidate", "PoolOverride", "SlaTier", "candidate_to_dict", "load_candidate", "load_candidate_text",
-           "override_value"]
+__all__ = ["Candidate", "PoolOverride", "PredictorSpec", "SlaTier", "candidate_to_dict", "load_candidate",
+           "load_candidate_text", "override_value", "predictor_to_data"]
 
 
 def load_candidate(path: str | Path, registry: Registry) -> Candidate:
@@ -56,7 +64,7 @@ def load_candidate_text(text: str, registry: Registry, source: str = "<candidate
     r = Reader(source)
     root = r.root(text, "a mapping with at least 'policy'", CandidateError)
     f = r.mapping(root, "", required=("policy",), optional=(
-        "name", "overflow", "noise", "drain_s", "sla_tiers", "pools"))
+        "name", "overflow", "noise", "drain_s", "sla_tiers", "pools", "predictor"))
     policy, options = _policy(r, f.get("policy"), registry)
     cand = Candidate(
         name=r.optional(f, "name", "", r.string, default_name),
@@ -67,7 +75,14 @@ def load_candidate_text(text: str, registry: Registry, source: str = "<candidate
         drain_s=r.optional(f, "drain_s", "", lambda n, p: r.number(n, p, ge=0), None),
         sla_tiers=r.optional(f, "sla_tiers", "", lambda n, p: _tiers(r, n, p), {}),
         pools=r.optional(f, "pools", "", lambda n, p: _pools(r, n, p, registry), {}),
+        predictor=r.optional(f, "predictor", "", lambda n, p: _predictor(r, n, p), PredictorSpec()),
     )
+    table = cand.predictor.options.get("tiers") if cand.predictor.name == "table" else None
+    if isinstance(table, dict) and cand.sla_tiers:
+        for tier in table:
+            if tier not in cand.sla_tiers:
+                r.fail(f["predictor"], f"predictor.tiers.{tier}", f"unknown SLA tier '{tier}'; the candidate's: "
+                                                                  f"{', '.join(sorted(cand.sla_tiers))}")
     if r.problems:
         raise CandidateError(r.problems)
     return cand
@@ -99,6 +114,47 @@ def _policy(r: Reader, node: Node | None, registry: Registry) -> tuple[str, dict
             for problem in policy.check_options(options):
                 r.fail(node, "policy", problem)
     return name, options
+
+
+def _predictor(r: Reader, node: Node, path: str) -> PredictorSpec:
+    """`name` or `{name: ..., option: value}`; each predictor reads and checks its own options."""
+    if isinstance(node, MappingNode):
+        names = [v for k, v in node.value if k.value == "name"]
+        name_node = names[0] if names else None
+    else:
+        name_node = node
+    name = r.text(name_node, path) if name_node is not None else ""
+    if not name:
+        if name_node is None:
+            r.fail(node, f"{path}.name", "missing required field")
+        return PredictorSpec()
+    try:
+        predictor = get_predictor(name)
+    except UnknownNameError as exc:
+        r.fail(name_node, path, str(exc))
+        return PredictorSpec(name)
+    if not isinstance(node, MappingNode):
+        if predictor.required:
+            need = ", ".join(f"{k}: ..." for k in predictor.required)
+            r.fail(node, path, f"predictor '{name}' needs {', '.join(predictor.required)}: write "
+                               f"{{name: {name}, {need}}}")
+        return PredictorSpec(name)
+    f = r.mapping(node, path, required=("name", *predictor.required), optional=predictor.keys)
+    f.pop("name", None)
+    options = predictor.read(r, f, path)
+    for key, message in predictor.check(options):
+        top = key.split(".")[0]
+        if top in options:  # one missing or unreadable is reported already
+            r.fail(_option_node(f.get(top), key) or node, f"{path}.{key}", message)
+    return PredictorSpec(name, options)
+
+
+def _option_node(node: Node | None, key: str) -> Node | None:
+    """The node of an option (or of one entry of a mapping option, for `tiers.premium`)."""
+    if node is None or "." not in key or not isinstance(node, MappingNode):
+        return node
+    entry = key.split(".", 1)[1]
+    return next((v for k, v in node.value if str(k.value) == entry), node)
 
 
 def _tiers(r: Reader, node: Node, path: str) -> dict[str, SlaTier]:
@@ -157,4 +213,10 @@ def candidate_to_dict(c: Candidate) -> dict[str, Any]:
                         for t, s in sorted(c.sla_tiers.items())}
     out["pools"] = {p: {k: v for k, v in dataclasses.asdict(o).items() if v is not None and
                         not (k == "enabled" and v is True)} for p, o in sorted(c.pools.items())}
+    out["predictor"] = predictor_to_data(c.predictor)
     return out
+
+
+def predictor_to_data(spec: PredictorSpec) -> Any:
+    """A predictor as the candidate file writes it: its name, or a mapping with its options."""
+    return spec.name if not spec.options else {"name": spec.name, **spec.options}

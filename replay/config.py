@@ -1,4 +1,5 @@
-"""What a candidate is, as plain frozen data: routing policy, per-pool what-if overrides, SLA tiers, overflow.
+"""What a candidate is, as plain frozen data: routing policy, per-pool what-if overrides, SLA tiers, overflow,
+and the output-length predictor its router uses.
 
 The YAML loader (replay.candidate) builds these and checks them against the fleet and the policy registry;
 everything else in the replay reads them from here, so config, loading and policies import no cycle.
@@ -7,6 +8,7 @@ everything else in the replay reads them from here, so config, loading and polic
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 OVERFLOW_MODES = ("queue", "reject", "degrade")
 INT_OVERRIDES = ("replicas", "max_concurrency", "devices_per_replica", "max_queue", "pp", "max_num_batched_tokens",
@@ -55,6 +57,15 @@ class SlaTier:
 
 
 @dataclass(frozen=True)
+class PredictorSpec:
+    """Which output-length predictor the router uses (replay.predictors), and its options as the candidate file
+    gives them (only those it sets: each predictor fills in its own defaults)."""
+
+    name: str = "online"
+    options: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class Candidate:
     """One routing and cost configuration to replay."""
 
@@ -66,6 +77,7 @@ class Candidate:
     drain_s: float | None = None
     sla_tiers: dict[str, SlaTier] = field(default_factory=dict)
     pools: dict[str, PoolOverride] = field(default_factory=dict)
+    predictor: PredictorSpec = field(default_factory=PredictorSpec)
 
     def override(self, pool_id: str) -> PoolOverride:
         """The override for a pool, or an empty one."""

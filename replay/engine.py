@@ -1,4 +1,8 @@
-"""The replay as a pure function: (candidate, traffic, registry, seed) -> per-request rows and a summary."""
+"""The replay as a pure function: (candidate, traffic, registry, seed[, history]) -> per-request rows and a summary.
+
+`history` is what a router knew before the traffic started: requests that completed earlier (in_tokens,
+out_tokens, model, sla_tier), from which the online predictor starts. It never includes the replayed traffic.
+"""
 
 from __future__ import annotations
 
@@ -51,14 +55,15 @@ def prepare_traffic(traffic: pl.DataFrame) -> pl.DataFrame:
     return frame.sort(keys, maintain_order=True)
 
 
-def run_replay(candidate: Candidate, traffic: pl.DataFrame, registry: Registry, seed: int = 0) -> ReplayResult:
+def run_replay(candidate: Candidate, traffic: pl.DataFrame, registry: Registry, seed: int = 0,
+               history: pl.DataFrame | None = None) -> ReplayResult:
     """Replay traffic under a candidate. Pure: the result depends only on the arguments."""
     frame = prepare_traffic(traffic)
     if frame.height == 0:
         raise ReplayError("no traffic to replay: the frame is empty")
     rng = np.random.default_rng(seed)
     pools = resolve_pools(registry, candidate)
-    plan = build_plan(frame, pools, candidate, rng)
+    plan = build_plan(frame, pools, candidate, rng, history)
     policy = get_policy(candidate.policy)
     raw = simulate(plan, policy, candidate.policy_options, candidate.overflow, candidate.noise)
     requests, summary = build(plan, raw, frame, candidate=candidate.name, policy=candidate.policy, seed=seed,
@@ -81,6 +86,7 @@ def busy_spans(t0_ms: int, pool_ids: list[str], spans: list[tuple[int, int, np.n
                          "start_ms": t0_ms + start * 1000.0, "end_ms": t0_ms + end * 1000.0})
 
 
-def replay_summary(candidate: Candidate, traffic: pl.DataFrame, registry: Registry, seed: int = 0) -> Summary:
+def replay_summary(candidate: Candidate, traffic: pl.DataFrame, registry: Registry, seed: int = 0,
+                   history: pl.DataFrame | None = None) -> Summary:
     """Only the summary, for sweeps where per-request rows would cost a copy back from the worker."""
-    return run_replay(candidate, traffic, registry, seed).summary
+    return run_replay(candidate, traffic, registry, seed, history).summary

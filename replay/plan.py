@@ -2,8 +2,12 @@
 
 `orders` holds each distinct cost ranking of the statically feasible pools (cheapest first, by
 costmodel.full_batch_cost) and `code[i]` says which one request i has, so no per-request tuple is built.
-Static feasibility: the pool serves the request's model, the context (in + out tokens) is within the model's
-window and fits one replica's KV cache next to the weights.
+Static feasibility: the pool serves the request's model, the context (in + predicted out tokens) is within the
+model's window and fits one replica's KV cache next to the weights.
+
+Ranking and feasibility use the predicted output length (`pred_out`, from the candidate's predictor), as a
+router would; the true one (`out_tokens`) is only for the simulation. A predictor that learns during the run
+updates the predictions of a block of arrivals at a time (`refresh`), and the block's rankings with them.
 """
 
 from __future__ import annotations
@@ -14,10 +18,11 @@ from functools import cached_property
 import numpy as np
 import polars as pl
 
-from replay import constraints, costmodel
+from replay import constraints, costmodel, predictors
 from replay.config import Candidate
 from replay.errors import ReplayError
 from replay.fleet import PoolSpec
+from replay.predictors import Forecast
 
 INF = float("inf")
 
@@ -30,7 +35,7 @@ class Plan:
     t0_ms: int
     arrival: np.ndarray          # seconds since the first arrival, non-decreasing
     in_tokens: np.ndarray
-    out_tokens: np.ndarray
+    out_tokens: np.ndarray       # the true output lengths: what the simulation generates
     cached_tokens: np.ndarray
     models: np.ndarray
     ttft_limit: np.ndarray       # per request, inf when the tier sets none
@@ -42,6 +47,57 @@ class Plan:
     orders: list[tuple[int, ...]] = field(default_factory=list)
     code: list[int] = field(default_factory=list)
     rng: np.random.Generator = field(default_factory=lambda: np.random.default_rng(0))
+    forecast: Forecast | None = None   # the predicted output lengths; pred_out is its array
+    serves: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), dtype=bool))  # (pools, requests)
+    predictor: str = "oracle"          # the predictor's label
+    predictor_note: str = predictors.ORACLE_NOTE  # what reports must say about it ("" unless the oracle)
+    order_index: dict[tuple[int, ...], int] = field(default_factory=dict)
+    pred_list: list[int] = field(default_factory=list)  # pred_out as Python ints, for the loop
+
+    @property
+    def pred_out(self) -> np.ndarray:
+        """Predicted output tokens of each request: what routing reads."""
+        return self.forecast.pred if self.forecast is not None else self.out_tokens.astype(np.int64)
+
+    @cached_property
+    def limit(self) -> list[int]:
+        """Per pool, the most context one request can hold: the model's window and one replica's KV cache."""
+        return [int(min(p.model.max_context, p.kv_capacity_tokens)) for p in self.pools]
+
+    @cached_property
+    def overlong(self) -> set[int]:
+        """Requests whose true context exceeds some pool's limit: the engine stops their output there."""
+        least = min(self.limit) if self.pools else 0
+        return set(np.flatnonzero(self.in_tokens + self.out_tokens > least).tolist())
+
+    def refresh(self, i: int) -> int:
+        """At the arrival of request i: the predictor's predictions for the next block, re-ranked when they
+        changed; returns the index of the block after it."""
+        assert self.forecast is not None
+        end, changed = self.forecast.refresh(i)
+        if changed:
+            self.rank(i, end)
+        return end
+
+    def rank(self, lo: int, hi: int) -> None:
+        """Cost, feasibility and cost order of requests lo..hi-1 from their predicted output lengths."""
+        pred = self.pred_out[lo:hi]
+        cost, feasible = _rank(self.in_tokens[lo:hi], self.cached_tokens[lo:hi], pred.astype(np.float64),
+                               self.serves[:, lo:hi], self.pools)
+        self.rank_cost[:, lo:hi] = cost
+        self.feasible[:, lo:hi] = feasible
+        orders, code = _cost_orders(cost, feasible)
+        index = self.order_index
+        known = []
+        for order in orders:
+            if order not in index:
+                index[order] = len(self.orders)
+                self.orders.append(order)
+            known.append(index[order])
+        self.code[lo:hi] = np.asarray(known, dtype=np.int64)[np.asarray(code, dtype=np.int64)].tolist()
+        self.pred_list[lo:hi] = pred.tolist()
+        if "feasible_rows" in self.__dict__:  # only when a router already reads it
+            self.feasible_rows[lo:hi] = feasible.T.tolist()
 
     @property
     def n(self) -> int:
@@ -143,9 +199,21 @@ def _observed(traffic: pl.DataFrame, pools: tuple[PoolSpec, ...]) -> tuple[np.nd
     return pool, np.where((replica >= 0) & (replica < limit), replica, -1)
 
 
+def _rank(in_t: np.ndarray, cached: np.ndarray, out_t: np.ndarray, serves: np.ndarray,
+          pools: tuple[PoolSpec, ...]) -> tuple[np.ndarray, np.ndarray]:
+    """(pools, requests) cost at full batches and static feasibility for these output lengths."""
+    context = in_t + out_t
+    cost = np.vstack([costmodel.full_batch_cost(in_t, cached, out_t, p) for p in pools])
+    feasible = np.vstack([serves[k] & constraints.fits_context(context, p) & constraints.fits_memory(context, p)
+                          for k, p in enumerate(pools)])
+    return cost, feasible
+
+
 def build_plan(traffic: pl.DataFrame, pools: tuple[PoolSpec, ...], candidate: Candidate,
-               rng: np.random.Generator) -> Plan:
-    """Vectorized feasibility, limits and cost rankings for traffic sorted by arrival."""
+               rng: np.random.Generator, history: pl.DataFrame | None = None) -> Plan:
+    """Vectorized feasibility, limits and cost rankings for traffic sorted by arrival, from the output lengths
+    the candidate's predictor expects (history: requests that completed before this traffic, for it to learn
+    from)."""
     arrival_ms = traffic["arrival_ms"].to_numpy().astype(np.int64)
     t0 = int(arrival_ms[0]) if arrival_ms.size else 0
     in_t = traffic["in_tokens"].to_numpy().astype(np.float64)
@@ -153,13 +221,14 @@ def build_plan(traffic: pl.DataFrame, pools: tuple[PoolSpec, ...], candidate: Ca
     cached = traffic["cached_tokens"].to_numpy().astype(np.float64)
     models = traffic["model"].to_numpy()
     ttft_lim, e2e_lim = tier_limits(traffic, candidate)
-    context = in_t + out_t
-    cost = np.vstack([costmodel.full_batch_cost(in_t, cached, out_t, p) for p in pools])
+    forecast = predictors.forecast(candidate.predictor, traffic, history)
     serves = _serves(traffic, pools)
-    feasible = np.vstack([serves[k] & constraints.fits_context(context, p) & constraints.fits_memory(context, p)
-                          for k, p in enumerate(pools)])
+    cost, feasible = _rank(in_t, cached, forecast.pred.astype(np.float64), serves, pools)
     orders, code = _cost_orders(cost, feasible)
     obs_pool, obs_replica = _observed(traffic, pools)
     return Plan(pools=pools, t0_ms=t0, arrival=(arrival_ms - t0) / 1000.0, in_tokens=in_t, out_tokens=out_t,
                 cached_tokens=cached, models=models, ttft_limit=ttft_lim, e2e_limit=e2e_lim, rank_cost=cost,
-                feasible=feasible, obs_pool=obs_pool, obs_replica=obs_replica, orders=orders, code=code, rng=rng)
+                feasible=feasible, obs_pool=obs_pool, obs_replica=obs_replica, orders=orders, code=code, rng=rng,
+                forecast=forecast, serves=serves, predictor=predictors.label(candidate.predictor),
+                predictor_note=predictors.note(candidate.predictor),
+                order_index={o: k for k, o in enumerate(orders)}, pred_list=forecast.pred.tolist())

@@ -13,6 +13,11 @@ ends at the first of: a decoding sequence finishing, a prompt chunk boundary, th
 arrival the replica could admit (it joins at the next pass boundary). When decoding would overflow the
 cache, the most recently admitted sequence is preempted and later recomputed (its prompt and generated
 tokens prefilled again), as vLLM does.
+
+What routers read (predict, wait_estimate) knows no request's true output length: a decoding sequence is
+predicted to finish when its predicted output length is reached (`pdec`, at least one more pass once that is
+overdue), and a waiting request to need its predicted length (`queued_pred`). The true lengths (`dec`, the
+book's `todo`) only decide when a sequence really finishes.
 """
 
 from __future__ import annotations
@@ -50,6 +55,7 @@ class Replica:
         "fresh",
         "index",
         "k",
+        "knd",
         "kv_read",
         "kv_res",
         "kv_time",
@@ -63,12 +69,13 @@ class Replica:
         "on_done",
         "open",
         "order",
+        "pdec",
         "plain",
         "pool",
         "pp",
         "pre",
         "push",
-        "queued",
+        "queued_pred",
         "queues",
         "rate",
         "rid",
@@ -106,6 +113,8 @@ class Replica:
         self.t0 = 0.0
         self.steps = 0
         self.dec: list[tuple[int, int]] = []   # (pass count at which it finishes, request)
+        self.pdec: list[tuple[int, int]] = []  # (pass count at which it is predicted to finish, request); lazy:
+        #                                        an entry whose request's book.pfin differs is gone
         self.pre: list[int] = []               # prefilling, in admission order
         self.wait: deque[int] = deque()
         self.order: list[int] = []             # admission order, for preemption (last in, first out)
@@ -113,9 +122,10 @@ class Replica:
         self.kv_res = 0                        # KV tokens held (whole prompts reserved at admission)
         self.kv_read = 0                       # KV tokens the running sequences read (computed so far)
         self.n_run = 0
-        self.queued = 0                        # tokens still to generate by the waiting requests
+        self.queued_pred = 0                   # tokens the waiting requests are predicted to generate
         self.chunks: list[tuple[int, int]] = []
         self.k = 0                             # passes in the current run; 0 when idle
+        self.knd = 0                           # passes it lasts unless a sequence finishes (chunks, KV, arrival)
         self.a = self.b = self.c = self.d = 0.0
         self.tokens = 0
         self.left = 0
@@ -154,7 +164,7 @@ class Replica:
         book.enq[i] = t
         book.phase[i] = WAITING
         self.wait.append(i)
-        self.queued += book.todo[i]
+        self.queued_pred += book.pleft[i]
         self.loads[self.pool] += 1
         self.queues[self.pool] += 1
         if self.k == 0:
@@ -182,6 +192,8 @@ class Replica:
         if j >= self.k:
             return
         self.k, self.end = j, tb
+        if j < self.knd:
+            self.knd = j
         self.ver += 1
         self.cutting = True
         self.push((tb, self.ver, self.rid))
@@ -244,6 +256,11 @@ class Replica:
                     book.entry_u[i] = self.cum_u
                     book.entry_step[i] = steps
                     heapq.heappush(dec, (steps + todo[i], i))
+                    left = book.pleft[i] - 1
+                    left = left if left > 1 else 1
+                    book.pleft[i] = left
+                    book.pfin[i] = steps + left
+                    heapq.heappush(self.pdec, (steps + left, i))
         self.plan(t)
 
     def finish(self, i: int, t: float, *, decoded: bool) -> None:
@@ -260,6 +277,7 @@ class Replica:
         self.n_run -= 1
         self.loads[self.pool] -= 1
         book.phase[i] = DONE
+        book.pfin[i] = -1
         book.done[i] = t
         if self.on_done is not None:
             self.on_done(i, t)
@@ -273,6 +291,9 @@ class Replica:
             passes = self.steps - book.entry_step[v]
             held = book.held[v] + passes
             book.todo[v] -= passes
+            left = book.pleft[v] - passes
+            book.pleft[v] = left if left > 1 else 1
+            book.pfin[v] = -1
             book.cost[v] += self.cum_u - book.entry_u[v]
             self.kv_read -= held
             self.kv_res -= held
@@ -286,7 +307,7 @@ class Replica:
         book.phase[v] = WAITING
         book.enq[v] = t
         self.n_run -= 1
-        self.queued += book.todo[v]
+        self.queued_pred += book.pleft[v]
         self.queues[self.pool] += 1
         self.wait.appendleft(v)
 
@@ -324,7 +345,7 @@ class Replica:
             self.n_run += 1
             self.kv_res += h
             self.kv_read += h - rem[i]
-            self.queued -= book.todo[i]
+            self.queued_pred -= book.pleft[i]
             self.order.append(i)
             book.where[i] = self.rid
             book.wait[i] += t - book.enq[i]
@@ -340,27 +361,41 @@ class Replica:
                 book.entry_u[i] = self.cum_u
                 book.entry_step[i] = self.steps
                 heapq.heappush(dec, (self.steps + book.todo[i], i))
+                f = self.steps + book.pleft[i]
+                book.pfin[i] = f
+                heapq.heappush(self.pdec, (f, i))
                 self.fresh.append(i)
                 left -= 1
                 tokens += 1
         self.chunks, self.tokens, self.left = chunks, tokens, left
         self.ver += 1
         self.cutting = False
+        pdec = self.pdec
+        if pdec:  # drop the predictions of sequences that finished or were preempted
+            pfin = book.pfin
+            while pdec and pfin[pdec[0][1]] != pdec[0][0]:
+                heapq.heappop(pdec)
         if tokens == 0:
-            self.k = 0
+            self.k = self.knd = 0
             self.open = False
             self.spans.append(self.span0)
             self.spans.append(t)
             return
         n_d = len(dec)
-        k = dec[0][0] - self.steps if n_d else 1 << 62
+        knd = 1 << 62  # what ends the run other than a sequence finishing
         if chunks:
             i, c = chunks[0]
             # several chunks means all but the last finish their prompt this pass; one partial chunk keeps
             # taking the whole budget until its remainder fits
-            k = 1 if len(chunks) > 1 or c >= rem[i] else min(k, max(1, (rem[i] - 1) // c))
+            knd = 1 if len(chunks) > 1 or c >= rem[i] else max(1, (rem[i] - 1) // c)
         if n_d:
-            k = min(k, (cap - self.kv_res) // n_d)
+            full = (cap - self.kv_res) // n_d
+            if full < knd:
+                knd = full
+        k = dec[0][0] - self.steps if n_d else 1 << 62
+        if knd < k:
+            k = knd
+        self.knd = knd
         seqs = n_d + len(chunks)
         pp = self.pp
         m = pp if pp < seqs else seqs
@@ -405,7 +440,7 @@ class Replica:
         book = self.book
         n_d = len(self.dec)
         h = book.held[i]
-        todo = book.todo[i]
+        todo = book.pleft[i]  # predicted, never the true length
         if not self.wait and self.n_run < self.mc and self.kv_res + h + n_d + 1 <= self.cap:
             w = 0.5 * ((self.a if self.a > self.c else self.c) + self.o) if self.k else 0.0
         else:
@@ -439,13 +474,32 @@ class Replica:
         return ttft, ttft + (todo - 1) * self.pass_time(seqs, n_d + 1, kv_mid, n_d + 1, kv_mid if self.sctx else 0.0)
 
     def wait_estimate(self, t: float) -> float:
-        """Predicted wait for admission of a request joining now (0 when it would join the next pass)."""
+        """Predicted wait for admission of a request joining now (0 when it would join the next pass).
+
+        A slot frees when the first running sequence is predicted to finish (pf passes from now, at least 1);
+        when nothing else ends the current run before that, the run's own pass times say when exactly,
+        otherwise pf passes at the current pass time. Then the waiting requests' predicted tokens drain at
+        max_concurrency a pass.
+        """
         if not self.wait and self.n_run < self.mc:
             return 0.0
         step = ((self.a if self.a > self.c else self.c) + self.o) if self.k else self.o0
-        if self.dec and self.dec[0][0] - self.steps == self.k:  # the current run ends with a completion
-            w = self.end - t + self.queued * step / self.mc
+        if self.pdec:
+            pf = self.pdec[0][0] - self.steps
+            if pf < 1:
+                pf = 1
+            if pf <= self.knd:  # the predicted completion ends the current run
+                end = self.end if pf == self.k else self.t0 + self.run_time(pf)
+                w = end - t + self.queued_pred * step / self.mc
+            else:
+                w = self.t0 - t + pf * step + self.queued_pred * step / self.mc
         else:
-            first_free = (self.dec[0][0] - self.steps) * step if self.dec else step
-            w = self.t0 - t + first_free + self.queued * step / self.mc
+            w = self.t0 - t + step + self.queued_pred * step / self.mc
         return w if w > 0.0 else 0.0
+
+    def run_time(self, j: int) -> float:
+        """Seconds of the first j passes of the current run (as plan() times the whole run)."""
+        a, b, c, d, o = self.a, self.b, self.c, self.d, self.o
+        if a >= c and b >= d:
+            return j * (a + o) + b * j * (j - 1) / 2.0
+        return run_seconds(a, b, c, o, j, d)

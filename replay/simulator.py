@@ -6,6 +6,12 @@ at or before an arrival's time are handled first, so a router sees every replica
 end and an arrival at the same instant put the arrival into the pass that starts then. Requests no pool can
 take follow the candidate's overflow rule and are never dropped silently. One seeded RNG per run draws the
 round-robin start and, with `noise`, each replica's speed.
+
+Routers see each request's predicted output length (plan.pred_list, from the candidate's predictor), never
+its true one, which only decides when it really finishes. A predictor that learns is told of each completion
+as it happens and updates the next block's predictions at that block's first arrival. A request routed to a
+pool its true context does not fit (the router could not know) has its output stopped at the pool's limit,
+as an engine stops a sequence at max_model_len; the summary counts those as truncated.
 """
 
 from __future__ import annotations
@@ -46,12 +52,13 @@ class Raw:
     reasons: dict[int, str] = field(default_factory=dict)
     spans: list[tuple[int, int, np.ndarray]] = field(default_factory=list)  # (pool, replica, [start, end, ...])
     kv_time: np.ndarray = field(default_factory=lambda: np.zeros(0))  # per pool: KV tokens held x seconds
+    truncated: dict[int, int] = field(default_factory=dict)  # request -> output tokens it stopped at
 
 
 def reject_reason(plan: Plan, i: int, flag: int, policy: Policy) -> str:
     """Why request i was not served."""
-    if flag == UNFIT:
-        return why_not(str(plan.models[i]), int(plan.in_tokens[i] + plan.out_tokens[i]), plan.pools)
+    if flag == UNFIT:  # as the router judged it: with the predicted output length
+        return why_not(str(plan.models[i]), int(plan.in_tokens[i] + plan.pred_out[i]), plan.pools)
     what = "the SLA and queue limits" if policy.sla_aware else "the queue limits"
     return f"overflow: no pool met {what} of policy {policy.name}"
 
@@ -86,34 +93,59 @@ def simulate(plan: Plan, policy: Policy, options: dict[str, tuple[str, ...]], ov
     flat = [r for reps in replicas for r in reps]
     state = State(plan, replicas, loads, queues)
     router = policy.router(plan, state, options)
-    prompt, ins, outs = plan.prompt_list, plan.in_list, plan.out_list
+    prompt, ins, outs, pred = plan.prompt_list, plan.in_list, plan.out_list, plan.pred_list
     pool_out, rep_out, dpool_out = [-1] * n, [-1] * n, [-1] * n
     flags = [NONE] * n
     splitting = [False] * n
     landing: dict[int, int] = {}
     pop = heapq.heappop
     split = policy.split
+    forecast = plan.forecast
+    upcoming = forecast.next_block if forecast is not None else n  # the next arrival whose predictions refresh
+    completed = forecast.completed.append if forecast is not None and forecast.completed is not None else None
+    overlong = plan.overlong
+    truncated: dict[int, int] = {}
+    if overlong:
+        outs = list(outs)  # cut in place below; the plan keeps the trace's lengths
+        limit = plan.limit
+
+        def cut(i: int, p: int) -> None:
+            """Stop request i's output where its context fills pool p's limit."""
+            room = limit[p] - ins[i]
+            if outs[i] > room:
+                outs[i] = max(room, 2 if splitting[i] else 1)
+                truncated[i] = outs[i]
     if split:
         def handoff(i: int, t: float) -> None:
             if dpool_out[i] >= 0 or not splitting[i]:
+                if completed is not None:
+                    completed(i)
                 return
             p = pool_out[i]
-            book.load(i, 0, ins[i] + 1, outs[i] - 1)  # what the decode stage asks, for its predictions
+            # what the decode stage asks: the true tokens left to run, and the predicted ones routers read
+            book.load(i, 0, ins[i] + 1, outs[i] - 1, pred[i] - 1 if pred[i] > 2 else 1)
             d, met = router.decode_pool(i, p, t)
             if d < 0:  # no decode pool serves this model: decode where the prefill ran
                 d, met = p, False
             if not met and flags[i] == NONE:
                 flags[i] = QUEUE
+            if overlong and i in overlong:
+                cut(i, d)
             dpool_out[i] = d
             landing[i] = d
             heapq.heappush(heap, (t + costmodel.kv_transfer_seconds(ins[i], plan.pools[p], plan.pools[d]), -1,
                                   -1 - i))
         for r in flat:
             r.on_done = handoff
+    elif completed is not None:
+        def done(i: int, t: float) -> None:
+            completed(i)
+        for r in flat:
+            r.on_done = done
 
     def land(i: int, t: float) -> None:
         d = landing.pop(i)
-        book.load(i, 0, ins[i] + 1, outs[i] - 1)
+        book.load(i, 0, ins[i] + 1, outs[i] - 1, pred[i] - 1 if pred[i] > 2 else 1)
         state.pick(d, t).arrive(i, t)
 
     overflow = _overflow(plan, state, overflow_mode, policy.split, router)
@@ -126,7 +158,13 @@ def simulate(plan: Plan, policy: Policy, options: dict[str, tuple[str, ...]], ov
                     rep.boundary(et)
             else:
                 land(-1 - rid, et)
-        book.load(i, prompt[i], ins[i], 1 if split and outs[i] > 1 else outs[i])
+        if i == upcoming:
+            upcoming = plan.refresh(i)
+        guess = pred[i]
+        if split:  # the prefill stage generates the first token
+            book.load(i, prompt[i], ins[i], 1 if outs[i] > 1 else outs[i], 1 if guess > 1 else guess)
+        else:
+            book.load(i, prompt[i], ins[i], outs[i], guess)
         chosen = router.route(i, t)
         if chosen is None:
             chosen, flags[i] = overflow(i, t)
@@ -136,8 +174,15 @@ def simulate(plan: Plan, policy: Policy, options: dict[str, tuple[str, ...]], ov
         if split:
             if outs[i] > 1 and router.splits(chosen.pool):
                 splitting[i] = True
+                if overlong and i in overlong:
+                    cut(i, chosen.pool)
             else:  # served whole where it arrived
-                book.load(i, prompt[i], ins[i], outs[i])
+                if overlong and i in overlong:
+                    cut(i, chosen.pool)
+                book.load(i, prompt[i], ins[i], outs[i], 1 if guess > 1 and router.splits(chosen.pool) else guess)
+        elif overlong and i in overlong:
+            cut(i, chosen.pool)
+            book.load(i, prompt[i], ins[i], outs[i], guess)
         chosen.arrive(i, t)
     while heap:
         et, ver, rid = pop(heap)
@@ -147,7 +192,9 @@ def simulate(plan: Plan, policy: Policy, options: dict[str, tuple[str, ...]], ov
                 rep.boundary(et)
         else:
             land(-1 - rid, et)
-    return _outcome(plan, policy, book, pool_out, rep_out, dpool_out, flags, replicas)
+    raw = _outcome(plan, policy, book, pool_out, rep_out, dpool_out, flags, replicas)
+    raw.truncated = truncated
+    return raw
 
 
 def _overflow(plan: Plan, state: State, mode: str, split: bool,

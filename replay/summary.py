@@ -8,6 +8,11 @@ rejected. Busy cost is the money of the replicas' busy time, shared among reques
 computed; provisioned cost keeps every replica up for the whole window. cost_per_mtok divides busy cost by
 served input + output tokens. Utilization is a pool's busy replica time over replicas x window; KV use is the
 time-averaged share of the pool's KV cache held.
+
+The predictor is named as the candidate set it, with its error over served requests: the median and p90 of
+|predicted - true| / true output length, in percent (a true length of 0 counts as 1). A run that used the
+oracle says so (`predictor_note`): its numbers are an upper bound no router can reach. Requests whose output
+was stopped at a pool's context limit are `truncated`; their tokens and TPOT count what they generated.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ import polars as pl
 
 from replay import costmodel
 from replay.plan import Plan
+from replay.predictors import ORACLE_NOTE
 from replay.simulator import DEGRADE, FLAG_NAMES, Raw
 
 SLA_EPS = 1e-9  # predicted and simulated times agree to rounding; do not call that a miss
@@ -75,6 +81,11 @@ class Summary:
     pools: dict[str, PoolSummary]
     kv_use: dict[str, float] = field(default_factory=dict)
     preempted: int = 0
+    predictor: str = "oracle"                 # runs saved before predictors read the true lengths
+    predictor_note: str = ORACLE_NOTE         # the oracle's caveat, empty for a predictor a router can run
+    predictor_ape_p50: float | None = None    # % error of the predicted output length, over served requests
+    predictor_ape_p90: float | None = None
+    truncated: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         """Plain data for JSON."""
@@ -113,14 +124,22 @@ def build(plan: Plan, raw: Raw, traffic: pl.DataFrame, *, candidate: str, policy
     rejected = ~routed
     met = served & (raw.ttft <= plan.ttft_limit + SLA_EPS) & (raw.e2e <= plan.e2e_limit + SLA_EPS) \
         & (raw.flag != DEGRADE)
-    many = plan.out_tokens > 1
-    tpot = np.where(many, (raw.e2e - raw.ttft) / np.maximum(plan.out_tokens - 1, 1), np.nan)
+    out_tokens = plan.out_tokens
+    if raw.truncated:
+        out_tokens = out_tokens.copy()
+        out_tokens[list(raw.truncated)] = list(raw.truncated.values())
+    many = out_tokens > 1
+    tpot = np.where(many, (raw.e2e - raw.ttft) / np.maximum(out_tokens - 1, 1), np.nan)
+    pred = plan.pred_out
+    ape = np.abs(pred - plan.out_tokens) / np.maximum(plan.out_tokens, 1) * 100.0
     names = [p.id for p in plan.pools]
     outcome = np.where(served, 0, np.where(queued, 2, 1))
     reasons = pl.Series("reason", [None] * n, dtype=pl.String)
-    if raw.reasons:
-        idx = sorted(raw.reasons)
-        reasons = reasons.scatter(idx, [raw.reasons[i] for i in idx])
+    notes = {**{i: f"output stopped at {k} of {int(plan.out_tokens[i])} tokens: the context limit of pool "
+                   f"{names[raw.decode_pool[i]]}" for i, k in raw.truncated.items()}, **raw.reasons}
+    if notes:
+        idx = sorted(notes)
+        reasons = reasons.scatter(idx, [notes[i] for i in idx])
     codes = pl.DataFrame({"p": raw.pool, "d": raw.decode_pool, "f": raw.flag, "o": outcome, "keep": served,
                           "met": met})
     pool_names = {k: name for k, name in enumerate(names)}
@@ -136,6 +155,7 @@ def build(plan: Plan, raw: Raw, traffic: pl.DataFrame, *, candidate: str, policy
     frame = pl.concat([
         traffic.select(c for c in ("trace", "seq", "arrival_ms", "sla_tier", "model", "in_tokens", "out_tokens",
                                    "cached_tokens") if c in traffic.columns),
+        pl.DataFrame({"pred_out_tokens": pl.Series(pred, dtype=pl.Int64)}),
         labels.select("pool"),
         pl.DataFrame({"replica": pl.Series(np.where(routed, raw.replica, 0), dtype=pl.Int64)}).select(
             pl.when(pl.Series(routed)).then(pl.col("replica")).alias("replica")),
@@ -157,13 +177,13 @@ def build(plan: Plan, raw: Raw, traffic: pl.DataFrame, *, candidate: str, policy
         served_here = served & (raw.pool == k)
         pool_rows[spec.id] = PoolSummary(
             requests=int(mine.sum()), tokens_in=int(plan.in_tokens[mine].sum()),
-            tokens_out=int(plan.out_tokens[mine].sum()),
+            tokens_out=int(out_tokens[mine].sum()),
             busy_cost_usd=float(costmodel.busy_cost(busy[k], spec)),
             provisioned_cost_usd=costmodel.provisioned_cost(spec, horizon), busy_s=float(busy[k]),
             utilization=float(busy[k] / (spec.replicas * horizon)) if horizon > 0 else 0.0,
             kv_use=float(raw.kv_time[k] / cap) if cap > 0 else 0.0,
             ttft_p50=_pct(raw.ttft[served_here], 50), ttft_p99=_pct(raw.ttft[served_here], 99))
-    served_in, served_out = int(plan.in_tokens[served].sum()), int(plan.out_tokens[served].sum())
+    served_in, served_out = int(plan.in_tokens[served].sum()), int(out_tokens[served].sum())
     busy_cost = float(sum(p.busy_cost_usd for p in pool_rows.values()))
     decided = int(served.sum() + rejected.sum())
     overflow = {name: int((raw.flag == code).sum()) for code, name in ((1, "queue"), (2, "degrade"))}
@@ -183,11 +203,14 @@ def build(plan: Plan, raw: Raw, traffic: pl.DataFrame, *, candidate: str, policy
         window_s=float(horizon), overflow=overflow,
         utilization={k: v.utilization for k, v in pool_rows.items()}, pools=pool_rows,
         kv_use={k: v.kv_use for k, v in pool_rows.items()}, preempted=int(raw.preempted[routed].sum()),
+        predictor=plan.predictor, predictor_note=plan.predictor_note, predictor_ape_p50=_pct(ape[served], 50),
+        predictor_ape_p90=_pct(ape[served], 90), truncated=len(raw.truncated),
     )
     return frame, summary
 
 
 def summary_from_dict(data: dict[str, Any]) -> Summary:
-    """Rebuild a Summary from its to_dict() form (for stored runs)."""
+    """Rebuild a Summary from its to_dict() form (for stored runs; those saved before predictors were replayed
+    with the true output lengths, so they come back as the oracle's)."""
     pools = {k: PoolSummary(**v) for k, v in data["pools"].items()}
     return Summary(**{**data, "pools": pools})

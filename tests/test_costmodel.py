@@ -138,7 +138,8 @@ def test_a_70b_bf16_model_needs_more_than_one_80gb_device(fleet: Registry) -> No
     traffic = pl.DataFrame({"arrival_ms": [0], "in_tokens": [900], "out_tokens": [100], "model": ["llama-3.1-70b"]})
     refused = run_replay(ONE, traffic, Registry("t", (h100,), (llama,), (reg.pool("one"),)), 0)
     assert refused.summary.rejected == 1 and refused.summary.served == 0
-    assert refused.requests["reason"][0] == ("needs 141.5 GB for weights and KV cache; largest replica may use "
+    # the router judges the 900-token prompt with the 256 output tokens it predicts before any completion
+    assert refused.requests["reason"][0] == ("needs 141.6 GB for weights and KV cache; largest replica may use "
                                              "72.0 GB (one: 1 x 80 GB x gpu_memory_utilization 0.9)")
     accepted = run_replay(ONE, traffic, Registry("t", (h100,), (llama,), (reg.pool("eight"),)), 0)
     assert accepted.summary.served == 1 and accepted.requests["pool"][0] == "eight"

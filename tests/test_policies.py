@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import dataclasses
+
+import numpy as np
 import polars as pl
 import pytest
 
-from replay import POLICIES, Candidate, SlaTier, UnknownNameError, get_policy, run_replay
+from pool_registry import load_registry
+from replay import POLICIES, Candidate, SlaTier, UnknownNameError, get_policy, load_candidate, run_replay
 from replay.errors import ReplayError
+from tests.conftest import FLEET, REPO
 from tests.replay_fleets import chip, fleet, model, pool
 
 
@@ -105,3 +110,44 @@ def test_pd_split_serves_other_models_whole_where_they_arrive() -> None:
     rows = run_replay(PD, traffic, reg, 0).requests
     assert rows.select("pool", "decode_pool", "outcome").rows() == [("pre", "dec", "served"),
                                                                      ("other", "other", "served")]
+
+
+def _busy_llama_traffic(n: int = 1200, rate: float = 60.0, seed: int = 5) -> pl.DataFrame:
+    """Two minutes of llama traffic in three tiers, enough to fill the cheap pools so that SLA-aware routers
+    weigh every pool."""
+    rng = np.random.default_rng(seed)
+    arrival = np.cumsum(rng.exponential(1 / rate, n))
+    return pl.DataFrame({"arrival_ms": np.round(arrival * 1000).astype(np.int64) + 1_735_689_600_000,
+                         "in_tokens": rng.integers(100, 6000, n), "out_tokens": rng.integers(16, 800, n),
+                         "model": "llama-3.1-70b",
+                         "sla_tier": rng.choice(["standard", "premium", "batch"], n, p=[0.6, 0.25, 0.15])})
+
+
+def _route(rows: pl.DataFrame, k: int) -> tuple[object, ...]:
+    row = rows.row(k, named=True)
+    return row["pool"], row["replica"], row["decode_pool"]
+
+
+@pytest.mark.parametrize("policy", ["round_robin", "least_loaded", "cost_min", "sla_cost", "pd_split"])
+def test_a_route_does_not_depend_on_the_requests_own_output_length(policy: str) -> None:
+    """A gateway routes before a request has generated anything: changing one request's out_tokens (x8 or /8)
+    must leave its pool, replica and decode pool as they were. 30 probes through a busy trace; each run stops
+    40 arrivals after its probe (later arrivals cannot change where the probe went, and the base run is cut
+    the same way). `observed` replays recorded routing and is exempt."""
+    example = load_registry(FLEET)
+    name = "pd_split" if policy == "pd_split" else "sla_cost"
+    cand = load_candidate(REPO / "examples" / "candidates" / f"{name}.yaml", example)
+    cand = dataclasses.replace(cand, policy=policy) if policy != "pd_split" else cand
+    traffic = _busy_llama_traffic()
+    moved = []
+    for k in np.linspace(400, traffic.height - 60, 30).astype(int).tolist():
+        cut = traffic.head(k + 40)
+        base = _route(run_replay(cand, cut, example, 0).requests, k)
+        for factor in (8.0, 0.125):
+            probe = cut.with_columns(pl.when(pl.int_range(pl.len()) == k)
+                                     .then((pl.col("out_tokens") * factor).round().cast(pl.Int64))
+                                     .otherwise(pl.col("out_tokens")).alias("out_tokens"))
+            route = _route(run_replay(cand, probe, example, 0).requests, k)
+            if route != base:
+                moved.append((k, factor, base, route))
+    assert moved == []

@@ -16,6 +16,7 @@ import pytest
 
 from pool_registry import Registry
 from replay import Candidate, SlaTier, run_replay
+from replay.config import PredictorSpec
 from tests import replay_fleets
 from tests.replay_fleets import chip, flat_model, pool
 
@@ -25,6 +26,9 @@ def fleet(*pools: object, chips: object = None, models: object = None) -> Regist
     return replay_fleets.fleet(*pools, chips=chips, models=models or (flat_model(),))  # type: ignore[arg-type]
 
 COST_MIN = Candidate(name="t", policy="cost_min")
+# Queueing theory's shared FCFS queue is a dispatcher that knows when each server frees: routing on the true
+# output lengths. A router that predicts them joins a replica whose queue drains later now and then.
+KNOWING = Candidate(name="t", policy="cost_min", predictor=PredictorSpec("oracle"))
 
 
 def erlang_c(c: int, a: float) -> float:
@@ -58,7 +62,7 @@ def test_mean_wait_matches_erlang_c(rho: float, n: int) -> None:
         out = np.maximum(1, np.round(rng.exponential(10_000, n))).astype(np.int64)
         traffic = pl.DataFrame({"arrival_ms": np.round(arrival * 1000).astype(np.int64), "in_tokens": 1,
                                 "cached_tokens": 1, "out_tokens": out})
-        waits = run_replay(COST_MIN, traffic, QUEUE_FLEET, seed).requests["wait_s"].to_numpy()
+        waits = run_replay(KNOWING, traffic, QUEUE_FLEET, seed).requests["wait_s"].to_numpy()
         simulated.append(waits[n // 10:].mean())
         service = out.mean() * 1e-4
         lam = (n - 1) / (arrival[-1] - arrival[0])
@@ -218,15 +222,16 @@ def test_more_replicas_never_raise_p99_ttft() -> None:
 
 def test_the_simulator_matches_a_reference_fcfs_multi_server_queue() -> None:
     """With single-sequence replicas and decode-only work, the waits are what a shared FCFS queue before c
-    servers gives (each arrival takes the server that frees first). Routing at arrival estimates the queued
-    work at the current pass time, so near-ties can go the other way: almost every wait is exact."""
+    servers gives (each arrival takes the server that frees first) when the router knows the output lengths.
+    Routing at arrival estimates the queued work at the current pass time, so near-ties can go the other way:
+    almost every wait is exact."""
     rng = np.random.default_rng(9)
     n = 20_000
     arrival = np.cumsum(rng.exponential(1 / (0.9 * QUEUE_FLEET_C), n))
     out = np.maximum(1, np.round(rng.exponential(10_000, n))).astype(np.int64)
     ms = np.round(arrival * 1000).astype(np.int64)
     traffic = pl.DataFrame({"arrival_ms": ms, "in_tokens": 1, "cached_tokens": 1, "out_tokens": out})
-    waits = run_replay(COST_MIN, traffic, QUEUE_FLEET, 0).requests["wait_s"].to_numpy()
+    waits = run_replay(KNOWING, traffic, QUEUE_FLEET, 0).requests["wait_s"].to_numpy()
     free = [0.0] * QUEUE_FLEET_C
     expected = []
     t0 = ms[0] / 1000

@@ -29,13 +29,17 @@ class RoundRobin:
 class _Router(AtArrival):
     def __init__(self, plan: Plan, state: State) -> None:
         self.npools = len(plan.pools)
+        self.orders = plan.orders
         self.allowed = [frozenset(o) for o in plan.orders]
         self.code = plan.code
         self.state = state
         self.next = int(plan.rng.integers(self.npools))
 
     def route(self, i: int, t: float) -> Replica | None:
-        ok = self.allowed[self.code[i]]
+        c, allowed = self.code[i], self.allowed
+        if c >= len(allowed):  # an order the predictor's later predictions added
+            allowed += [frozenset(o) for o in self.orders[len(allowed):]]
+        ok = allowed[c]
         state, npools, start = self.state, self.npools, self.next
         for k in range(npools):
             p = (start + k) % npools
