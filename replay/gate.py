@@ -5,6 +5,10 @@
     max_sla_violation_increase_pts: 1   # SLA violation rate may rise at most 1 percentage point
 
 Any tolerance left out is not checked; at least one is required. A negative tolerance demands an improvement.
+
+The gate compares like with like: a candidate and a baseline whose routers use different output-length
+predictors (as their summaries name them, options included) fail it, with a `predictor` check saying so, since
+a difference in what the routers know would pass for a difference in routing. Give both the same predictor.
 """
 
 from __future__ import annotations
@@ -91,8 +95,13 @@ def _pct(base: float, cand: float) -> float:
 
 
 def evaluate(gate: Gate, baseline: Summary, candidate: Summary) -> Verdict:
-    """Compare two summaries under the gate's tolerances."""
+    """Compare two summaries under the gate's tolerances (and the same predictor)."""
     checks = []
+    if baseline.predictor != candidate.predictor:
+        checks.append(Check(
+            "predictor", None, None, None, 0.0, "", False,
+            f"predictors differ: candidate '{candidate.predictor}', baseline '{baseline.predictor}'; the gate "
+            "compares runs whose routers know the same about output lengths, so give both the same predictor"))
     if gate.max_cost_increase_pct is not None:
         limit = gate.max_cost_increase_pct
         for name, b_cost, c_cost in (

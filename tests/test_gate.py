@@ -8,6 +8,7 @@ import polars as pl
 import pytest
 
 from replay import Candidate, Gate, GateError, PoolOverride, SlaTier, evaluate, load_gate_text, run_replay
+from replay.config import PredictorSpec
 from replay.summary import Summary
 from tests.replay_fleets import fleet, pool
 
@@ -82,3 +83,21 @@ def test_more_provisioned_capacity_fails_the_cost_gate_even_when_busy_cost_barel
                        _summary(10.2, 1.0, 0.0, provisioned=200.0))
     assert [(c.name, c.passed) for c in verdict.checks] == [("busy cost", True), ("provisioned cost", False)]
     assert verdict.reasons == ["provisioned cost rose +100.00% (baseline $100.00 -> candidate $200.00); limit +5%"]
+
+
+def test_runs_whose_routers_know_different_things_fail_the_gate() -> None:
+    """An oracle baseline knows every output length; a candidate that predicts them would fail against it for
+    what it cannot know, and pass against a worse predictor for what it was told: both are refused."""
+    oracle = dataclasses.replace(BASE, name="oracle", predictor=PredictorSpec("oracle"))
+    base = run_replay(BASE, TRAFFIC, REG, 0).summary
+    knowing = run_replay(oracle, TRAFFIC, REG, 0).summary
+    verdict = evaluate(GATE, knowing, base)
+    assert not verdict.passed and verdict.checks[0].name == "predictor"
+    assert verdict.reasons[0] == ("predictors differ: candidate 'online', baseline 'oracle'; the gate compares "
+                                  "runs whose routers know the same about output lengths, so give both the same "
+                                  "predictor")
+    fixed = run_replay(dataclasses.replace(BASE, predictor=PredictorSpec("fixed", {"tokens": 64})), TRAFFIC, REG,
+                       0).summary
+    assert "candidate 'online', baseline 'fixed (64 tokens)'" in evaluate(GATE, fixed, base).reasons[0]
+    assert [c.name for c in evaluate(GATE, base, base).checks] == ["busy cost", "provisioned cost", "ttft_p99",
+                                                                    "sla_violation_rate"]
