@@ -1,16 +1,21 @@
 """The what-if workflow both faces share: pick traffic, replay a candidate and a baseline on it with one seed,
 gate the candidate, and say what happened in the words the CLI prints and the console shows.
 
-    traffic = stored_traffic(frame, trace=None, start="2026-12-01T10:00:00Z", end=None)
-    whatif = run_whatif(candidate, traffic, registry, baseline=baseline, gate=gate, seed=0)
+    traffic = stored_traffic(frame, trace=None, start="2026-12-01T10:00:00Z", end=None, history=before)
+    whatif = run_whatif(candidate, traffic, registry, baseline=baseline, gate=gate, seed=0, oracle_gap=True)
     print("\\n".join(whatif.report_lines()))
 
-Nothing here reads or writes the database: the faces read the traffic and save the run (`run_record`) through
+Nothing here reads or writes the database: the faces read the traffic (and, for a window of stored requests,
+the ones stored before it, from which the online predictor starts) and save the run (`run_record`) through
 the store, so no connection is held while a replay computes.
+
+With `oracle_gap`, the candidate is replayed once more with the oracle predictor: what knowing every request's
+output length would change. Every report of a run that used the oracle says so (ORACLE_NOTE).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -19,11 +24,12 @@ import polars as pl
 
 from pool_registry import Registry
 from replay.candidate import candidate_to_dict
-from replay.config import Candidate
+from replay.config import Candidate, PredictorSpec
 from replay.engine import ReplayResult, run_replay
 from replay.errors import ReplayError
 from replay.fleet import PoolSpec, resolve_pools
 from replay.gate import Gate, Verdict, evaluate
+from replay.predictors import ORACLE_NOTE
 from replay.summary import Summary
 from replay.traffic import Parsed
 
@@ -38,17 +44,21 @@ class Traffic:
     described: str
     notes: tuple[str, ...] = ()
     spec: dict[str, Any] = field(default_factory=dict)
+    history: pl.DataFrame | None = None  # requests that completed before it (for the online predictor)
 
 
 def stored_traffic(frame: pl.DataFrame, *, trace: str | None = None, start: str | None = None,
-                   end: str | None = None, start_ms: int | None = None, end_ms: int | None = None) -> Traffic:
-    """Stored requests already read for a trace and window (start and end as the user wrote them)."""
+                   end: str | None = None, start_ms: int | None = None, end_ms: int | None = None,
+                   history: pl.DataFrame | None = None) -> Traffic:
+    """Stored requests already read for a trace and window (start and end as the user wrote them), and those
+    stored before the window, if read."""
     what = f"stored requests{f' of trace {trace!r}' if trace else ''}" + (
         f" from {start}" if start else "") + (f" until {end}" if end else "")
     if frame.height == 0:
         raise ReplayError(f"no {what}; load some with 'hetpool ingest traffic PATH' or pass --traffic")
     spec = {"kind": "stored", "trace": trace, "start_ms": start_ms, "end_ms": end_ms}
-    return Traffic(frame, f"{what} ({frame.height} requests)", spec=spec)
+    return Traffic(frame, f"{what} ({frame.height} requests)", spec=spec,
+                   history=history if history is not None and history.height else None)
 
 
 def file_traffic(name: str, fmt: str, parsed: Parsed) -> Traffic:
@@ -76,6 +86,8 @@ class WhatIf:
     gate: Gate | None = None
     verdict: Verdict | None = None
     traffic_spec: dict[str, Any] = field(default_factory=dict)
+    oracle_result: ReplayResult | None = None  # the candidate replayed with the oracle predictor, when asked
+    history: int = 0                           # requests before the traffic the predictor started from
 
     @property
     def summary(self) -> Summary:
@@ -92,17 +104,53 @@ class WhatIf:
         """True when a gate ran and the candidate failed it."""
         return self.verdict is not None and not self.verdict.passed
 
+    @property
+    def oracle_summary(self) -> Summary | None:
+        """The candidate's summary with the oracle predictor, when the gap was asked for."""
+        return self.oracle_result.summary if self.oracle_result else None
+
+    @property
+    def used_oracle(self) -> bool:
+        """Whether any number shown comes from a run that read the true output lengths."""
+        runs = [self.summary, self.base_summary, self.oracle_summary]
+        return any(s is not None and s.predictor_note for s in runs)
+
+    def notes(self) -> list[str]:
+        """What every face must say with these numbers."""
+        return [ORACLE_NOTE] if self.used_oracle else []
+
+    def oracle_gap(self) -> dict[str, Any] | None:
+        """What the oracle predictor changes against the candidate's own: busy cost, p99 TTFT, SLA violations."""
+        o = self.oracle_summary
+        if o is None:
+            return None
+        s = self.summary
+
+        def pct(a: float | None, b: float | None) -> float | None:
+            return None if a is None or b is None or a == 0 else (b - a) / a * 100.0
+
+        return {"predictor": s.predictor, "note": ORACLE_NOTE,
+                "busy_cost_usd": {"predictor": s.busy_cost_usd, "oracle": o.busy_cost_usd,
+                                  "change_pct": pct(s.busy_cost_usd, o.busy_cost_usd)},
+                "ttft_p99": {"predictor": s.ttft_p99, "oracle": o.ttft_p99, "change_pct": pct(s.ttft_p99, o.ttft_p99)},
+                "sla_violation_rate": {"predictor": s.sla_violation_rate, "oracle": o.sla_violation_rate,
+                                       "change_pts": (o.sla_violation_rate - s.sla_violation_rate) * 100.0}}
+
     def data(self) -> dict[str, Any]:
         """Everything the run says, as plain data (the CLI's --json output, without the run id)."""
         out: dict[str, Any] = {"traffic": self.traffic, "candidate": self.summary.to_dict(),
-                               "baseline": self.base_summary.to_dict() if self.base_summary else None}
+                               "baseline": self.base_summary.to_dict() if self.base_summary else None,
+                               "notes": self.notes(), "history_requests": self.history}
         if self.verdict:
             out.update(verdict=self.verdict.verdict, reasons=self.verdict.reasons,
                        checks=[c.__dict__ for c in self.verdict.checks])
+        gap = self.oracle_gap()
+        if gap is not None and self.oracle_summary is not None:
+            out["oracle_gap"] = {**gap, "oracle": self.oracle_summary.to_dict()}
         return out
 
     def report_lines(self) -> list[str]:
-        """The comparison table and the gate's checks, as the CLI prints them."""
+        """The comparison table, the gate's checks and the oracle gap, as the CLI prints them."""
         runs = [(self.candidate.name[:17], self.summary)]
         if self.baseline and self.base_summary:
             runs.append((self.baseline.name[:17], self.base_summary))
@@ -110,6 +158,8 @@ class WhatIf:
         if self.verdict:
             lines.append(f"gate: {self.verdict.verdict.upper()}")
             lines += [f"  {'ok  ' if c.passed else 'FAIL'} {c.message}" for c in self.verdict.checks]
+        lines += gap_lines(self.oracle_gap())
+        lines += [f"note: {n}" for n in self.notes()]
         return lines
 
     def run_record(self, name: str | None = None, note: str | None = None) -> dict[str, Any]:
@@ -118,6 +168,7 @@ class WhatIf:
                 "baseline": candidate_to_dict(self.baseline) if self.baseline else None,
                 "traffic": self.traffic, "seed": self.seed, "summary": self.summary.to_dict(),
                 "baseline_summary": self.base_summary.to_dict() if self.base_summary else None,
+                "oracle_summary": self.oracle_summary.to_dict() if self.oracle_summary else None,
                 "verdict": self.verdict.verdict if self.verdict else None,
                 "reasons": self.verdict.reasons if self.verdict else [], "name": name, "note": note,
                 "traffic_spec": self.traffic_spec or None,
@@ -125,26 +176,39 @@ class WhatIf:
 
 
 def run_whatif(candidate: Candidate, traffic: Traffic, registry: Registry, *, baseline: Candidate | None = None,
-               gate: Gate | None = None, seed: int = 0, progress: Progress | None = None) -> WhatIf:
-    """Replay the candidate (and the baseline) on the traffic with one seed; gate when a gate and a baseline are
-    given. Pure: the result depends only on the arguments."""
+               gate: Gate | None = None, seed: int = 0, progress: Progress | None = None,
+               oracle_gap: bool = False) -> WhatIf:
+    """Replay the candidate (and the baseline, and with oracle_gap the candidate with the oracle predictor) on
+    the traffic with one seed; gate when a gate and a baseline are given. Pure: the result depends only on the
+    arguments."""
     if gate is not None and baseline is None:
         raise ReplayError("a gate compares against a baseline; give a baseline too")
     say = progress or (lambda share, what: None)
-    steps = 2 if baseline else 1
+    knowing = candidate.predictor.name == "oracle"
+    steps = 1 + (baseline is not None) + (oracle_gap and not knowing)
     pools = resolve_pools(registry, candidate)
     base_pools = resolve_pools(registry, baseline) if baseline else ()
+    history = traffic.history
     say(0.0, f"replaying {traffic.frame.height:,} requests under {candidate.name!r}")
-    result = run_replay(candidate, traffic.frame, registry, seed)
+    result = run_replay(candidate, traffic.frame, registry, seed, history)
     base = None
     if baseline:
         say(1 / steps, f"replaying the same requests under the baseline {baseline.name!r}")
-        base = run_replay(baseline, traffic.frame, registry, seed)
+        base = run_replay(baseline, traffic.frame, registry, seed, history)
+    oracle = None
+    if oracle_gap:
+        if knowing:
+            oracle = result
+        else:
+            say((steps - 1) / steps, f"replaying {candidate.name!r} again with the oracle predictor")
+            oracle = run_replay(dataclasses.replace(candidate, predictor=PredictorSpec("oracle")), traffic.frame,
+                                registry, seed)
     verdict = evaluate(gate, base.summary, result.summary) if gate and base else None
     say(1.0, "done")
     return WhatIf(traffic=traffic.described, seed=seed, candidate=candidate, result=result, pools=pools,
                   baseline=baseline, base_result=base, base_pools=base_pools, gate=gate, verdict=verdict,
-                  traffic_spec=traffic.spec)
+                  traffic_spec=traffic.spec, oracle_result=oracle, history=history.height if history is not None
+                  else 0)
 
 
 def fmt_s(v: float | None, unit: str = "s") -> str:
@@ -155,6 +219,31 @@ def fmt_s(v: float | None, unit: str = "s") -> str:
 def fmt_ms(v: float | None) -> str:
     """Seconds shown as milliseconds with one decimal, or '-'."""
     return "-" if v is None else f"{v * 1000:.1f}"
+
+
+def fmt_pct(v: float | None) -> str:
+    """A percentage without decimals, or '-'."""
+    return "-" if v is None else f"{v:.0f}%"
+
+
+def gap_lines(gap: dict[str, Any] | None) -> list[str]:
+    """The oracle gap as the CLI prints it: each measure with the candidate's predictor, with the oracle, and
+    the change."""
+    if gap is None:
+        return []
+
+    def change(v: float | None, unit: str) -> str:
+        return "-" if v is None else f"{v:+.2f}{unit}"
+
+    cost, p99, viol = gap["busy_cost_usd"], gap["ttft_p99"], gap["sla_violation_rate"]
+    return [f"oracle gap: what knowing every output length would change ({gap['predictor']} -> oracle; "
+            f"{gap['note']})",
+            f"  {'busy cost':<16}{'$' + format(cost['predictor'], ',.2f'):>14} -> "
+            f"{'$' + format(cost['oracle'], ',.2f'):<14}{change(cost['change_pct'], '%')}",
+            f"  {'ttft p99':<16}{fmt_s(p99['predictor']):>14} -> {fmt_s(p99['oracle']):<14}"
+            f"{change(p99['change_pct'], '%')}",
+            f"  {'sla violations':<16}{viol['predictor'] * 100:>13.2f}% -> {viol['oracle'] * 100:.2f}%"
+            f"{'':<8}{change(viol['change_pts'], ' points')}"]
 
 
 def summary_lines(runs: list[tuple[str, Summary]]) -> list[str]:
@@ -171,6 +260,8 @@ def summary_lines(runs: list[tuple[str, Summary]]) -> list[str]:
         ("e2e p50/p99", lambda s: f"{fmt_s(s.e2e_p50)}/{fmt_s(s.e2e_p99)}"),
         ("sla violations", lambda s: f"{s.sla_violation_rate * 100:.2f}%"),
         ("overflow q/d/r", lambda s: f"{s.overflow['queue']}/{s.overflow['degrade']}/{s.overflow['reject']}"),
+        ("predictor", lambda s: s.predictor[:17]),
+        ("out error p50/p90", lambda s: f"{fmt_pct(s.predictor_ape_p50)}/{fmt_pct(s.predictor_ape_p90)}"),
     ]
     lines = [head] + [f"{label:<22}" + "".join(f"{get(s):>18}" for _, s in runs) for label, get in rows]
     for pool in runs[0][1].utilization:

@@ -1,7 +1,8 @@
 """Saved replays in `replay_runs`: what ran (candidate, baseline, traffic, seed), its summary and verdict.
 
 `candidate` and `baseline` hold the candidate files' canonical JSON; `summary` holds a JSON object
-{"candidate": summary, "baseline": summary or null}; `reasons` is a JSON list of strings. `name` and `note`
+{"candidate": summary, "baseline": summary or null}, with "oracle": the candidate's summary under the oracle
+predictor when the run measured the oracle gap; `reasons` is a JSON list of strings. `name` and `note`
 are what the person who saved the run called it; `gate` holds the tolerances it was judged by and
 `traffic_spec` how its traffic was picked (both JSON, NULL when unknown).
 """
@@ -27,14 +28,18 @@ def save_replay_run(con: duckdb.DuckDBPyConnection, *, candidate: dict[str, Any]
                     baseline: dict[str, Any] | None, traffic: str, seed: int, summary: dict[str, Any],
                     baseline_summary: dict[str, Any] | None = None, verdict: str | None = None,
                     reasons: list[str] | None = None, name: str | None = None, note: str | None = None,
-                    gate: dict[str, Any] | None = None, traffic_spec: dict[str, Any] | None = None) -> int:
+                    gate: dict[str, Any] | None = None, traffic_spec: dict[str, Any] | None = None,
+                    oracle_summary: dict[str, Any] | None = None) -> int:
     """Store one replay and return its run_id."""
+    summaries = {"candidate": summary, "baseline": baseline_summary}
+    if oracle_summary is not None:
+        summaries["oracle"] = oracle_summary
     row = con.execute(
         "INSERT INTO replay_runs (created_at, name, note, candidate, baseline, traffic, seed, summary, verdict, "
         "reasons, gate, traffic_spec) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING run_id",
         [dt.datetime.now(dt.UTC), name or None, note or None, _json(candidate),
          None if baseline is None else _json(baseline), traffic, seed,
-         _json({"candidate": summary, "baseline": baseline_summary}), verdict, _json(reasons or []),
+         _json(summaries), verdict, _json(reasons or []),
          None if gate is None else _json(gate), None if traffic_spec is None else _json(traffic_spec)],
     ).fetchall()
     return int(row[0][0])

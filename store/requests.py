@@ -60,6 +60,26 @@ def read_requests(con: duckdb.DuckDBPyConnection, *, trace: str | None = None, s
     return frame.with_columns(pl.col(c).cast(pl.Int64) for c in ("in_tokens", "out_tokens", "cached_tokens"))
 
 
+HISTORY_LIMIT = 50_000
+
+
+def read_history(con: duckdb.DuckDBPyConnection, *, trace: str | None = None, before_ms: int | None = None,
+                 limit: int = HISTORY_LIMIT) -> pl.DataFrame:
+    """What a router knew before a window: the lengths, model and tier of the last `limit` stored requests that
+    completed before before_ms (arrival plus the observed e2e, when stored; else arrived before it), optionally
+    of one trace, oldest first; empty when the window starts with the store (before_ms None)."""
+    if before_ms is None:
+        return pl.DataFrame(schema={"in_tokens": pl.Int64, "out_tokens": pl.Int64, "model": pl.String,
+                                    "sla_tier": pl.String})
+    clause, params = _where(trace, None, before_ms)
+    frame = con.sql(f"SELECT arrival_ms, in_tokens, out_tokens, model, sla_tier FROM requests {clause} "
+                    "AND arrival_ms + coalesce(obs_e2e_s, 0) * 1000 < ? "
+                    "ORDER BY arrival_ms DESC, trace DESC, seq DESC LIMIT ?", params=[*params, before_ms, limit]
+                    ).pl()
+    return frame.reverse().select(pl.col("in_tokens").cast(pl.Int64), pl.col("out_tokens").cast(pl.Int64),
+                                  "model", "sla_tier")
+
+
 def count_requests(con: duckdb.DuckDBPyConnection, *, trace: str | None = None, start_ms: int | None = None,
                    end_ms: int | None = None) -> int:
     """How many stored requests read_requests would return for the same arguments."""

@@ -184,3 +184,50 @@ def test_calibrate_from_a_benchmark_table_alone(capsys: pytest.CaptureFixture[st
     code, _, err = run(capsys, "--db", str(fleet_db), "replay", "calibrate", "--no-requests", "--bench", str(table),
                        "--out", str(out_file))
     assert code == 2 and err.strip() == f"hetpool: error: {table}:2: column tpot_ms: expected a number, got 'x'"
+
+
+ORACLE = "oracle: an upper bound, not achievable by a router"
+
+
+def test_the_oracle_gap_and_the_oracles_label(capsys: pytest.CaptureFixture[str], fleet_db: Path,
+                                              traffic_csv: Path, tmp_path: Path) -> None:
+    db = str(fleet_db)
+    assert run(capsys, "--db", db, "ingest", "traffic", str(traffic_csv))[0] == 0
+    # a window of stored requests: the online predictor starts from the requests stored before it
+    window = ["--start", "2025-01-01T00:02:00Z"]
+    code, out, err = run(capsys, "--db", db, "replay", "run", "--candidate", str(CANDIDATES / "sla_cost.yaml"),
+                         "--oracle-gap", *window)
+    assert code == 0 and "the predictor starts from the 1,464 requests stored before it" in err
+    lines = out.splitlines()
+    assert next(line for line in lines if line.startswith("predictor ")).split() == ["predictor", "online"]
+    assert any(line.startswith("out error p50/p90") for line in lines)
+    assert any(line.startswith("oracle gap: what knowing every output length would change (online -> oracle; "
+                               f"{ORACLE})") for line in lines)
+    assert [line.split()[:2] for line in lines if line.startswith("  ") and "->" in line] == [
+        ["busy", "cost"], ["ttft", "p99"], ["sla", "violations"]]
+    assert lines[-1] == f"note: {ORACLE}"
+    code, out, _ = run(capsys, "--db", db, "--json", "replay", "run", "--candidate",
+                       str(CANDIDATES / "sla_cost.yaml"), "--oracle-gap", *window)
+    data = json.loads(out)
+    assert data["notes"] == [ORACLE] and data["history_requests"] == 1464
+    assert data["candidate"]["predictor"] == "online" and data["candidate"]["predictor_note"] == ""
+    gap = data["oracle_gap"]
+    assert gap["note"] == ORACLE and gap["oracle"]["predictor_note"] == ORACLE
+    assert set(gap) >= {"busy_cost_usd", "ttft_p99", "sla_violation_rate"}
+    con = connect(fleet_db, read_only=True)
+    try:
+        saved = get_replay_run(con, data["run_id"])
+    finally:
+        con.close()
+    assert saved is not None and saved["summary"]["oracle"]["predictor_note"] == ORACLE
+    # a candidate that reads the true lengths says so in its table and its JSON
+    knowing = tmp_path / "knowing.yaml"
+    knowing.write_text((CANDIDATES / "sla_cost.yaml").read_text() + "predictor: oracle\n")
+    code, out, _ = run(capsys, "--db", db, "replay", "run", "--candidate", str(knowing))
+    assert code == 0 and out.splitlines()[-1] == f"note: {ORACLE}"
+    code, out, _ = run(capsys, "--db", db, "--json", "replay", "run", "--candidate", str(knowing))
+    assert json.loads(out)["candidate"]["predictor_note"] == ORACLE and json.loads(out)["notes"] == [ORACLE]
+    # and a gate refuses to compare it with a candidate that predicts
+    code, out, _ = run(capsys, "--db", db, "replay", "run", "--candidate", str(CANDIDATES / "sla_cost.yaml"),
+                       "--baseline", str(knowing), "--gate", str(GATE))
+    assert code == 1 and "  FAIL predictors differ: candidate 'online', baseline 'oracle'" in out

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import polars as pl
 import pytest
 
 from pool_registry import Registry
 from replay import Candidate, Gate, ParseOptions, ReplayError, SlaTier, parse_traffic, run_replay
+from replay.config import PredictorSpec
+from replay.predictors import ORACLE_NOTE
 from replay.whatif import file_traffic, run_whatif, stored_traffic
 
 TIERS = {"standard": SlaTier(ttft_s=2.0, e2e_s=60.0)}
@@ -55,3 +59,31 @@ def test_a_file_names_its_format_count_and_first_reject() -> None:
     assert t.notes == ("azure.csv: 1 rows rejected, first: line 3: unparseable TIMESTAMP 'not a time': expected "
                        "YYYY-MM-DD HH:MM:SS.fffffff",)
     assert t.spec == {"kind": "file", "name": "azure.csv", "format": "azure"}
+
+
+def test_the_oracle_gap_and_its_label(fleet: Registry, traffic: pl.DataFrame) -> None:
+    cand = Candidate(name="cheap", policy="sla_cost", sla_tiers=TIERS)
+    history = traffic.select("in_tokens", "out_tokens", "model").with_columns(pl.col("out_tokens") * 3)
+    w = run_whatif(cand, stored_traffic(traffic, history=history), fleet, seed=2, oracle_gap=True)
+    assert w.history == 600 and w.summary == run_replay(cand, traffic, fleet, 2, history).summary
+    oracle = run_replay(dataclasses.replace(cand, predictor=PredictorSpec("oracle")), traffic, fleet, 2).summary
+    assert w.oracle_summary == oracle
+    gap = w.data()["oracle_gap"]
+    assert gap["note"] == ORACLE_NOTE == "oracle: an upper bound, not achievable by a router"
+    assert gap["busy_cost_usd"] == {"predictor": w.summary.busy_cost_usd, "oracle": oracle.busy_cost_usd,
+                                    "change_pct": pytest.approx((oracle.busy_cost_usd / w.summary.busy_cost_usd
+                                                                 - 1) * 100)}
+    assert gap["sla_violation_rate"]["change_pts"] == pytest.approx(
+        (oracle.sla_violation_rate - w.summary.sla_violation_rate) * 100)
+    assert gap["oracle"]["predictor"] == "oracle" and w.data()["notes"] == [ORACLE_NOTE]
+    lines = w.report_lines()
+    assert lines[-1] == f"note: {ORACLE_NOTE}"
+    assert any(line.startswith("oracle gap: what knowing every output length would change (online -> oracle")
+               for line in lines)
+    assert next(line for line in lines if line.startswith("predictor")).split() == ["predictor", "online"]
+    record = w.run_record()
+    assert record["oracle_summary"]["predictor_note"] == ORACLE_NOTE
+    plain = run_whatif(cand, stored_traffic(traffic), fleet)
+    assert plain.data()["notes"] == [] and "oracle_gap" not in plain.data()
+    assert not any("oracle" in line for line in plain.report_lines())
+    assert plain.run_record()["oracle_summary"] is None

@@ -35,7 +35,7 @@ from replay.whatif import Traffic, file_traffic, run_whatif, stored_traffic
 from replay.whatif import fmt_s as _fmt
 from store import require_registry
 from store.replay_runs import save_replay_run
-from store.requests import read_requests
+from store.requests import read_history, read_requests
 
 GATE_FAILED = 1
 
@@ -61,6 +61,9 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     p.add_argument("--gate", metavar="FILE", help="gate YAML; exit 1 when the candidate fails it")
     p.add_argument("--seed", type=int, default=0, help="RNG seed of the run (default 0)")
     p.add_argument("--out", metavar="DIR", help="write requests Parquet, summary and verdict JSON here")
+    p.add_argument("--oracle-gap", action="store_true",
+                   help="also replay the candidate with the oracle predictor (the true output lengths) and report "
+                        "what perfect knowledge would change: an upper bound, not achievable by a router")
     _source_options(p)
     p = add_command(group, "calibrate", help="fit each chip and engine's step-model coefficients (mfu, mem_bw_eff, "
                                              "overheads, collective latency) from observed latencies and/or a "
@@ -123,7 +126,9 @@ def _int_list(text: str) -> list[int]:
     return values
 
 
-def _traffic(ctx: Context, con: duckdb.DuckDBPyConnection) -> Traffic:
+def _traffic(ctx: Context, con: duckdb.DuckDBPyConnection, history: bool = False) -> Traffic:
+    """The requests to replay: a trace file, or a window of stored ones (with history, also the stored requests
+    before the window, which the online predictor starts from)."""
     args = ctx.args
     if getattr(args, "traffic", None):
         if args.trace or args.start or args.end:
@@ -136,7 +141,9 @@ def _traffic(ctx: Context, con: duckdb.DuckDBPyConnection) -> Traffic:
     start = parse_time(args.start, "--start") if args.start else None
     end = parse_time(args.end, "--end") if args.end else None
     frame = read_requests(con, trace=args.trace, start_ms=start, end_ms=end)
-    return stored_traffic(frame, trace=args.trace, start=args.start, end=args.end, start_ms=start, end_ms=end)
+    before = read_history(con, trace=args.trace, before_ms=start) if history else None
+    return stored_traffic(frame, trace=args.trace, start=args.start, end=args.end, start_ms=start, end_ms=end,
+                          history=before)
 
 
 def run(ctx: Context) -> int:
@@ -150,9 +157,12 @@ def run(ctx: Context) -> int:
         candidate = load_candidate(args.candidate, registry)
         baseline = load_candidate(args.baseline, registry) if args.baseline else None
         gate = load_gate(args.gate) if args.gate else None
-        traffic = _traffic(ctx, con)
-    ctx.note(f"replaying {traffic.described} under {candidate.name!r}")
-    whatif = run_whatif(candidate, traffic, registry, baseline=baseline, gate=gate, seed=args.seed)
+        traffic = _traffic(ctx, con, history=True)
+    ctx.note(f"replaying {traffic.described} under {candidate.name!r}"
+             + (f"; the predictor starts from the {traffic.history.height:,} requests stored before it"
+                if traffic.history is not None else ""))
+    whatif = run_whatif(candidate, traffic, registry, baseline=baseline, gate=gate, seed=args.seed,
+                        oracle_gap=args.oracle_gap)
     with store.transaction("hetpool replay run") as con:
         run_id = save_replay_run(con, **whatif.run_record())
     data = {"run_id": run_id, **whatif.data()}
@@ -162,6 +172,8 @@ def run(ctx: Context) -> int:
         whatif.result.requests.write_parquet(out / "requests.parquet")
         if whatif.base_result:
             whatif.base_result.requests.write_parquet(out / "baseline_requests.parquet")
+        if whatif.oracle_result and whatif.oracle_result is not whatif.result:
+            whatif.oracle_result.requests.write_parquet(out / "oracle_requests.parquet")
         (out / "summary.json").write_text(json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")
     lines = [f"replay run {run_id}: {traffic.described}", *whatif.report_lines()]
     ctx.emit(data, "\n".join(lines))
