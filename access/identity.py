@@ -16,10 +16,13 @@ class Identity:
     name: str
     groups: tuple[str, ...] = ()
     source: str = LOCAL
+    unverified: str | None = None  # an email the identity provider sent without verifying it: never matched
 
     @property
     def label(self) -> str:
         """How the sidebar names the user."""
+        if self.unverified:
+            return f"{self.name} ({self.unverified}, not verified)"
         if self.email and self.name and self.name != self.email:
             return f"{self.name} ({self.email})"
         return self.email or self.name
@@ -29,12 +32,21 @@ LOCAL_USER = Identity(None, "local user", (), LOCAL)
 
 
 def from_claims(claims: Mapping[str, object], groups_claim: str = "groups") -> Identity | None:
-    """The logged-in user of an OIDC identity token's claims, or None when nobody is logged in."""
+    """The logged-in user of an OIDC identity token's claims, or None when nobody is logged in.
+
+    Only an email the provider marks verified (`email_verified` true) identifies the user; any other email,
+    and `preferred_username`, which the user may choose, only name them."""
     if not claims.get("is_logged_in"):
         return None
-    email = _text(claims.get("email")) or _text(claims.get("preferred_username"))
-    name = _text(claims.get("name")) or email or _text(claims.get("sub")) or "unnamed user"
-    return Identity(email.lower() if email and "@" in email else email, name, _groups(claims.get(groups_claim)), OIDC)
+    email = _text(claims.get("email"))
+    address = email.lower() if email and "@" in email else email
+    verified = claims.get("email_verified") is True or str(claims.get("email_verified")).lower() == "true"
+    name = (_text(claims.get("name")) or email or _text(claims.get("preferred_username")) or _text(claims.get("sub"))
+            or "unnamed user")
+    groups = _groups(claims.get(groups_claim))
+    if address and not verified:
+        return Identity(None, name, groups, OIDC, unverified=address)
+    return Identity(address, name, groups, OIDC)
 
 
 def from_headers(headers: Mapping[str, str], email_header: str, groups_header: str | None = None) -> Identity | None:

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import ipaddress
 from dataclasses import dataclass
 
 from access.identity import LOCAL, Identity
-from access.roles import LEAD, ROLES, RoleMap
+from access.roles import LEAD, REFUSE, ROLES, VIEWER, RoleMap
 
 # action -> the least role allowed to do it, and how a refusal names the action
 ACTIONS: dict[str, tuple[str, str]] = {
@@ -39,15 +40,40 @@ class Decision:
         return (f"Only a {least} can {what}; {self.identity.label} is a {self.role} ({self.why}).")
 
 
-def decide(identity: Identity | None, roles: RoleMap | None) -> Decision | None:
-    """The role of an identified user from the roles file (or its default without one); a local user with no
-    login configured is a lead, as the console is then only reachable by whoever runs it."""
+def decide(identity: Identity | None, roles: RoleMap | None, *, exposed_at: str | None = None) -> Decision | None:
+    """The role of an identified user from the roles file (or its default without one).
+
+    A local user with no login configured is a lead, as the console is then only reachable by whoever runs it;
+    when it listens beyond loopback (`exposed_at`, the address) every visitor is a viewer. An email the identity
+    provider has not verified is no identity: a viewer at most, or refused (AccessDenied) when the roles file
+    says `unverified_email: refuse`."""
     if identity is None:
         return None
     if identity.source == LOCAL:
+        if exposed_at is not None:
+            return Decision(identity, VIEWER, f"the console listens on {exposed_at}, beyond this machine, with no "
+                                              "login configured, so every visitor is a viewer")
         return Decision(identity, LEAD, "no login is configured, so a local user is a lead")
-    role, why = (roles or RoleMap()).role_for(identity.email, identity.groups)
+    rules = roles or RoleMap()
+    if identity.unverified:
+        if rules.unverified_email == REFUSE:
+            raise AccessDenied(f"the identity provider has not verified {identity.unverified}, and "
+                               f"{rules.source or 'the roles file'} refuses unverified emails")
+        return Decision(identity, VIEWER, f"the identity provider has not verified {identity.unverified}, so no "
+                                          "role is given for it")
+    role, why = rules.role_for(identity.email, identity.groups)
     return Decision(identity, role, why)
+
+
+def beyond_loopback(address: str) -> bool:
+    """Whether a listening address is reachable from other machines (not 127.0.0.0/8, ::1 or localhost)."""
+    host = address.strip().strip("[]").lower()
+    if not host or host == "localhost":
+        return not host  # an empty address binds every interface
+    try:
+        return not ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return True  # a host name other than localhost: reachable from elsewhere
 
 
 def require(decision: Decision | None, action: str) -> None:

@@ -15,6 +15,8 @@ VIEWER, LEAD = "viewer", "lead"
 ROLES = (VIEWER, LEAD)  # in rising order of rights
 DEFAULT_ROLE = VIEWER
 DEFAULT_GROUPS_CLAIM = "groups"
+REFUSE = "refuse"
+UNVERIFIED = (VIEWER, REFUSE)  # what an unverified email gets: a viewer at most, or no access
 
 
 class RolesError(ConfigError):
@@ -31,6 +33,7 @@ class RoleMap:
     default: str = DEFAULT_ROLE
     groups_claim: str = DEFAULT_GROUPS_CLAIM
     source: str = ""  # the roles file; empty when none is configured
+    unverified_email: str = VIEWER
 
     def role_for(self, email: str | None, groups: tuple[str, ...] = ()) -> tuple[str, str]:
         """(role, why): the exact email wins, else the highest role of the user's groups, else the email's domain,
@@ -65,11 +68,14 @@ def load_roles_text(text: str, source: str = "<roles>") -> RoleMap:
     """Validate roles YAML; raise RolesError listing every problem."""
     r = Reader(source)
     root = r.root(text, "a mapping with users, groups and default", RolesError)
-    top = r.mapping(root, "", required=(), optional=("version", "default", "groups_claim", "users", "groups"))
+    top = r.mapping(root, "", required=(), optional=("version", "default", "groups_claim", "users", "groups",
+                                                      "unverified_email"))
     if "version" in top:
         r.integer(top["version"], "version", ge=1, le=1)
     default = _role(r, top["default"], "default") if "default" in top else DEFAULT_ROLE
     claim = r.string(top["groups_claim"], "groups_claim") if "groups_claim" in top else DEFAULT_GROUPS_CLAIM
+    unverified = r.choice(top["unverified_email"], "unverified_email", UNVERIFIED) if "unverified_email" in top \
+        else VIEWER
     users: dict[str, str] = {}
     domains: dict[str, str] = {}
     seen: dict[str, int] = {}
@@ -91,7 +97,8 @@ def load_roles_text(text: str, source: str = "<roles>") -> RoleMap:
               for key, node in _entries(r, top, "groups").items()}
     if r.problems:
         raise RolesError(r.problems)
-    return RoleMap(users=users, domains=domains, groups=groups, default=default, groups_claim=claim, source=source)
+    return RoleMap(users=users, domains=domains, groups=groups, default=default, groups_claim=claim, source=source,
+                   unverified_email=unverified)
 
 
 def _entries(r: Reader, top: dict[str, Node], key: str) -> dict[str, Node]:

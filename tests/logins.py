@@ -19,8 +19,8 @@ AUTH = {"redirect_uri": "http://localhost:8501/oauth2callback", "cookie_secret":
         "okta": {"client_id": "okta-id", "client_secret": "okta-secret",
                  "server_metadata_url": "https://okta.example/.well-known/openid-configuration"}}
 ROLES = "users:\n  lee@example.com: lead\ngroups:\n  platform-leads: lead\n"
-LEAD = {"is_logged_in": True, "email": "lee@example.com", "name": "Lee"}
-VIEWER = {"is_logged_in": True, "email": "val@example.com", "name": "Val"}
+LEAD = {"is_logged_in": True, "email": "lee@example.com", "email_verified": True, "name": "Lee"}
+VIEWER = {"is_logged_in": True, "email": "val@example.com", "email_verified": True, "name": "Val"}
 
 
 def write_roles(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:

@@ -11,6 +11,7 @@ from streamlit.testing.v1 import AppTest
 
 from access import AccessDenied, decide, from_claims, load_roles
 from app.console import auth, data
+from app.console.safe import md
 from app.console.whatif_results import RESULT_KEY
 from tests.logins import LEAD, VIEWER, console, count, private_copy, write_roles
 
@@ -132,3 +133,33 @@ def test_only_a_lead_saves_a_replay_run(db: Path, roles: Path, monkeypatch: pyte
     at.button(key="wi.save").click().run()
     assert any(s.value.startswith("Saved as run ") for s in at.success), [s.value for s in at.success]
     assert count(db, "replay_runs") == runs + 1
+
+
+def test_an_unverified_email_signs_in_as_a_viewer_whoever_it_names(fleet_db: Path, roles: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    at = console(fleet_db, monkeypatch, {"is_logged_in": True, "email": "lee@example.com", "email_verified": False,
+                                         "name": "Mallory"}).run()
+    assert not at.exception
+    assert signed_in(at) == ["Signed in as **Mallory (lee@example.com, not verified)** · role **viewer**"]
+    at = console(fleet_db, monkeypatch, {"is_logged_in": True, "preferred_username": "lee@example.com"}).run()
+    assert signed_in(at) == ["Signed in as **lee@example.com** · role **viewer**"]
+
+
+def test_unverified_emails_can_be_refused(fleet_db: Path, roles: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    roles.write_text(roles.read_text() + "unverified_email: refuse\n")
+    at = console(fleet_db, monkeypatch, {"is_logged_in": True, "email": "lee@example.com", "name": "Mallory"}).run()
+    assert not at.exception and not signed_in(at)
+    assert [e.value for e in at.error] == [
+        f"Access refused: the identity provider has not verified lee@example.com, and {md(roles)} refuses "
+        "unverified emails."]
+
+
+def test_off_loopback_without_a_login_every_visitor_is_a_viewer(fleet_db: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                ) -> None:
+    monkeypatch.setattr(auth, "exposed_address", lambda address=None: "0.0.0.0")
+    at = console(fleet_db, monkeypatch).run()
+    assert not at.exception
+    assert signed_in(at) == ["Signed in as **local user** · role **viewer**"]
+    assert any("listens on 0.0.0.0 with no login" in w.value and "docs/deploy.md" in w.value
+               for w in at.sidebar.warning)
+    assert auth.exposed_address.__name__ == "<lambda>"

@@ -7,6 +7,7 @@ import os
 import sys
 from pathlib import Path
 
+from access.policy import beyond_loopback
 from app.commands import _child
 from app.commands._base import Context, add_command
 from app.errors import UsageError
@@ -44,4 +45,8 @@ def run(ctx: Context) -> int:
         raise UsageError(f"--secrets {str(secrets)!r}: no such file")
     env = {**os.environ, ENV_DB: str(db)}
     ctx.note(f"console on http://{ctx.args.address}:{ctx.args.port} for {db}")
+    if beyond_loopback(ctx.args.address):
+        ctx.note(f"warning: the console listens on {ctx.args.address}, beyond this machine: without a login "
+                 "(Streamlit's [auth] in the secrets, or HETPOOL_TRUSTED_HEADER behind an auth proxy) every visitor "
+                 "is a viewer; see docs/deploy.md, Console access")
     return _child.run(streamlit_command(ctx.args.port, ctx.args.address, secrets), env)

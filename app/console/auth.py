@@ -18,8 +18,19 @@ from typing import Any
 
 import streamlit as st
 
-from access import Decision, Identity, RoleMap, RolesError, decide, from_claims, from_headers, load_roles
+from access import (
+    AccessDenied,
+    Decision,
+    Identity,
+    RoleMap,
+    RolesError,
+    decide,
+    from_claims,
+    from_headers,
+    load_roles,
+)
 from access.identity import HEADER, LOCAL, LOCAL_USER, OIDC
+from access.policy import beyond_loopback
 from access.roles import ENV_ROLES, roles_path
 from app.console.safe import md
 
@@ -101,13 +112,31 @@ def gate() -> Decision | None:
     except RolesError as exc:
         st.error(f"The console's roles file cannot be used: {exc}")
         return None
-    decision = decide(identify(s, roles), roles)
+    exposed = exposed_address() if s.mode == LOCAL else None
+    try:
+        decision = decide(identify(s, roles), roles, exposed_at=exposed)
+    except AccessDenied as exc:
+        st.title("hetpool")
+        st.error(f"Access refused: {md(str(exc))}.")
+        return None
     if decision is None:
         _logged_out(s)
         return None
     st.session_state[DECISION_KEY] = decision
     _sidebar(decision, s)
+    if exposed is not None:
+        st.sidebar.warning(f"This console listens on {md(exposed)} with no login, so everyone who reaches it is a "
+                           "viewer. To let leads save runs and add evidence, configure a login (Streamlit's `[auth]` "
+                           "OIDC or an auth proxy's trusted header) and a roles file: see docs/deploy.md, "
+                           "Console access.")
     return decision
+
+
+def exposed_address(address: str | None = None) -> str | None:
+    """The address the console listens on when it is beyond loopback; None on loopback, and when no address is
+    set (as under AppTest, which serves nobody)."""
+    value = (address if address is not None else str(st.get_option("server.address") or "")).strip()
+    return value if value and beyond_loopback(value) else None
 
 
 def current() -> Decision | None:
