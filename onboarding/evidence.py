@@ -49,12 +49,12 @@ def _table(text: str, source: str, required: tuple[str, ...], *, extra: bool = F
     names = [h.strip() for h in header]
     for col, name in enumerate(names, 1):
         if names.index(name) != col - 1:
-            raise EvidenceError(source, 1, col, f"duplicate column {name!r}")
+            raise EvidenceError(source, 1, col, f"duplicate column {_quote(name)}")
         if name not in required and not extra:
-            raise EvidenceError(source, 1, col, f"unknown column {name!r}; expected {','.join(required)}")
+            raise EvidenceError(source, 1, col, f"unknown column {_quote(name)}; expected {','.join(required)}")
     missing = [c for c in required if c not in names]
     if missing:
-        raise EvidenceError(source, 1, None, f"missing column {', '.join(missing)}; has: {', '.join(names)}")
+        raise EvidenceError(source, 1, None, f"missing column {', '.join(missing)}; has: {_names(names)}")
     rows = []
     for line, values in reader:
         if not any(v.strip() for v in values):
@@ -73,11 +73,11 @@ def _number(text: str, source: str, line: int, col: int, name: str, *, finite: b
     try:
         value = float(text)
     except ValueError:
-        raise EvidenceError(source, line, col, f"column {name}: expected a number, got {text[:40]!r}") from None
+        raise EvidenceError(source, line, col, f"column {name}: expected a number, got {_quote(text)}") from None
     if finite and not math.isfinite(value):
-        raise EvidenceError(source, line, col, f"column {name}: expected a finite number, got {text!r}")
+        raise EvidenceError(source, line, col, f"column {name}: expected a finite number, got {_quote(text)}")
     if math.isfinite(value) and least is not None and value < least:
-        raise EvidenceError(source, line, col, f"column {name}: must be >= {least:g}, got {text}")
+        raise EvidenceError(source, line, col, f"column {name}: must be >= {least:g}, got {_short(text)}")
     return value
 
 
@@ -104,9 +104,10 @@ MAX_WHOLE = 2**31 - 1  # steps and device counts; a larger one is a corrupt file
 def _whole(value: str, source: str, line: int, col: int, name: str, least: int) -> int:
     # ASCII digits only: str.isdigit() also accepts superscripts that int() refuses
     if not (value.isascii() and value.isdigit()) or (len(value) < 4 and int(value) < least):
-        raise EvidenceError(source, line, col, f"column {name}: expected a whole number >= {least}, got {value[:40]!r}")
+        raise EvidenceError(source, line, col,
+                            f"column {name}: expected a whole number >= {least}, got {_quote(value)}")
     if len(value.lstrip("0")) > 10 or int(value) > MAX_WHOLE:  # thousands of digits are too many for int()
-        raise EvidenceError(source, line, col, f"column {name}: must be <= {MAX_WHOLE}, got {value[:40]}")
+        raise EvidenceError(source, line, col, f"column {name}: must be <= {MAX_WHOLE}, got {_short(value)}")
     return int(value)
 
 
@@ -180,3 +181,22 @@ def parse_evidence(item: str, text: str, source: str) -> pl.DataFrame:
         raise EvidenceError(source, None, None, f"checklist item {item!r} takes no evidence file; "
                                                 f"files go to: {', '.join(LOADERS)}") from None
     return loader(text, source)
+
+
+QUOTED = 40  # characters of a file's own text an error quotes at most
+
+
+def _short(text: str) -> str:
+    """A field of the file as an error shows it: its first QUOTED characters, never the rest of the file."""
+    return text[:QUOTED] + "…" if len(text) > QUOTED else text
+
+
+def _quote(text: str) -> str:
+    """A field of the file quoted, cut as _short cuts it."""
+    return repr(_short(text))
+
+
+def _names(names: list[str]) -> str:
+    """A header's columns as an error lists them: a few, each quoted short."""
+    shown = [_quote(n) if len(n) > QUOTED or not n.isprintable() else n for n in names[:8]]
+    return ", ".join(shown) + (f" and {len(names) - 8} more" if len(names) > 8 else "")

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import datetime as dt
+import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,28 +29,76 @@ class EvidenceFile:
     produced_at: dt.datetime | None
 
 
-def read_file(pool: str, item: str, role: str, path: Path, name: str,
-              produced_at: dt.datetime | None = None) -> EvidenceFile:
-    """Read and check one file with its item's loader (EvidenceError names file, line and column)."""
+ENV_ROOT, ENV_MAX_MB = "HETPOOL_EVIDENCE_ROOT", "HETPOOL_MAX_EVIDENCE_MB"
+DEFAULT_MAX_MB = 32
+SYSTEM = (Path("/proc"), Path("/sys"), Path("/dev"))  # what the kernel serves as files, never evidence
+
+
+def max_bytes() -> int:
+    """The largest evidence file read: $HETPOOL_MAX_EVIDENCE_MB MiB (default 32)."""
     try:
-        body = path.read_text(encoding="utf-8-sig")
+        mb = float(os.environ.get(ENV_MAX_MB, DEFAULT_MAX_MB))
+    except ValueError:
+        raise OnboardingError(f"{ENV_MAX_MB}={os.environ.get(ENV_MAX_MB)!r}: expected a number of MiB") from None
+    return int(mb * 2**20)
+
+
+def read_file(pool: str, item: str, role: str, path: Path, name: str, produced_at: dt.datetime | None = None, *,
+              root: Path | None = None) -> EvidenceFile:
+    """Read and check one file with its item's loader (EvidenceError names file, line and column).
+
+    Only a regular file is read, never one the kernel serves (/proc, /sys, /dev), at most max_bytes() of it, and
+    with `root` only one that lies under it once links are followed; no error quotes more of the file than the
+    offending field."""
+    where = f"(evidence of {pool} {item})"
+    try:
+        info = os.stat(path)
+        real = path.resolve()
     except FileNotFoundError:
-        raise OnboardingError(f"{name}: file not found (evidence of {pool} {item})") from None
-    except (IsADirectoryError, UnicodeDecodeError) as exc:
-        raise OnboardingError(f"{name}: cannot read an evidence file ({exc})") from None
+        raise OnboardingError(f"{name}: file not found {where}") from None
+    except OSError as exc:
+        raise OnboardingError(f"{name}: cannot read an evidence file ({exc.strerror}) {where}") from None
+    if not stat.S_ISREG(info.st_mode) or any(real.is_relative_to(s) for s in SYSTEM):
+        raise OnboardingError(f"{name}: not a regular file {where}; evidence is a file of results")
+    if root is not None and not real.is_relative_to(root.resolve()):
+        raise OnboardingError(f"{name}: lies outside {root.resolve()} (it is {real}) {where}; evidence files are "
+                              f"read under the registry's folder, or under ${ENV_ROOT}")
+    cap = max_bytes()
+    if info.st_size > cap:
+        raise OnboardingError(f"{name}: {info.st_size:,} bytes exceed the evidence limit of {cap:,} bytes "
+                              f"(${ENV_MAX_MB}) {where}")
+    try:
+        with open(real, "rb") as f:
+            data = f.read(cap + 1)
+    except OSError as exc:
+        raise OnboardingError(f"{name}: cannot read an evidence file ({exc.strerror}) {where}") from None
+    if len(data) > cap:
+        raise OnboardingError(f"{name}: more than the evidence limit of {cap:,} bytes (${ENV_MAX_MB}) {where}")
+    try:
+        body = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise OnboardingError(f"{name}: not UTF-8 text (byte {exc.start}) {where}") from None
     parse_evidence(item, body, name)
     return EvidenceFile(pool, item, role, name, body, produced_at)
 
 
+def evidence_root(base: Path) -> Path:
+    """Where a registry's evidence files may lie: $HETPOOL_EVIDENCE_ROOT, else the registry file's folder."""
+    chosen = os.environ.get(ENV_ROOT)
+    return Path(chosen) if chosen else base
+
+
 def registry_files(reg: Registry, base: Path) -> tuple[EvidenceFile, ...]:
-    """Every evidence file the registry's checks name, read relative to `base` (the registry file's folder)."""
+    """Every evidence file the registry's checks name, read relative to `base` (the registry file's folder) and
+    only under evidence_root(base)."""
+    root = evidence_root(base)
     out = []
     for pool in reg.pools:
         for check in pool.onboarding.checks.values():
             at = dt.datetime(check.at.year, check.at.month, check.at.day, tzinfo=dt.UTC) if check.at else None
             for role, written in check.files.items():
                 path = Path(written) if Path(written).is_absolute() else base / written
-                out.append(read_file(pool.id, check.item, role, path, str(path), at))
+                out.append(read_file(pool.id, check.item, role, path, str(path), at, root=root))
     return tuple(out)
 
 
