@@ -45,6 +45,7 @@ bench: install system-deps
 	$(PY) -m benchmarks.bench_replay
 	$(PY) -m benchmarks.bench_console
 	$(PY) -m benchmarks.bench_concurrency
+	$(PY) -m benchmarks.bench_registry
 
 clean:
 	rm -rf $(VENV) demo test-artifacts .pytest_cache .mypy_cache .ruff_cache

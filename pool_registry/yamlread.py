@@ -7,9 +7,10 @@ import difflib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 import yaml
+from yaml.constructor import SafeConstructor
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 T = TypeVar("T")
@@ -59,6 +60,33 @@ def _describe(node: Node) -> str:
     return f"{node.value!r} ({kind})"
 
 
+def _fast_loader() -> type | None:
+    """libyaml's safe loader, its implicit-tag resolution remembered per scalar text (a registry repeats most of
+    its values); None without libyaml."""
+    base = getattr(yaml, "CSafeLoader", None)
+    if base is None:
+        return None
+
+    class Loader(base):  # type: ignore[misc, valid-type]
+        seen: ClassVar[dict[tuple[str, tuple[bool, ...]], str]] = {}
+
+        def resolve(self, kind: type, value: Any, implicit: Any) -> str:
+            if kind is not ScalarNode or not isinstance(value, str):
+                return str(super().resolve(kind, value, implicit))
+            key = (value, tuple(implicit))
+            tag = self.seen.get(key)
+            if tag is None:
+                tag = str(super().resolve(kind, value, implicit))
+                if len(self.seen) < 200_000:
+                    self.seen[key] = tag
+            return tag
+
+    return Loader
+
+
+FAST_LOADER = _fast_loader()
+
+
 class Reader:
     """Walks a composed YAML tree, converting values and collecting problems instead of stopping at one."""
 
@@ -80,7 +108,15 @@ class Reader:
 
     # -- documents --------------------------------------------------------------------------------
     def compose(self, text: str) -> Node | None:
-        """Parse YAML text into a node tree; syntax errors become problems with their line."""
+        """Parse YAML text into a node tree; syntax errors become problems with their line.
+
+        libyaml's parser (when PyYAML has it) reads a large file tens of times faster; a document it refuses
+        is read again by the pure-Python parser, whose messages the problems quote."""
+        if FAST_LOADER is not None:
+            try:
+                return yaml.compose(text, Loader=FAST_LOADER)
+            except Exception:  # whatever it refuses, and however it says so, the reference parser says again
+                pass
         try:
             return yaml.compose(text, Loader=yaml.SafeLoader)
         except yaml.MarkedYAMLError as exc:
@@ -167,6 +203,8 @@ class Reader:
 
     # -- scalars ----------------------------------------------------------------------------------
     def _scalar(self, node: Node) -> Any:
+        if isinstance(node, ScalarNode) and (build := _SCALARS.get(node.tag)) is not None:
+            return build(self._constructor, node)  # the common tags, without the bookkeeping of object graphs
         return self._constructor.construct_object(node, deep=True)
 
     def string(self, node: Node, path: str, *, allow_empty: bool = False) -> str:
@@ -275,3 +313,12 @@ def read_text(path: str | Path, error: type[ConfigError] = ConfigError) -> str:
         raise error([Problem(str(p), None, "", "is a directory, expected a YAML file")]) from None
     except UnicodeDecodeError as exc:
         raise error([Problem(str(p), None, "", f"not UTF-8 text ({exc.reason})")]) from None
+
+
+_SCALARS: dict[str, Callable[[SafeConstructor, ScalarNode], Any]] = {
+    "tag:yaml.org,2002:int": SafeConstructor.construct_yaml_int,
+    "tag:yaml.org,2002:float": SafeConstructor.construct_yaml_float,
+    "tag:yaml.org,2002:bool": SafeConstructor.construct_yaml_bool,
+    "tag:yaml.org,2002:str": SafeConstructor.construct_yaml_str,
+    "tag:yaml.org,2002:null": SafeConstructor.construct_yaml_null,
+}
