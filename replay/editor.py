@@ -14,8 +14,8 @@ from typing import Any
 import yaml
 
 from pool_registry import Interconnect, Registry
-from replay.candidate import load_candidate_text
-from replay.config import Candidate
+from replay.candidate import load_candidate_text, predictor_to_data
+from replay.config import Candidate, PredictorSpec
 from replay.errors import CandidateError, ReplayError
 from replay.fleet import resolve_pools
 
@@ -42,6 +42,8 @@ class CandidateForm:
     tiers: dict[str, tuple[float | None, float | None]] = field(default_factory=lambda: dict(DEFAULT_TIERS))
     pools: dict[str, dict[str, Any]] = field(default_factory=dict)
     enabled: dict[str, bool] = field(default_factory=dict)
+    predictor: str = "online"                                     # replay.predictors
+    predictor_options: dict[str, Any] = field(default_factory=dict)
 
 
 def registry_values(registry: Registry) -> dict[str, dict[str, Any]]:
@@ -75,7 +77,8 @@ def form_of(registry: Registry, candidate: Candidate | None = None) -> Candidate
     tiers = {t: (s.ttft_s, s.e2e_s) for t, s in cand.sla_tiers.items()} if cand.sla_tiers else dict(DEFAULT_TIERS)
     return CandidateForm(name=cand.name, policy=cand.policy, overflow=cand.overflow, noise=cand.noise,
                          prefill=cand.policy_options.get("prefill", ()), decode=cand.policy_options.get("decode", ()),
-                         tiers=tiers, pools=pools, enabled={p: cand.override(p).enabled for p in pools})
+                         tiers=tiers, pools=pools, enabled={p: cand.override(p).enabled for p in pools},
+                         predictor=cand.predictor.name, predictor_options=dict(cand.predictor.options))
 
 
 def _hop(declared: float | None, link: Interconnect) -> float:
@@ -104,6 +107,7 @@ def candidate_body(form: CandidateForm, registry: Registry) -> dict[str, Any]:
             pools[pool_id] = changed
     if pools:
         body["pools"] = pools
+    body["predictor"] = predictor_to_data(PredictorSpec(form.predictor, dict(form.predictor_options)))
     return body
 
 

@@ -15,6 +15,7 @@ from typing import Any
 
 import polars as pl
 import pytest
+import yaml
 from streamlit.testing.v1 import AppTest
 
 from app.cli import main
@@ -285,3 +286,66 @@ def test_calibration_from_a_benchmark_table_shows_each_coefficients_status(db: P
     at.file_uploader(key="wi.calib_bench").set_value(("bad.csv", b"pool,isl\nx,1\n", "text/csv")).run()
     at.button(key="wi.calibrate").click().run()
     assert any("bad.csv:1: missing column osl" in e.value for e in at.error), [e.value for e in at.error]
+
+
+ORACLE_NOTE = "oracle: an upper bound, not achievable by a router"
+
+
+def test_the_predictor_its_error_and_the_oracle_gap(db: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    at = open_page(db, monkeypatch)
+    assert at.session_state["wi.predictor"] == "online"
+    assert "predictor: online" in next(c.value for c in at.code)
+    at.checkbox(key="wi.oracle_gap").check().run()
+    at.button(key="wi.run").click().run()
+    assert not at.exception, at.exception
+    outcome: Outcome = at.session_state[RESULT_KEY]
+    w = outcome.whatif
+    assert w.history > 0 and w.oracle_summary is not None  # started from the requests stored before the hour
+    assert any(ORACLE_NOTE in x.value and "the oracle gap" in x.value for x in at.warning)
+    gap = next(d.value for d in at.dataframe if "with the oracle" in d.value.columns)
+    assert list(gap.columns) == ["measure", "with online", "with the oracle", "change"]
+    assert list(gap["measure"]) == ["busy cost", "p99 TTFT", "SLA violation rate"]
+    assert list(gap["with the oracle"]) == [money(w.oracle_summary.busy_cost_usd), f"{w.oracle_summary.ttft_p99:.3f} s",
+                                         f"{w.oracle_summary.sla_violation_rate:.2%}"]
+    shown = " ".join(c.value for c in at.caption)
+    assert (f"Output-length predictor, candidate: online (error median {w.summary.predictor_ape_p50:.0f}%, p90 "
+            f"{w.summary.predictor_ape_p90:.0f}%)") in shown
+    # the oracle itself: the form says what it is, and so does the result
+    at.selectbox(key="wi.predictor").set_value("oracle").run()
+    assert "predictor: oracle" in next(c.value for c in at.code)
+    assert any(x.value.startswith(ORACLE_NOTE) for x in at.warning)
+    at.checkbox(key="wi.oracle_gap").uncheck().run()
+    at.button(key="wi.run").click().run()
+    outcome = at.session_state[RESULT_KEY]
+    assert outcome.whatif.summary.predictor == "oracle"
+    assert any(x.value.startswith(f"**{ORACLE_NOTE}.** The numbers of candidate come from") for x in at.warning)
+    verdict = outcome.whatif.verdict
+    assert verdict is not None and verdict.checks[0].name == "predictor"  # the baseline predicts: unlike runs
+
+
+@pytest.mark.parametrize(("choice", "edits", "message"), [
+    ("fixed", {"wi.predictor.tokens": 0}, "predictor.tokens: must be >= 1, got 0"),
+    ("online", {"wi.predictor.quantile": 1.5}, "predictor.quantile: must be > 0 and < 1 (0.5 is the median), "
+                                               "got 1.5"),
+])
+def test_a_bad_predictor_option_gets_the_loaders_message(demo_db: Path, monkeypatch: pytest.MonkeyPatch,
+                                                         choice: str, edits: dict[str, Any], message: str) -> None:
+    at = open_page(demo_db, monkeypatch)
+    at.selectbox(key="wi.predictor").set_value(choice).run()
+    for k, v in edits.items():
+        at.number_input(key=k).set_value(v)
+    at.run()
+    errors = [e.value for e in at.error]
+    assert any(message in e for e in errors), errors
+    assert at.button(key="wi.run").disabled
+
+
+def test_a_table_predictor_round_trips_through_the_form(demo_db: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    at = open_page(demo_db, monkeypatch)
+    at.selectbox(key="wi.predictor").set_value("table").run()
+    at.number_input(key="wi.predictor.tier.premium").set_value(120)
+    at.number_input(key="wi.predictor.default").set_value(300).run()
+    text = next(c.value for c in at.code)
+    body = yaml.safe_load(text)
+    assert body["predictor"] == {"name": "table", "tiers": {"premium": 120}, "default": 300}
+    assert not [e.value for e in at.error]

@@ -311,14 +311,19 @@ def request_count(con: duckdb.DuckDBPyConnection, trace: str | None, start: int 
     return stored.count_requests(con, trace=trace, start_ms=start, end_ms=end)
 
 
-def _stored_requests(con: duckdb.DuckDBPyConnection, trace: str | None, start: int | None,
-                     end: int | None) -> pl.DataFrame:
-    return stored.read_requests(con, trace=trace, start_ms=start, end_ms=end)
+def _stored_window(con: duckdb.DuckDBPyConnection, trace: str | None, start: int | None,
+                   end: int | None) -> tuple[pl.DataFrame, pl.DataFrame]:
+    return (stored.read_requests(con, trace=trace, start_ms=start, end_ms=end),
+            stored.read_history(con, trace=trace, before_ms=start))
 
 
-def stored_requests(path: str, trace: str | None, start: int | None, end: int | None) -> pl.DataFrame:
-    """The stored requests of a trace and window, read when a replay starts (not cached: they can be many)."""
-    return _read(_stored_requests, path, (trace, start, end))
+def stored_window(path: str, trace: str | None, start: int | None,
+                  end: int | None) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The stored requests of a trace and window and those that completed before it (what the online predictor
+    starts from, as `hetpool replay run` reads them), in one read when a replay starts (not cached: they can be
+    many)."""
+    result: tuple[pl.DataFrame, pl.DataFrame] = _read(_stored_window, path, (trace, start, end))
+    return result
 
 
 @query

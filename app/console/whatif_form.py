@@ -21,6 +21,7 @@ from replay.errors import CandidateError, GateError
 from replay.gate import FIELDS as GATE_FIELDS
 from replay.gate import Gate, load_gate_text
 from replay.policies import POLICIES
+from replay.predictors import ORACLE_NOTE, PREDICTORS
 
 LABELS = {"replicas": "Replicas", "max_concurrency": "Max concurrency", "pp": "Pipeline stages (pp)",
           "max_num_batched_tokens": "Token budget per step", "gpu_memory_utilization": "GPU memory utilization",
@@ -37,6 +38,13 @@ DEFAULT_GATE = {"max_cost_increase_pct": 5.0, "max_ttft_p99_increase_pct": 10.0,
                 "max_sla_violation_increase_pts": 0.5}  # examples/gate.yaml
 REGISTRY_BASELINE = "registry"
 LOADED_KEY = "wi.loaded_for"
+PREDICTOR_HELP = ("What the router expects each request to generate, which no gateway knows before it is done. "
+                  "online: a quantile of the output lengths of requests already completed (by model, SLA tier and "
+                  "prompt length, starting from the requests stored before the window); fixed: one length for "
+                  "every request; table: a length per SLA tier; oracle: the true length, an upper bound no router "
+                  "can reach.")
+MEDIAN, TOKENS = 0.5, 256   # the form's starting quantile and token counts (the predictors' own defaults)
+SHOWN = {"online": ("quantile",), "fixed": ("tokens",), "table": ("tiers", "default"), "oracle": ()}
 
 
 def key(pool: str, name: str) -> str:
@@ -58,6 +66,17 @@ def load_form(form: CandidateForm) -> None:
         for f in POOL_FIELDS:
             v = values[f]
             s[key(pool, f)] = int(v) if f in INT_FIELDS else v if f == "kv_cache_dtype" else float(v)
+    options = form.predictor_options
+    s["wi.predictor"] = form.predictor
+    s["wi.predictor.quantile"] = float(options.get("quantile", MEDIAN)) if form.predictor == "online" else MEDIAN
+    s["wi.predictor.tokens"] = int(options.get("tokens", TOKENS)) if form.predictor == "fixed" else TOKENS
+    table = options.get("tiers", {}) if form.predictor == "table" else {}
+    for tier in form.tiers:
+        s[f"wi.predictor.tier.{tier}"] = None if tier not in table else int(table[tier])
+    s["wi.predictor.default"] = int(options.get("default", TOKENS)) if form.predictor == "table" else TOKENS
+    # options the form has no widget for ride along as they came
+    s["wi.predictor.kept"] = (form.predictor, {k: v for k, v in options.items()
+                                               if k not in SHOWN.get(form.predictor, ())})
 
 
 def ensure_form(registry: Registry) -> None:
@@ -73,12 +92,31 @@ def read_form(registry: Registry) -> CandidateForm:
     s = st.session_state
     pools = registry_values(registry)
     tiers = {t: (s.get(f"wi.tier.{t}.ttft_s"), s.get(f"wi.tier.{t}.e2e_s")) for t in s.get("wi.tiers", [])}
+    name, options = read_predictor(list(tiers))
     return CandidateForm(
         name=str(s.get("wi.name") or "candidate"), policy=s["wi.policy"], overflow=s["wi.overflow"],
         noise=float(s.get("wi.noise") or 0.0), prefill=tuple(s.get("wi.prefill", ())),
         decode=tuple(s.get("wi.decode", ())), tiers=tiers,
         pools={p: {f: s.get(key(p, f), v[f]) for f in POOL_FIELDS} for p, v in pools.items()},
-        enabled={p: bool(s.get(key(p, "enabled"), True)) for p in pools})
+        enabled={p: bool(s.get(key(p, "enabled"), True)) for p in pools}, predictor=name, predictor_options=options)
+
+
+def read_predictor(tiers: list[str]) -> tuple[str, dict[str, Any]]:
+    """The predictor and the options its widgets hold (the loader checks them, as it checks a file)."""
+    s = st.session_state
+    name = str(s.get("wi.predictor") or "online")
+    kept_for, kept = s.get("wi.predictor.kept") or ("", {})
+    options: dict[str, Any] = dict(kept) if kept_for == name else {}
+    if name == "online" and s.get("wi.predictor.quantile") not in (None, MEDIAN):
+        options["quantile"] = float(s["wi.predictor.quantile"])
+    elif name == "fixed" and s.get("wi.predictor.tokens") is not None:
+        options["tokens"] = int(s["wi.predictor.tokens"])
+    elif name == "table":
+        options["tiers"] = {t: int(s[f"wi.predictor.tier.{t}"]) for t in tiers
+                            if s.get(f"wi.predictor.tier.{t}") is not None}
+        if s.get("wi.predictor.default") not in (None, TOKENS):
+            options["default"] = int(s["wi.predictor.default"])
+    return name, options
 
 
 def editor(registry: Registry) -> None:
@@ -100,6 +138,7 @@ def editor(registry: Registry) -> None:
         d1.multiselect("Prefill pools", list(base), key="wi.prefill")
         d2.multiselect("Decode pools", list(base), key="wi.decode")
     tiers = st.session_state.get("wi.tiers", [])
+    predictor_inputs(tiers)
     with st.expander(f"SLA tiers: {', '.join(tiers)} (seconds; leave a limit empty for none)"):
         for tier in tiers:
             t1, t2, t3 = st.columns([1, 2, 2])
@@ -115,6 +154,32 @@ def editor(registry: Registry) -> None:
         for pool, tab in zip(base, st.tabs(list(base)), strict=True):
             with tab:
                 _pool_inputs(pool, base[pool])
+
+
+def predictor_inputs(tiers: list[str]) -> None:
+    """The output-length predictor and its options."""
+    s = st.session_state
+    s.setdefault("wi.predictor", "online")
+    s.setdefault("wi.predictor.quantile", MEDIAN)
+    s.setdefault("wi.predictor.tokens", TOKENS)
+    s.setdefault("wi.predictor.default", TOKENS)
+    c1, c2 = st.columns([1, 3])
+    c1.selectbox("Output-length predictor", list(PREDICTORS), key="wi.predictor", help=PREDICTOR_HELP)
+    name = s.get("wi.predictor")
+    if name == "online":
+        c2.number_input("Quantile of the completed requests' output lengths", key="wi.predictor.quantile",
+                        step=0.05, format="%.2f", help="0.5 is the median; a higher one expects longer outputs, "
+                                                       "which for long-tailed lengths better sizes a queue's work.")
+    elif name == "fixed":
+        c2.number_input("Output tokens predicted for every request", key="wi.predictor.tokens", step=16)
+    elif name == "table":
+        cols = c2.columns(len(tiers) + 1)
+        for col, tier in zip(cols, tiers, strict=False):
+            col.number_input(f"{tier} (tokens)", key=f"wi.predictor.tier.{tier}", value=None, step=16,
+                             help="Leave empty for the default.")
+        cols[-1].number_input("Other tiers (tokens)", key="wi.predictor.default", step=16)
+    elif name == "oracle":
+        c2.warning(f"{ORACLE_NOTE}: routers read every request's true output length, which no gateway knows.")
 
 
 def _changes(pool: str, registry_value: dict[str, Any]) -> list[str]:

@@ -10,7 +10,7 @@ import streamlit as st
 import yaml
 
 from app.console import data, whatif_form
-from app.console.whatif_results import kpi_table
+from app.console.whatif_results import kpi_table, oracle_warning, predictor_line
 from pool_registry import Registry
 from replay.candidate import load_candidate_text
 from replay.editor import form_of
@@ -91,8 +91,10 @@ def _opened(run: dict[str, Any], registry: Registry) -> None:
                  + "\n".join(f"- :material/cancel: {r}" for r in run["reasons"]))
     else:
         st.info("No gate ran on this run.")
-    st.dataframe(kpi_table([("candidate", cand)] + ([("baseline", base)] if base else [])), hide_index=True,
-                 width="stretch", key=f"wi.opened_kpis.{run['run_id']}")
+    runs = [("candidate", cand)] + ([("baseline", base)] if base else [])
+    oracle_warning(runs, "oracle" in run["summary"])
+    st.dataframe(kpi_table(runs), hide_index=True, width="stretch", key=f"wi.opened_kpis.{run['run_id']}")
+    st.caption(predictor_line(runs, 0))
     text = yaml.safe_dump(run["candidate"], sort_keys=False)
     c1, c2 = st.columns(2)
     c1.download_button("Download this run's candidate YAML", data=text, file_name=f"{run['candidate']['name']}.yaml",

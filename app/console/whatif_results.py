@@ -18,11 +18,15 @@ from app.errors import USER_ERRORS
 from pool_registry import Registry
 from replay.config import Candidate
 from replay.gate import Gate, Verdict
+from replay.predictors import ORACLE_NOTE
 from replay.series import bucket_ms, latency_cdf, pool_timeline
 from replay.summary import Summary
 from replay.whatif import WhatIf, run_whatif
 
 RESULT_KEY = "wi.result"
+GAP_HELP = ("Replays the candidate once more with routers that know every request's true output length, and shows "
+            "what that would change in busy cost, p99 TTFT and SLA violations: an upper bound, not achievable by "
+            "a router.")
 
 
 @dataclass(frozen=True)
@@ -35,8 +39,9 @@ class Outcome:
 
 
 def run(pick: Pick, candidate: Candidate, candidate_yaml: str, registry: Registry, baseline: Candidate | None,
-        gate: Gate | None, seed: int) -> None:
-    """Read the traffic, replay it with progress shown, and keep the outcome for the page."""
+        gate: Gate | None, seed: int, oracle_gap: bool = False) -> None:
+    """Read the traffic, replay it with progress shown (with oracle_gap, once more with the oracle predictor),
+    and keep the outcome for the page."""
     with st.status(f"Replaying {pick.label}…", expanded=True) as status:
         bar = st.progress(0.0, text="reading the traffic")
         started = time.monotonic()
@@ -49,7 +54,7 @@ def run(pick: Pick, candidate: Candidate, candidate_yaml: str, registry: Registr
             for note in traffic.notes:
                 st.caption(note)
             whatif = run_whatif(candidate, traffic, registry, baseline=baseline, gate=gate, seed=seed,
-                                progress=say)
+                                progress=say, oracle_gap=oracle_gap)
         except USER_ERRORS as exc:
             status.update(label="The replay could not run", state="error", expanded=True)
             st.error(str(exc))
@@ -140,15 +145,59 @@ def show(outcome: Outcome, path: str, registry: Registry) -> None:
     base_name = w.baseline.name if w.baseline else None
     st.subheader(f"Result: '{w.candidate.name}'" + (f" against '{base_name}'" if base_name else ""))
     st.caption(f"{w.traffic}, seed {w.seed}; replayed in {outcome.seconds:.1f} s.")
+    runs = [("candidate", w.summary)] + ([("baseline", w.base_summary)] if w.base_summary else [])
+    oracle_warning(runs, w.oracle_summary is not None)
     verdict_box(w.verdict, w.candidate.name, base_name)
     tiles(w.summary, w.base_summary)
-    runs = [("candidate", w.summary)] + ([("baseline", w.base_summary)] if w.base_summary else [])
     st.dataframe(kpi_table(runs), hide_index=True, width="stretch")
+    st.caption(predictor_line(runs, w.history))
     st.dataframe(pool_table(runs), hide_index=True, width="stretch", column_config={
         c: st.column_config.NumberColumn(format="percent") for c in ("utilization", "KV use", "share")})
+    gap = w.oracle_gap()
+    if gap is not None:
+        st.markdown(f"**Oracle gap**: what knowing every request's output length would change for "
+                    f"'{w.candidate.name}' (its predictor: {gap['predictor']}).")
+        st.dataframe(gap_table(gap), hide_index=True, width="stretch")
     _charts(w, [p.id for p in registry.pools])
     _downloads(outcome)
     _save(outcome, path)
+
+
+def oracle_warning(runs: list[tuple[str, Summary]], gap: bool) -> None:
+    """Say it whenever a number on the page comes from routers that read the true output lengths."""
+    knowing = [name for name, s in runs if s.predictor_note] + (["the oracle gap"] if gap else [])
+    if knowing:
+        st.warning(f"**{ORACLE_NOTE}.** The numbers of {' and '.join(knowing)} come from routers that read every "
+                   "request's true output length, which no gateway knows before the request is done.")
+
+
+def _pct(v: float | None) -> str:
+    return "–" if v is None else f"{v:.0f}%"
+
+
+def predictor_line(runs: list[tuple[str, Summary]], history: int) -> str:
+    """Each run's predictor and the error of its predicted output lengths over served requests."""
+    parts = [f"{name}: {s.predictor}" + ("" if s.predictor == "oracle" else
+                                          f" (error median {_pct(s.predictor_ape_p50)}, p90 "
+                                          f"{_pct(s.predictor_ape_p90)})") for name, s in runs]
+    since = f"; it started from the {history:,} requests stored before the window" if history else ""
+    return f"Output-length predictor, {'; '.join(parts)}{since}."
+
+
+def gap_table(gap: dict[str, Any]) -> pl.DataFrame:
+    """The oracle gap's measures: with the candidate's predictor, with the oracle, and the change."""
+    cost, p99, viol = gap["busy_cost_usd"], gap["ttft_p99"], gap["sla_violation_rate"]
+
+    def change(v: float | None, unit: str) -> str:
+        return "–" if v is None else f"{v:+.2f}{unit}"
+
+    return pl.DataFrame({
+        "measure": ["busy cost", "p99 TTFT", "SLA violation rate"],
+        f"with {gap['predictor']}": [_money(cost["predictor"]), _secs(p99["predictor"]),
+                                     f"{viol['predictor']:.2%}"],
+        "with the oracle": [_money(cost["oracle"]), _secs(p99["oracle"]), f"{viol['oracle']:.2%}"],
+        "change": [change(cost["change_pct"], " %"), change(p99["change_pct"], " %"),
+                   change(viol["change_pts"], " points")]})
 
 
 def pool_table(runs: list[tuple[str, Summary]]) -> pl.DataFrame:

@@ -91,8 +91,9 @@ def _stored(path: str) -> Pick | None:
         return None
 
     def load() -> Traffic:
-        frame = data.stored_requests(path, trace, start_ms, end_ms)
-        return stored_traffic(frame, trace=trace, start=start_label, end=end_label, start_ms=start_ms, end_ms=end_ms)
+        frame, history = data.stored_window(path, trace, start_ms, end_ms)
+        return stored_traffic(frame, trace=trace, start=start_label, end=end_label, start_ms=start_ms, end_ms=end_ms,
+                              history=history)
 
     return Pick(f"{count:,} stored requests", count, load)
 

@@ -42,13 +42,15 @@ def render() -> None:
         gate, gate_problems = whatif_form.gate()
         for problem in base_problems + gate_problems:
             st.error(problem)
-        c1, c2 = st.columns([1, 3])
+        c1, c2, c3 = st.columns([1, 2, 1])
         seed = int(c1.number_input("Seed", key="wi.seed", value=0, step=1))
+        gap = c2.checkbox("Also replay with the oracle predictor (the oracle gap)", key="wi.oracle_gap",
+                          help=whatif_results.GAP_HELP)
         ready = pick is not None and candidate is not None and not base_problems and not gate_problems
-        clicked = c2.button("Run replay", type="primary", key="wi.run", disabled=not ready,
+        clicked = c3.button("Run replay", type="primary", key="wi.run", disabled=not ready,
                             help=None if ready else "Fix what is marked above first.")
         if clicked and ready and pick is not None and candidate is not None:
-            whatif_results.run(pick, candidate, text, registry, baseline, gate, seed)
+            whatif_results.run(pick, candidate, text, registry, baseline, gate, seed, oracle_gap=gap)
         outcome = st.session_state.get(whatif_results.RESULT_KEY)
         if outcome is not None:
             whatif_results.show(outcome, path, registry)
