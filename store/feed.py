@@ -39,23 +39,32 @@ def latest_values(con: duckdb.DuckDBPyConnection, window_ms: int, kinds: tuple[s
     The window is anchored on the data, not the clock, so a store fed in batches or replayed still serves
     its newest state; a series that stopped reporting before the window drops out of the feed.
     """
+    return latest_values_capped(con, window_ms, kinds, None)[0]
+
+
+def latest_values_capped(con: duckdb.DuckDBPyConnection, window_ms: int, kinds: tuple[str, ...],
+                         limit: int | None) -> tuple[list[Latest], int]:
+    """latest_values for at most `limit` series (in metric, pool, node, device order), and how many there were."""
     metrics = sorted(m.name for m in METRICS.values() if m.kind in kinds)
     if not metrics:
-        return []
+        return [], 0
     marks = ", ".join("?" for _ in metrics)
     rows = con.execute(
         f"""
-        SELECT pool, node, device, metric, attributes, max(ts) AS ts, arg_max(value, ts) AS value
+        SELECT pool, node, device, metric, attributes, max(ts) AS ts, arg_max(value, ts) AS value,
+               count(*) OVER () AS total
         FROM samples
         WHERE metric IN ({marks}) AND ts >= (SELECT max(ts) FROM samples WHERE metric IN ({marks})) - ?
         GROUP BY pool, node, device, metric, attributes
         ORDER BY metric, pool, node, device, attributes
+        LIMIT ?
         """,  # the placeholders above are only '?' marks, one per metric
-        [*metrics, *metrics, window_ms],
+        [*metrics, *metrics, window_ms, limit if limit is not None else 2**62],
     ).fetchall()
     vendors = pool_vendors(con)
+    total = int(rows[0][7]) if rows else 0
     return [Latest(pool, node, device, vendors.get(pool, ""), metric, _attributes(attrs), int(ts), float(value))
-            for pool, node, device, metric, attrs, ts, value in rows]
+            for pool, node, device, metric, attrs, ts, value, _ in rows], total
 
 
 def _attributes(text: str) -> dict[str, str]:

@@ -13,6 +13,7 @@ import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
@@ -104,6 +105,7 @@ def test_latest_values_with_names_units_and_labels(feed: Feed) -> None:
         key("serving_requests_total", pool="h100-a", node="h100-a-01", device="", vendor="nvidia", code="200",
             engine="vllm"): 42.0,
         key("accelerator_power_watts", pool="lab-x", node="box", device="d0", vendor=""): 300.0,
+        key("hetpool_feed_series"): 5.0, key("hetpool_feed_series_dropped"): 0.0,  # the feed's own two gauges
     }
     assert "# TYPE serving_requests_total counter" in text and "# TYPE accelerator_power_watts gauge" in text
 
@@ -121,9 +123,10 @@ def test_a_wider_window_brings_back_a_stale_series(feed_db: Path) -> None:
     assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1
     from app.serve.feed import FeedCollector, store_reader
     from store import Store
-    got = {(r.node, r.metric, r.value) for r in store_reader(Store(feed_db), 15 * MIN)()}
-    assert ("mi300x-a-01", "accelerator.utilization", 0.9) in got
-    assert len(list(FeedCollector(store_reader(Store(feed_db), 15 * MIN)).collect())) == 4
+    rows, total = store_reader(Store(feed_db), 15 * MIN)(None)
+    got = {(r.node, r.metric, r.value) for r in rows}
+    assert ("mi300x-a-01", "accelerator.utilization", 0.9) in got and total == len(rows) == 6
+    assert len(list(FeedCollector(rows, total).collect())) == 4 + 2  # and the feed's own two gauges
 
 
 def test_bearer_token(feed_db: Path) -> None:
@@ -168,3 +171,87 @@ def test_prometheus_scrapes_the_stored_values(feed: Feed, tmp_path: Path) -> Non
         assert result[0]["metric"]["vendor"] == "nvidia" and result[0]["metric"]["pool"] == "h100-a"  # type: ignore[index]
     finally:
         prom.stop()
+
+
+# -- what one bad source or a crowd of clients can cost the feed ----------------------------------------------
+
+def many_series(db: Path, n: int) -> None:
+    con = connect(db)
+    con.executemany("INSERT INTO samples (ts, pool, node, device, metric, value, attributes) VALUES (?, ?, ?, ?, ?, "
+                    "?, ?)", [(T, "h100-a", f"h100-a-{i:05d}", "0", "accelerator.power", float(i), "{}")
+                              for i in range(n)])
+    con.close()
+
+
+def scrape(url: str) -> str:
+    with urllib.request.urlopen(url + "/metrics", timeout=30) as r:
+        return str(r.read().decode())
+
+
+def test_the_series_served_are_capped_and_the_dropped_ones_counted(feed_db: Path) -> None:
+    from app.serve.feed import FeedServer, store_reader
+    from store import Store
+    many_series(feed_db, 200)
+    server = FeedServer("127.0.0.1", 0, store_reader(Store(feed_db)), max_series=50).start()
+    try:
+        got = samples(scrape(server.url))
+    finally:
+        server.stop()
+    assert got[key("hetpool_feed_series")] == 50
+    assert got[key("hetpool_feed_series_dropped")] == 205 - 50  # 200 planted and the 5 fresh series of the fixture
+    assert len([k for k in got if not k[0].startswith("hetpool_feed")]) == 50
+
+
+def test_scrapes_close_together_share_one_read() -> None:
+    import threading
+
+    from app.serve.feed import Snapshot
+    now = [0.0]
+    calls = []
+
+    def read(limit: int | None) -> tuple[list[Any], int]:
+        calls.append(limit)
+        time.sleep(0.2)  # a slow store: the other scrapes wait for this read rather than start their own
+        return [], 0
+
+    snap = Snapshot(read, max_series=7, refresh_s=5.0, clock=lambda: now[0])
+    threads = [threading.Thread(target=snap.body, args=("",)) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(10)
+    assert calls == [7]
+    snap.body("application/openmetrics-text; version=1.0.0")  # another format renders the same read
+    assert calls == [7]
+    now[0] = 5.0
+    snap.body("")
+    assert calls == [7, 7]
+
+
+def test_slow_and_surplus_clients_are_dropped(feed_db: Path) -> None:
+    import socket
+
+    from app.serve.feed import FeedServer, store_reader
+    from store import Store
+    server = FeedServer("127.0.0.1", 0, store_reader(Store(feed_db)), timeout_s=1.0, max_connections=3).start()
+    host, port = server.httpd.server_address[:2]
+    idle = []
+    try:
+        for _ in range(3):  # three clients that send half a request and stall
+            s = socket.create_connection((str(host), int(port)), timeout=10)
+            s.sendall(b"GET /metr")
+            idle.append(s)
+        time.sleep(0.2)
+        extra = socket.create_connection((str(host), int(port)), timeout=10)
+        assert extra.recv(1) == b""  # a fourth is closed at once: no thread waits on it
+        extra.close()
+        for s in idle:  # the stalled ones are closed after the timeout
+            started = time.monotonic()
+            data = s.recv(1024)  # the server's close (or its 408 answer, then the close)
+            assert data == b"" or (data.startswith(b"HTTP/1.") and s.recv(1024) == b"")
+            assert time.monotonic() - started < 5.0
+        assert "hetpool_feed_series" in scrape(server.url)  # and the feed serves again
+    finally:
+        for s in idle:
+            s.close()
+        server.stop()

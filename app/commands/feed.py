@@ -8,7 +8,14 @@ import time
 
 from app.commands._base import Context, add_command, duration_ms
 from app.errors import UsageError
-from app.serve.feed import DEFAULT_WINDOW_MS, ENV_TOKEN, FeedServer, store_reader
+from app.serve.feed import (
+    DEFAULT_MAX_SERIES,
+    DEFAULT_REFRESH_S,
+    DEFAULT_WINDOW_MS,
+    ENV_TOKEN,
+    FeedServer,
+    store_reader,
+)
 from store import StoreError
 
 
@@ -24,6 +31,11 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     p.add_argument("--window", type=duration_ms, default=DEFAULT_WINDOW_MS, metavar="DURATION",
                    help="serve series whose newest sample is at most this much older than the newest sample "
                         "in the store (default: 5m)")
+    p.add_argument("--max-series", type=int, default=DEFAULT_MAX_SERIES, metavar="N",
+                   help=f"serve at most N series, the rest counted in hetpool_feed_series_dropped "
+                        f"(default: {DEFAULT_MAX_SERIES:,})")
+    p.add_argument("--refresh", type=duration_ms, default=int(DEFAULT_REFRESH_S * 1000), metavar="DURATION",
+                   help="scrapes this close together share one read of the store (default: 1s)")
 
 
 def run(ctx: Context) -> int:
@@ -31,13 +43,16 @@ def run(ctx: Context) -> int:
     a = ctx.args
     if not 0 <= a.port <= 65535:
         raise UsageError(f"--port {a.port} is not a TCP port (0-65535)")
+    if a.max_series < 1:
+        raise UsageError(f"--max-series must be at least 1, got {a.max_series}")
     store = ctx.store()
     if not store.exists():
         raise StoreError(f"database {str(store.path)!r} does not exist; run 'hetpool init' or 'hetpool demo' first")
     token = os.environ.get(ENV_TOKEN, "").strip() or None
     try:
         server = FeedServer(a.host, a.port, store_reader(store, a.window), token,
-                            log=lambda line: ctx.note(f"hetpool serve-feed: {line}"))
+                            log=lambda line: ctx.note(f"hetpool serve-feed: {line}"), max_series=a.max_series,
+                            refresh_s=a.refresh / 1000.0)
     except OSError as exc:
         raise UsageError(f"cannot listen on {a.host}:{a.port}: {exc.strerror or exc}") from None
     server.start()

@@ -1,13 +1,19 @@
 """The scrape endpoint: the newest canonical values as Prometheus/OpenMetrics text, optionally behind a token.
 
-Every scrape reads the shared store once (a short read under its shared lock) and renders what it finds, so
-the endpoint holds nothing open between scrapes and never keeps a writer out for longer than one read.
+A scrape reads the shared store once (a short read under its shared lock) and renders what it finds, so the
+endpoint holds nothing open between scrapes and never keeps a writer out for longer than one read. What one
+bad source can do to it is bounded: the rendered body is a snapshot that scrapes within `refresh_s` of it
+share (concurrent scrapes wait for one read, not one each); at most `max_series` series are served, and
+`hetpool_feed_series_dropped` says how many more there were; at most MAX_CONNECTIONS connections are open at
+once (more are closed at once); and a client that does not send its request within `timeout_s` is dropped.
 """
 
 from __future__ import annotations
 
 import hmac
+import math
 import threading
+import time
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -19,27 +25,33 @@ from canonical.feednames import FEED_KINDS, family_name, feed_labels, sample_nam
 from canonical.metrics import METRICS
 from canonical.redact import redact
 from store import Access
-from store.feed import Latest, latest_values
+from store.feed import Latest, latest_values_capped
 
 ENV_TOKEN = "HETPOOL_FEED_TOKEN"
 DEFAULT_WINDOW_MS = 5 * 60_000
+DEFAULT_MAX_SERIES = 100_000
+DEFAULT_REFRESH_S = 1.0
+MAX_CONNECTIONS = 32
+TIMEOUT_S = 10.0
 
-Reader = Callable[[], list[Latest]]
+# a read gives the series to serve (at most a limit) and how many there were
+Reader = Callable[[int | None], tuple[list[Latest], int]]
 
 
 def store_reader(store: Access, window_ms: int = DEFAULT_WINDOW_MS) -> Reader:
-    """A reader that opens the store for one read per scrape."""
-    def read() -> list[Latest]:
+    """A reader that opens the store for one read per snapshot."""
+    def read(limit: int | None) -> tuple[list[Latest], int]:
         with store.read() as con:
-            return latest_values(con, window_ms, FEED_KINDS)
+            return latest_values_capped(con, window_ms, FEED_KINDS, limit)
     return read
 
 
 class FeedCollector:
-    """A prometheus_client collector yielding one family per canonical metric present in the store."""
+    """A prometheus_client collector yielding one family per canonical metric present in a read, and the feed's
+    own two gauges: series served and series dropped over the cap."""
 
-    def __init__(self, read: Reader):
-        self.read = read
+    def __init__(self, rows: list[Latest], total: int):
+        self.rows, self.total = rows, total
 
     def describe(self) -> list[Metric]:
         """Nothing up front: the families depend on what the store holds at scrape time."""
@@ -48,7 +60,7 @@ class FeedCollector:
     def collect(self) -> Iterator[Metric]:
         """Gauge and counter families built from one store read."""
         families: dict[str, Metric] = {}
-        for row in self.read():
+        for row in self.rows:
             canon = METRICS[row.metric]
             family = families.get(row.metric)
             if family is None:
@@ -58,6 +70,37 @@ class FeedCollector:
             labels = feed_labels(row.pool, row.node, row.device, row.vendor, row.attributes)
             family.add_sample(sample_name(row.metric), labels, row.value)
         yield from families.values()
+        yield GaugeMetricFamily("hetpool_feed_series", "series this scrape serves", value=len(self.rows))
+        yield GaugeMetricFamily("hetpool_feed_series_dropped", "fresh series left out over the feed's series cap",
+                                value=max(0, self.total - len(self.rows)))
+
+
+class Snapshot:
+    """The rendered feed, shared by the scrapes within `refresh_s` of one read (one per content type)."""
+
+    def __init__(self, read: Reader, max_series: int = DEFAULT_MAX_SERIES, refresh_s: float = DEFAULT_REFRESH_S,
+                 clock: Callable[[], float] = time.monotonic):
+        self.read, self.max_series, self.refresh_s, self.clock = read, max_series, refresh_s, clock
+        self._lock = threading.Lock()
+        self._at = -math.inf
+        self._registry: CollectorRegistry | None = None
+        self._bodies: dict[str, bytes] = {}
+        self.reads = 0
+
+    def body(self, accept: str) -> tuple[bytes, str]:
+        """The exposition for an Accept header, from the current snapshot (a new one when it is too old)."""
+        encoder, content_type = choose_encoder(accept)
+        with self._lock:  # one scrape reads and renders; the others wait for it and share what it made
+            if self._registry is None or self.clock() - self._at >= self.refresh_s:
+                rows, total = self.read(self.max_series)
+                self.reads += 1
+                registry = CollectorRegistry(auto_describe=False)
+                registry.register(FeedCollector(rows, total))
+                self._registry, self._bodies, self._at = registry, {}, self.clock()
+            body = self._bodies.get(content_type)
+            if body is None:
+                body = self._bodies[content_type] = encoder(self._registry)
+            return body, content_type
 
 
 def authorized(header: str | None, token: str | None) -> bool:
@@ -74,11 +117,12 @@ class FeedServer:
     """The endpoint on its own thread: GET /metrics (or /) answers the exposition, anything else 404."""
 
     def __init__(self, host: str, port: int, read: Reader, token: str | None = None,
-                 log: Callable[[str], None] | None = None):
-        registry = CollectorRegistry(auto_describe=False)
-        registry.register(FeedCollector(read))
-        self.httpd = ThreadingHTTPServer((host, port), _handler(registry, token or None, log or (lambda _m: None)))
-        self.httpd.daemon_threads = True
+                 log: Callable[[str], None] | None = None, *, max_series: int = DEFAULT_MAX_SERIES,
+                 refresh_s: float = DEFAULT_REFRESH_S, timeout_s: float = TIMEOUT_S,
+                 max_connections: int = MAX_CONNECTIONS):
+        self.snapshot = Snapshot(read, max_series, refresh_s)
+        handler = _handler(self.snapshot, token or None, log or (lambda _m: None), timeout_s)
+        self.httpd = _BoundedServer((host, port), handler, max_connections)
         self.url = f"http://{host}:{self.httpd.server_address[1]}"
         self._thread = threading.Thread(target=self.httpd.serve_forever, name="feed", daemon=True)
 
@@ -93,9 +137,37 @@ class FeedServer:
         self.httpd.server_close()
 
 
-def _handler(registry: CollectorRegistry, token: str | None,
-             log: Callable[[str], None]) -> type[BaseHTTPRequestHandler]:
+class _BoundedServer(ThreadingHTTPServer):
+    """A threading server that closes a connection at once when `limit` are already open."""
+
+    daemon_threads = True
+
+    def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler], limit: int):
+        self._slots = threading.BoundedSemaphore(limit)
+        super().__init__(address, handler)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        if not self._slots.acquire(blocking=False):
+            self.shutdown_request(request)
+            return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self._slots.release()
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._slots.release()
+
+
+def _handler(snapshot: Snapshot, token: str | None, log: Callable[[str], None],
+             timeout_s: float) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
+        timeout = timeout_s  # a client that sends nothing for this long is dropped
+
         def do_GET(self) -> None:
             if not authorized(self.headers.get("Authorization"), token):
                 self._send(401, b"401 unauthorized: send 'Authorization: Bearer <token>'\n", "text/plain",
@@ -104,9 +176,8 @@ def _handler(registry: CollectorRegistry, token: str | None,
             if self.path.split("?")[0] not in ("/", "/metrics"):
                 self._send(404, b"404 not found; try /metrics\n", "text/plain")
                 return
-            encoder, content_type = choose_encoder(self.headers.get("Accept", ""))
             try:
-                body = encoder(registry)
+                body, content_type = snapshot.body(self.headers.get("Accept", ""))
             except Exception as exc:  # a store that is busy or missing: say so, keep serving
                 message = redact(f"{type(exc).__name__}: {exc}")
                 log(f"scrape failed: {message}")
