@@ -96,7 +96,9 @@ class Snapshot:
                 self.reads += 1
                 registry = CollectorRegistry(auto_describe=False)
                 registry.register(FeedCollector(rows, total))
-                self._registry, self._bodies, self._at = registry, {}, self.clock()
+                self._registry, self._bodies = registry, {}
+                self._bodies[content_type] = encoder(registry)
+                self._at = self.clock()  # fresh from when it is ready, however long the read and rendering took
             body = self._bodies.get(content_type)
             if body is None:
                 body = self._bodies[content_type] = encoder(self._registry)
