@@ -50,6 +50,12 @@ METRICS: dict[str, Canonical] = {c.name: c for c in (
 
 ERRORS_METRIC = "accelerator.errors"
 
+# The canonical metrics a pool's exporter must deliver before its devices count as abstracted (the onboarding
+# tracker's "canonical metrics flowing" item, and `hetpool check`). Health is not among them: some exporters
+# (Gaudi's) have no health gauge.
+CORE_METRICS = ("accelerator.utilization", "accelerator.memory.used", "accelerator.memory.total",
+                "accelerator.power", "accelerator.temperature")
+
 ERROR_CLASSES = (
     "memory_uncorrectable", "memory_correctable", "row_remap_failure", "interconnect", "device_lost",
     "reset_required", "thermal", "power", "driver_firmware", "application", "unknown",

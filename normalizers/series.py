@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field, replace
 
-from canonical.metrics import METRICS, ErrorClass
+from canonical.metrics import ERRORS_METRIC, METRICS, ErrorClass
 from canonical.prometheus import COUNTER_SUFFIX, CREATED_SUFFIX, HISTOGRAM_PARTS
 from normalizers.profile import DEVICE, Derived, ErrorMap, MetricMap, Profile, Sentinel, ValueRule
 from normalizers.profile_set import ProfileSet
@@ -128,6 +128,32 @@ def _target(profile: Profile, name: str, labels: dict[str, str]) -> _Target | st
         if base in profile.metrics or f"{base}{COUNTER_SUFFIX}" in profile.metrics:
             return f"'{name}' is the creation time of counter '{base}', not a sample"
     return f"metric '{name}' is not mapped by profile '{profile.name}'"
+
+
+@dataclass(frozen=True)
+class Coverage:
+    """How a profile covers one series, without placing it: mapped (to a canonical metric in a source unit, or
+    as an error signal), an input of derived metrics, ignored, or not mapped (with the reason)."""
+
+    status: str                       # "mapped", "input", "ignored" or "unmapped"
+    metric: str | None = None
+    unit: str | None = None
+    derived: tuple[Derived, ...] = ()
+    reason: str | None = None
+
+
+def coverage(profile: Profile, name: str, labels: dict[str, str]) -> Coverage:
+    """What `profile` makes of a series named `name` with `labels` (for `hetpool check`)."""
+    target = _target(profile, name, labels)
+    if isinstance(target, str):
+        return Coverage("unmapped", reason=target)
+    if target is IGNORED:
+        return Coverage("ignored")
+    if target.error is not None:
+        return Coverage("mapped", ERRORS_METRIC, "events", target.inputs)
+    if target.mapping is not None:
+        return Coverage("mapped", target.mapping.metric, target.mapping.unit, target.inputs)
+    return Coverage("input", derived=target.inputs)
 
 
 def _first(labels: dict[str, str], keys: tuple[str, ...]) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 
+from canonical.metrics import CORE_METRICS
 from onboarding import gates
 from onboarding.errors import EvidenceError
 from onboarding.evidence import parse_evidence
@@ -14,11 +15,6 @@ from pool_registry import Pool, Registry
 from pool_registry.onboarding import MANUAL, Check, ItemSpec
 from replay.candidate import Candidate
 from replay.fleet import resolve_pools
-
-# The canonical metrics a pool's exporter must deliver before its devices count as abstracted.
-# Health is not among them: some exporters (Gaudi's) have no health gauge.
-CORE_METRICS = ("accelerator.utilization", "accelerator.memory.used", "accelerator.memory.total",
-                "accelerator.power", "accelerator.temperature")
 
 
 def judge(spec: ItemSpec, check: Check | None, reg: Registry, pool: Pool, facts: Facts) -> Outcome:

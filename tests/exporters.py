@@ -21,6 +21,7 @@ class Exporter:
         self.bodies: dict[str, bytes] = {}
         self.dynamic: dict[str, Callable[[], bytes]] = {}
         self.gzip = False
+        self.content_type = "text/plain; version=0.0.4"
         self.requests: list[dict[str, str]] = []
         exporter = self
 
@@ -33,7 +34,7 @@ class Exporter:
                     self.send_error(404, "no such endpoint")
                     return
                 self.send_response(200)
-                self.send_header("Content-Type", "text/plain; version=0.0.4")
+                self.send_header("Content-Type", exporter.content_type)
                 if exporter.gzip:
                     body = gzip.compress(body)
                     self.send_header("Content-Encoding", "gzip")

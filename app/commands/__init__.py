@@ -2,6 +2,7 @@
 
 from app.commands import (
     alerts,
+    check,
     console,
     demo,
     export,
@@ -18,5 +19,5 @@ from app.commands import (
     versions,
 )
 
-MODULES = (init, registry, profile, ingest, export, prune, replay, versions, alerts, onboarding, demo, console,
+MODULES = (init, registry, profile, check, ingest, export, prune, replay, versions, alerts, onboarding, demo, console,
            serve, feed, rules)
