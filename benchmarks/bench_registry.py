@@ -1,5 +1,6 @@
 """Registry load time against its size: a fleet of N identical pools, validated as `hetpool registry load` does,
-with libyaml's parser (the default) and with the pure-Python one (the baseline, measured in the same run).
+with libyaml's parser (the default) and with the pure-Python one (the baseline, measured in the same run), and
+the stored snapshot read back as every other command reads it.
 
 Run: .venv/bin/python -m benchmarks.bench_registry [--pools 1000,10000,100000]
 """
@@ -12,7 +13,7 @@ import time
 from unittest import mock
 
 from benchmarks.common import report
-from pool_registry import load_registry_text, yamlread
+from pool_registry import load_registry_text, registry_from_json, registry_to_json, yamlread
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 POOL = """  - id: p{i}
@@ -55,6 +56,10 @@ def main() -> None:
         else:
             report(f"registry load, {n:,} pools (libyaml)", fast, "s")
         report("  per 10,000 pools", fast * 10_000 / n, "s")
+        snapshot = registry_to_json(load_registry_text(text))
+        start = time.perf_counter()
+        registry_from_json(snapshot)
+        report(f"stored snapshot read back, {n:,} pools", time.perf_counter() - start, "s", fast, "of the YAML load")
 
 
 if __name__ == "__main__":
