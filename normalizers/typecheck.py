@@ -54,21 +54,19 @@ class TypeChecker:
             return batch
         codes = samples.get_column("key").to_physical().to_numpy()
         kinds = self._kinds(codes, samples, batch)
-        suspect = np.isin(kinds, (COUNTER, STATESET, INFO, SUMMARY_SUM, SUMMARY_COUNT))
-        histogram = np.isin(kinds, list(HISTOGRAM_KINDS))
+        suspect, histogram = _SUSPECT[kinds], _HISTOGRAM[kinds]
         if not suspect.any() and not histogram.any():
             return batch
         values = samples.get_column("value").to_numpy()
         lines = samples.get_column("line").to_numpy()
         bad: dict[int, str] = {}  # line -> reason
         if suspect.any():
-            ok = np.ones(len(values), dtype=bool)
+            rows = np.flatnonzero(suspect)
+            k, v = kinds[rows], values[rows]
             with np.errstate(invalid="ignore"):
-                ok &= ~(np.isin(kinds, (COUNTER, SUMMARY_COUNT)) & ~(values >= 0))
-                ok &= ~((kinds == SUMMARY_SUM) & np.isnan(values))
-                ok &= ~((kinds == STATESET) & (values != 0) & (values != 1))
-                ok &= ~((kinds == INFO) & (values != 1))
-            for i in np.flatnonzero(~ok):
+                wrong = (((k == COUNTER) | (k == SUMMARY_COUNT)) & ~(v >= 0)) | ((k == SUMMARY_SUM) & np.isnan(v))
+                wrong |= ((k == STATESET) & (v != 0) & (v != 1)) | ((k == INFO) & (v != 1))
+            for i in rows[wrong]:
                 reason = sample_problem(int(kinds[i]), float(values[i]))
                 if reason is not None:
                     bad[int(lines[i])] = reason
@@ -114,11 +112,17 @@ class TypeChecker:
     def _histograms(self, rows: np.ndarray, codes: np.ndarray, kinds: np.ndarray, values: np.ndarray,
                     lines: np.ndarray, ts: np.ndarray) -> dict[int, str]:
         """Reasons by line for every part of each histogram that breaks a rule."""
+        line = lines[rows]
+        if len(line) > 1 and not (line[1:] > line[:-1]).all():  # the careful parser's lines come after the rest
+            rows = rows[np.argsort(line, kind="stable")]
         group, le, kind = self._group[codes[rows]], self._le[codes[rows]], kinds[rows]
         value, line, when = values[rows], lines[rows], ts[rows]
-        order = np.lexsort((line, when, group))
-        group, le, kind, value, line, when = (a[order] for a in (group, le, kind, value, line, when))
-        starts = np.flatnonzero(np.r_[True, (group[1:] != group[:-1]) | (when[1:] != when[:-1])])
+        starts = _runs(group, when)
+        if len(np.unique(group[starts] * 1_000_003 + when[starts] % 1_000_003)) < len(starts):
+            # a histogram in pieces (or two that look alike): gather each one's parts, in line order
+            order = np.lexsort((line, when, group))
+            group, le, kind, value, line, when = (a[order] for a in (group, le, kind, value, line, when))
+            starts = _runs(group, when)
         suspect = self._suspects(starts, le, kind, value)
         out: dict[int, str] = {}
         ends = np.r_[starts[1:], len(group)]
@@ -133,22 +137,37 @@ class TypeChecker:
     @staticmethod
     def _suspects(starts: np.ndarray, le: np.ndarray, kind: np.ndarray, value: np.ndarray) -> np.ndarray:
         """Which histograms (by start index) may break a rule: a cheap superset, each checked one by one after."""
-        inst = np.repeat(np.arange(len(starts)), np.diff(np.r_[starts, len(le)]))
-        suspect = np.zeros(len(starts), dtype=bool)
-        b = np.flatnonzero(np.isin(kind, list(BUCKETS)))  # buckets in line order within each histogram
+        n = len(starts)
+        inst = np.repeat(np.arange(n), np.diff(np.r_[starts, len(le)]))
+        bucket = _BUCKET[kind]
+        b = np.flatnonzero(bucket)  # buckets in line order within each histogram
         bi, ble, bv = inst[b], le[b], value[b]
         with np.errstate(invalid="ignore"):
             odd = np.isnan(ble) | ~(bv >= 0)
-            same = np.r_[False, bi[1:] == bi[:-1]]
-            odd[1:] |= same[1:] & ~((ble[1:] > ble[:-1]) & (bv[1:] >= bv[:-1]))
-            np.logical_or.at(suspect, bi, odd)
+            odd[1:] |= (bi[1:] == bi[:-1]) & ~((ble[1:] > ble[:-1]) & (bv[1:] >= bv[:-1]))
             inf = ble == np.inf
-            has_inf = np.zeros(len(starts), dtype=bool)
-            has_inf[bi[inf]] = True
-            inf_value = np.full(len(starts), np.nan)
+            has_inf = np.bincount(bi[inf], minlength=n) > 0
+            inf_value = np.full(n, np.nan)
             inf_value[bi[inf]] = bv[inf]
-            t = np.flatnonzero(~np.isin(kind, list(BUCKETS)))  # _sum, _count, _gsum, _gcount
+            t = np.flatnonzero(~bucket)  # _sum, _count, _gsum, _gcount
             ti, tv, tk = inst[t], value[t], kind[t]
-            counts = np.isin(tk, (COUNT, GCOUNT))
-            np.logical_or.at(suspect, ti, ~(tv >= 0) | (counts & (tv != inf_value[ti])))
-        return suspect | ~has_inf
+            odd_total = ~(tv >= 0) | (((tk == COUNT) | (tk == GCOUNT)) & (tv != inf_value[ti]))
+        found = np.bincount(bi[odd], minlength=n) + np.bincount(ti[odd_total], minlength=n)
+        return (found > 0) | ~has_inf
+
+
+def _runs(group: np.ndarray, when: np.ndarray) -> np.ndarray:
+    """Where each run of one histogram (one group at one timestamp) starts."""
+    return np.flatnonzero(np.r_[True, (group[1:] != group[:-1]) | (when[1:] != when[:-1])])
+
+
+def _table(kinds: frozenset[int]) -> np.ndarray:
+    """A lookup by kind (indexable by an int8 kind array)."""
+    table = np.zeros(256, dtype=bool)
+    table[list(kinds)] = True
+    return table
+
+
+_SUSPECT = _table(frozenset({COUNTER, STATESET, INFO, SUMMARY_SUM, SUMMARY_COUNT}))
+_HISTOGRAM = _table(HISTOGRAM_KINDS)
+_BUCKET = _table(BUCKETS)
