@@ -5,6 +5,7 @@
     parallelism  devices,mfu                         measured model FLOPs utilization per scale-out point
     loss curve   step,loss                           baseline and candidate of the regression item
     benchmark    pool,isl,osl,concurrency,ttft_ms,tpot_ms   the `replay calibrate --bench` table
+    metrics      the JSON report of `hetpool check --json` (onboarding.check_report)
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from collections.abc import Callable, Iterator
 
 import polars as pl
 
+from onboarding.check_report import parse_families
 from onboarding.errors import EvidenceError
 from replay.benchtable import parse_bench_table
 from replay.errors import BenchTableError
@@ -169,7 +171,7 @@ def parse_benchmark(text: str, source: str = "<benchmark>") -> pl.DataFrame:
 # The loader of each (item, role); the benchmark table's own loader names the column by name, not number.
 LOADERS: dict[str, Callable[[str, str], pl.DataFrame]] = {
     "operators": parse_operators, "precision": parse_precision, "parallelism": parse_parallelism,
-    "regression": parse_loss_curve, "benchmark": parse_benchmark,
+    "regression": parse_loss_curve, "benchmark": parse_benchmark, "metrics": parse_families,
 }
 
 

@@ -126,12 +126,13 @@ def file_roles(reg: Registry, pool: str, item: str, count: int) -> tuple[str, ..
     if item not in ITEM_IDS:
         raise OnboardingError(f"unknown checklist item {item!r}; expected one of: {', '.join(ITEM_IDS)}")
     spec = item_spec(item)
-    if spec.kind != FILE:
+    if spec.kind != FILE and not spec.evidence:
         raise OnboardingError(f"checklist item {item!r} is judged from {spec.kind} evidence, not a file; files go to: "
                               f"{', '.join(LOADERS)}")
-    if count != len(spec.roles):
-        raise OnboardingError(f"{item} takes {len(spec.roles)} file(s) ({', '.join(spec.roles)}), got {count}")
-    return spec.roles
+    roles = spec.file_roles
+    if count != len(roles):
+        raise OnboardingError(f"{item} takes {len(roles)} file(s) ({', '.join(roles)}), got {count}")
+    return roles
 
 
 def store_files(con: duckdb.DuckDBPyConnection, files: tuple[EvidenceFile, ...], source: str) -> int:

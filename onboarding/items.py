@@ -6,6 +6,7 @@ import datetime as dt
 
 from canonical.metrics import CORE_METRICS
 from onboarding import gates
+from onboarding.check_report import judge_report, parse_check_report
 from onboarding.errors import EvidenceError
 from onboarding.evidence import parse_evidence
 from onboarding.facts import Facts
@@ -53,7 +54,16 @@ def _manual(check: Check | None) -> Outcome:
 
 def _metrics(pool: Pool, facts: Facts) -> Outcome:
     if facts.metrics.is_empty():
-        return Outcome(PENDING, "no canonical metric stored for the pool yet")
+        report = facts.files("metrics").get("report")
+        if report is None:
+            return Outcome(PENDING, "no canonical metric stored for the pool yet (a 'hetpool check --json' report "
+                                    "of its exporter can stand in: hetpool onboarding add-evidence "
+                                    f"{pool.id} metrics REPORT)")
+        try:
+            parsed = parse_check_report(report.body, report.name)
+        except EvidenceError as exc:
+            return Outcome(FAIL, str(exc))
+        return judge_report(parsed, _ms(report.produced_at))
     seen = dict(zip(facts.metrics["metric"].to_list(), facts.metrics["first_ms"].to_list(), strict=True))
     heard = f"{len(seen)} canonical metrics from {facts.devices_heard} of {pool.devices} devices"
     missing = [m for m in CORE_METRICS if m not in seen]

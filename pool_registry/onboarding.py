@@ -46,12 +46,19 @@ class ItemSpec:
     kind: str
     roles: tuple[str, ...] = ()                        # the files a FILE item needs
     params: dict[str, float] = field(default_factory=dict)  # bound -> default
+    evidence: tuple[str, ...] = ()                     # files a TELEMETRY item may take before telemetry flows
+
+    @property
+    def file_roles(self) -> tuple[str, ...]:
+        """The files the item takes: those it needs, or those it may take."""
+        return self.roles or self.evidence
 
 
 ITEMS = (
     ItemSpec("devices", "device_abstraction", "devices enumerated", MANUAL),
     ItemSpec("capabilities", "device_abstraction", "capabilities declared", TELEMETRY),
-    ItemSpec("metrics", "device_abstraction", "canonical metrics flowing without unexplained rejects", TELEMETRY),
+    ItemSpec("metrics", "device_abstraction", "canonical metrics flowing without unexplained rejects", TELEMETRY,
+             evidence=("report",)),  # a `hetpool check --json` report, until telemetry flows
     ItemSpec("operators", "inference_bringup", "operators aligned", FILE, ("file",)),
     ItemSpec("benchmark", "inference_bringup", "serving benchmark matches the pool's model", FILE, ("file",),
              {"tolerance": 0.25}),
@@ -111,8 +118,8 @@ def _check(r: Reader, spec: ItemSpec, node: Node, path: str) -> Check:
         return Check(spec.id, by=r.optional(f, "by", path, r.string, None), at=r.optional(f, "at", path, r.date, None),
                      note=r.optional(f, "note", path, r.string, ""),
                      result=r.optional(f, "result", path, lambda n, p: r.choice(n, p, RESULTS), "pass"))
-    f = r.mapping(node, path, required=spec.roles, optional=(*params, "at", "note"))
-    files = {role: r.optional(f, role, path, r.string, "") for role in spec.roles if role in f}
+    f = r.mapping(node, path, required=spec.roles, optional=(*spec.evidence, *params, "at", "note"))
+    files = {role: r.optional(f, role, path, r.string, "") for role in spec.file_roles if role in f}
     values = {k: r.optional(f, k, path, lambda n, p: r.number(n, p, gt=0), v) for k, v in spec.params.items()}
     steps: tuple[int, ...] = ()
     if "steps" in f:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 import duckdb
@@ -9,6 +10,8 @@ import polars as pl
 
 from app.console.data import query
 from onboarding import Track, onboarding_pools, read_facts
+from onboarding.check_report import parse_check_report
+from onboarding.errors import EvidenceError
 from onboarding.evidence import parse_evidence, parse_loss_curve
 from onboarding.gates import benchmark, deviations, key_steps
 from onboarding.report import tracks
@@ -29,8 +32,9 @@ def onboarding_tracks(con: duckdb.DuckDBPyConnection) -> tuple[Track, ...]:
 @query
 def onboarding_detail(con: duckdb.DuckDBPyConnection, pool: str) -> dict[str, Any]:
     """One pool's charts: loss curves with key-step deviations, hourly memory per device, each device's memory
-    trend over the sustained run with the stability bound, benchmark against model, and the stored evidence files
-    (item, role, name, body) to download."""
+    trend over the sustained run with the stability bound, benchmark against model, the families a stored
+    `hetpool check` report found that no profile maps, and the stored evidence files (item, role, name, body) to
+    download."""
     snap = latest_registry(con)
     if snap is None:
         return {}
@@ -51,6 +55,10 @@ def onboarding_detail(con: duckdb.DuckDBPyConnection, pool: str) -> dict[str, An
         out["curves"] = pl.concat([base.select("step", "loss", curve=pl.lit("baseline")),
                                    cand.select("step", "loss", curve=pl.lit("candidate"))])
         out["deviations"] = deviations(base, cand, steps)
+    report = facts.files("metrics").get("report")
+    if report is not None:
+        with contextlib.suppress(EvidenceError):  # a bad report: the checklist says what is wrong with it
+            out["unmapped"] = parse_check_report(report.body, report.name).unmapped
     bench = facts.files("benchmark").get("file")
     specs = {s.id: s for s in resolve_pools(reg, Candidate(name="onboarding"))}
     if bench is not None and pool in specs:

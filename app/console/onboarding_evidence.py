@@ -30,8 +30,9 @@ def form(path: str, pools: list[str]) -> None:
         pool = c1.selectbox("Pool", pools, key="ev.pool", disabled=off)
         item = c2.selectbox("Checklist item", list(LOADERS), key="ev.item", disabled=off)
         day = c3.date_input("Produced on (UTC)", value=dt.datetime.now(dt.UTC).date(), key="ev.at", disabled=off)
-        roles = item_spec(item).roles if item else ()
-        uploads = [st.file_uploader(f"{item} file" if role == "file" else f"{item} {role} file", type=["csv", "txt"],
+        roles = item_spec(item).file_roles if item else ()
+        uploads = [st.file_uploader(f"{item} file" if role == "file" else f"{item} {role} file",
+                                    type=["json"] if role == "report" else ["csv", "txt"],
                                     key=f"ev.file.{item}.{role}", disabled=off) for role in roles]
         ready = not off and pool is not None and all(u is not None for u in uploads)
         clicked = st.button("Add evidence", key="ev.add", disabled=not ready,

@@ -82,11 +82,22 @@ def _detail(t: Track, detail: dict[str, Any]) -> None:
             x=timecharts.time_x(), y=alt.Y("gb:Q", title=None), color=alt.Color("device:N", title="device"),
             tooltip=[alt.Tooltip("when:N", title="time (UTC)"),
                      "device:N", alt.Tooltip("gb:Q", format=",.1f")]))
+    unmapped: pl.DataFrame = detail.get("unmapped", pl.DataFrame())
+    if "unmapped" in detail:
+        st.markdown("**Families the exporter delivers that no profile maps** (from its `hetpool check` report)")
+        if unmapped.is_empty():
+            st.caption("None: every family is mapped or ignored by a profile.")
+        else:
+            st.caption("Map them in a profile (`--profiles-dir`), or name them under its `ignore`, then check the "
+                       "exporter again.")
+            st.dataframe(unmapped.select("name", "type", "samples", "profile", "reason"), hide_index=True,
+                         width="stretch")
     if "stability" in detail:
         _stability(t, *detail["stability"])
     for item, role, name, body in detail.get("files", []):
         st.download_button(f"{item} · {role}: {Path(name).name}", body, file_name=Path(name).name,
-                           mime="text/csv", key=f"ev-{t.pool}-{item}-{role}")
+                           mime="application/json" if role == "report" else "text/csv",
+                           key=f"ev-{t.pool}-{item}-{role}")
 
 
 def _stability(t: Track, trend: pl.DataFrame, start_ms: int, bound: float) -> None:
