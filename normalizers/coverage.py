@@ -42,6 +42,13 @@ def _one(family: Family, names: set[str], profiles: ProfileSet, forced: Profile 
     out = Covered(family.name, family.type, family.samples)
     statuses: set[str] = set()
     seen: set[tuple[str, str]] = set()
+    if not family.series:  # metadata only: what a profile would make of it, though it delivers nothing
+        profile = forced or profiles.detect(family.name)
+        out.profile, out.reason = (profile.name if profile else None), "no samples"
+        got = coverage(profile, family.name, {}) if profile else None
+        known = {"mapped": MAPPED, "input": MAPPED, "ignored": IGNORED}
+        out.status = known.get(got.status, UNKNOWN) if got else UNKNOWN
+        return out
     for sample, label_sets in family.series.items():
         profile = forced or profiles.detect(sample)
         if profile is None:

@@ -149,3 +149,12 @@ def test_fetch_takes_a_session(exporter: Exporter) -> None:
 
     body, kind = fetch(exporter.url("/metrics"), Counting())
     assert (body, kind, Counting.calls) == (b"a 1\n", "text/plain; version=0.0.4", 1)
+
+
+def test_a_family_of_metadata_only_delivers_nothing(tmp_path: Path) -> None:
+    path = tmp_path / "x.prom"
+    path.write_text("# HELP DCGM_FI_DEV_GPU_UTIL util\n# TYPE DCGM_FI_DEV_GPU_UTIL gauge\n")
+    (family,) = check(str(path))["families"]
+    assert family == {"name": "DCGM_FI_DEV_GPU_UTIL", "type": "gauge", "samples": 0, "profile": "dcgm",
+                      "canonical": [], "status": "mapped", "reason": "no samples"}
+    assert "accelerator.utilization" in check(str(path))["missing_core"]

@@ -100,12 +100,18 @@ def _problems(kind: str, problems: list[dict[str, Any]]) -> list[str]:
     return out
 
 
-def _family(f: dict[str, Any]) -> str:
-    canon = ", ".join(f"{c['metric']} ({c['unit']}" + (", derived" if c.get("derived") else "")
-                      + (f", needs {' and '.join(c['missing'])}" if c.get("missing") else "") + ")"
-                      for c in f["canonical"])
-    what = canon or f["reason"] or ""
-    return f"  {f['name']}  {f['type']}  {f['samples']} samples  {f['profile'] or '-'}  {f['status']}  {what}".rstrip()
+def _families(families: list[dict[str, Any]]) -> list[str]:
+    """One aligned line per family: name, type, samples, profile, status, and what it becomes (or why not)."""
+    rows = []
+    for f in families:
+        canon = ", ".join(f"{c['metric']} ({c['unit']}" + (", derived" if c.get("derived") else "")
+                          + (f", needs {' and '.join(c['missing'])}" if c.get("missing") else "") + ")"
+                          for c in f["canonical"])
+        rows.append((f["name"], f["type"], f"{f['samples']} samples", f["profile"] or "-", f["status"],
+                     canon or f["reason"] or ""))
+    widths = [max((len(r[k]) for r in rows), default=0) for k in range(5)]
+    return [("  " + "  ".join(v.ljust(w) for v, w in zip(r, widths, strict=False)) + "  " + r[5]).rstrip()
+            for r in rows]
 
 
 def text(result: dict[str, Any]) -> str:
@@ -116,7 +122,7 @@ def text(result: dict[str, Any]) -> str:
     lines = [f"{result['source']}: {name}, {verdict}" + (f", {len(warnings)} warning(s)" if warnings else "")]
     lines += _problems("error", errors) + _problems("warning", warnings)
     lines.append(f"families ({len(result['families'])}):")
-    lines += [_family(f) for f in result["families"]]
+    lines += _families(result["families"])
     missing = result["missing_core"]
     lines.append(f"missing core metrics: {', '.join(missing)}" if missing else "every core metric is delivered")
     return "\n".join(lines)
