@@ -23,6 +23,8 @@ PROM_TYPES = ("counter", "gauge", "histogram", "summary", "untyped")
 TEXT_CHARS = 200  # offending text kept per problem
 SERIES_KEPT = 64  # label sets kept per sample name, for the profile coverage
 _OM_META = re.compile(r"# (HELP|TYPE|UNIT) ([^ ]*) (.*)")
+_EOF_LIKE = re.compile(r"[ \t]*#[ \t]*(?i:eof)[ \t\r]*")  # what was meant as '# EOF' (and tells OpenMetrics)
+_EOF_BYTES = re.compile(rb"(?mi)^[ \t]*#[ \t]*eof[ \t\r]*$")
 _PROM_META = re.compile(r"[ \t]*#[ \t]+(HELP|TYPE)(?:[ \t]+(\S+))?(?:[ \t]+(.*?))?[ \t]*")
 
 
@@ -110,7 +112,9 @@ class Linter:
             if self.om:
                 self.problem(n, "blank-line", text, "OpenMetrics has no blank lines")
             return
-        if self.om and text == "# EOF":
+        if self.om and _EOF_LIKE.fullmatch(text):
+            if text != "# EOF":
+                self.problem(n, "eof", text, "OpenMetrics ends with exactly '# EOF'")
             self.eof = n
         elif text.lstrip(" \t").startswith("#"):
             self._comment(n, text)
@@ -286,10 +290,10 @@ class Linter:
 
 
 def is_openmetrics(data: bytes, content_type: str = "") -> bool:
-    """OpenMetrics when served as such, or when a line is '# EOF'."""
+    """OpenMetrics when served as such, or when a line is '# EOF' (or was meant to be: '#EOF', '# EOF ')."""
     if content_type.split(";")[0].strip().lower() == "application/openmetrics-text":
         return True
-    return data.rstrip(b"\n").endswith(b"# EOF") or b"\n# EOF\n" in data or data.startswith(b"# EOF\n")
+    return _EOF_BYTES.search(data) is not None
 
 
 def lint(data: bytes, *, openmetrics: bool | None = None, content_type: str = "") -> Report:

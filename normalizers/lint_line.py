@@ -77,6 +77,7 @@ def om_labels(text: str, i: int, rule: str = "syntax") -> tuple[dict[str, str], 
             raise Bad(rule, f"expected a label name at column {i + 1}, found {shown!r}"
                             + (" (a trailing comma?)" if text.startswith("}", i) else ""))
         label = m.group()
+        _reserved(label)
         if not text.startswith('="', m.end()):
             raise Bad(rule, f"expected '=\"' right after label name {label!r} (no blanks in OpenMetrics)")
         value, i = _value(text, m.end() + 2, label)
@@ -89,6 +90,11 @@ def om_labels(text: str, i: int, rule: str = "syntax") -> tuple[dict[str, str], 
             return labels, i + 1
         else:
             raise Bad(rule, f"expected ',' or '}}' after the value of label {label!r}, found {text[i:i + 12]!r}")
+
+
+def _reserved(label: str) -> None:
+    if label.startswith("__"):
+        raise Bad("label", f"label name {label!r}: names that begin with '__' are reserved")
 
 
 def _number(raw: str, rule: str, what: str, pattern: re.Pattern[str] = OM_NUMBER) -> float:
@@ -147,6 +153,8 @@ def prom_sample(text: str) -> Sample:
         name, labels, i = parse_series(text)
     except LineError as exc:
         raise Bad("label" if str(exc).startswith("duplicate label") else "syntax", str(exc)) from None
+    for label in labels:
+        _reserved(label)
     if i < len(text) and text[i] not in " \t":
         raise Bad("syntax", f"unexpected {text[i]!r} after metric name {name!r}")
     if " # " in text[i:] or "\t# " in text[i:]:

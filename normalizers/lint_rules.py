@@ -15,6 +15,7 @@ from normalizers.typerules import (
     GSUM,
     HISTOGRAM_KINDS,
     SUM,
+    SUMMARY_COUNT,
     SUMMARY_SUM,
     Part,
     bucket_bound,
@@ -65,10 +66,10 @@ class Values:
             if om and kind in BUCKETS and le == math.inf and s.labels.get("le") != "+Inf":
                 out.append((line, self.type, f"le={s.labels['le']!r}: OpenMetrics writes the last bound \"+Inf\"",
                             False))
-            if kind in (*BUCKETS, COUNT, GCOUNT) and not math.isnan(s.value) and not (
-                    math.isfinite(s.value) and s.value.is_integer()):
-                out.append((line, self.type, f"{s.name} is {s.value_text}; a count of observations is a whole "
-                                             "number", not om))
+        if kind in (*BUCKETS, COUNT, GCOUNT, SUMMARY_COUNT) and not math.isnan(s.value) and not (
+                math.isfinite(s.value) and s.value.is_integer()):
+            out.append((line, self.type, f"{s.name} is {s.value_text}; a count of observations is a whole number",
+                        not om))
         if self.type == "summary" and s.name == self.name:
             out += self._quantile(line, s)
         if om and kind == SUMMARY_SUM and s.value < 0:

@@ -104,6 +104,9 @@ OM_INVALID = [
     Case("missing closing brace", om('a{x="1" 1'), "syntax", 1),
     Case("bad label name", om('a{0x="1"} 1'), "syntax", 1),
     Case("duplicate label", om('a{x="1",x="2"} 1'), "label", 1),
+    Case("reserved label name", om('a{__x="1"} 1'), "label", 1),
+    Case("metric name as a label", om('a{__name__="b"} 1'), "label", 1),
+    Case("reserved exemplar label", om("# TYPE c counter", 'c_total 1 # {__t="x"} 1'), "label", 2),
     Case("value with underscore", om("a 1_000"), "value", 1),
     Case("hex value", om("a 0x10"), "value", 1),
     Case("word value", om("a many"), "value", 1),
@@ -191,6 +194,8 @@ OM_INVALID = [
     Case("negative summary count", om("# TYPE s summary", "s_count -1", "s_sum 1"), "summary", 2, ingest=(2,)),
     Case("NaN summary sum", om("# TYPE s summary", "s_count 1", "s_sum NaN"), "summary", 3, ingest=(3,)),
     Case("text after EOF", om("a 1") + "b 2\n", "after-eof", 3),
+    Case("EOF with a trailing space", "a 1\n# EOF \n", "eof", 2),
+    Case("EOF without its space", "a 1\n#EOF\n", "eof", 2),
     Case("blank line after EOF", om("a 1") + "\n", "after-eof", 3),
     Case("blank line", "a 1\n\nb 2\n# EOF\n", "blank-line", 2),
     Case("CR LF", "a 1\r\n# EOF\n", "syntax", 1),
@@ -234,6 +239,7 @@ PROM_INVALID = [
     Case("negative counter", prom("# TYPE c_total counter", "c_total -4"), "counter", 2, om=False, ingest=(2,)),
     Case("no final newline", "a 1", "newline", 1, om=False),
     Case("duplicate label", prom('a{x="1",x="2"} 1'), "label", 1, om=False),
+    Case("reserved label name", prom('a{__x="1"} 1'), "label", 1, om=False),
 ]
 
 VALID = OM_VALID + PROM_VALID
