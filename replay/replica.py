@@ -45,6 +45,7 @@ class Replica:
         "chunks",
         "cm0",
         "cmt",
+        "completions",
         "cum_u",
         "cutting",
         "d",
@@ -92,7 +93,11 @@ class Replica:
         "tokens",
         "ver",
         "wait",
+        "wbase",
         "wbytes",
+        "wextra",
+        "wstep",
+        "wver",
     )
 
     def __init__(self, rid: int, pool: int, index: int, step: StepModel, *, max_concurrency: int, budget: int,
@@ -113,8 +118,8 @@ class Replica:
         self.t0 = 0.0
         self.steps = 0
         self.dec: list[tuple[int, int]] = []   # (pass count at which it finishes, request)
-        self.pdec: list[tuple[int, int]] = []  # (pass count at which it is predicted to finish, request); lazy:
-        #                                        an entry whose request's book.pfin differs is gone
+        self.pdec: list[tuple[int, int]] = []  # (pass count at which it is predicted to finish, request); an
+        #                                        entry whose request's book.pfin differs is gone (drop_stale)
         self.pre: list[int] = []               # prefilling, in admission order
         self.wait: deque[int] = deque()
         self.order: list[int] = []             # admission order, for preemption (last in, first out)
@@ -139,6 +144,10 @@ class Replica:
         self.span0 = 0.0
         self.spans: list[float] = []           # busy spans as start, end, start, end, ...
         self.on_done: Callable[[int, float], None] | None = None
+        self.completions: list[int] | None = None  # when set, every request finishing here is appended
+        # wait_estimate's parts that change only with the run (routers ask again and again between events)
+        self.wver = -1
+        self.wbase = self.wextra = self.wstep = 0.0
 
     # -- the pass model -------------------------------------------------------------------------------
     def weight_read(self, tokens: float) -> float:
@@ -209,6 +218,7 @@ class Replica:
             return
         dur = t - self.t0
         n_d = len(self.dec)
+        self.wver = -1  # the run is being settled: what routers read is recomputed
         self.kv_time += (self.kv_res + n_d * (j - 1) / 2.0) * dur
         self.steps += j
         self.kv_res += n_d * j
@@ -277,10 +287,21 @@ class Replica:
         self.n_run -= 1
         self.loads[self.pool] -= 1
         book.phase[i] = DONE
-        book.pfin[i] = -1
         book.done[i] = t
+        if decoded:
+            book.pfin[i] = -1
+            self.drop_stale()
+        if self.completions is not None:
+            self.completions.append(i)
         if self.on_done is not None:
             self.on_done(i, t)
+
+    def drop_stale(self) -> None:
+        """Pop the predictions of sequences no longer decoding here off the top of pdec, so that its top is
+        the first running sequence predicted to finish."""
+        pdec, pfin = self.pdec, self.book.pfin
+        while pdec and pfin[pdec[0][1]] != pdec[0][0]:
+            heapq.heappop(pdec)
 
     def evict(self, v: int, t: float) -> None:
         """Preempt sequence v: free its KV cache and put it first in the queue, to be recomputed."""
@@ -294,6 +315,7 @@ class Replica:
             left = book.pleft[v] - passes
             book.pleft[v] = left if left > 1 else 1
             book.pfin[v] = -1
+            self.drop_stale()
             book.cost[v] += self.cum_u - book.entry_u[v]
             self.kv_read -= held
             self.kv_res -= held
@@ -370,11 +392,6 @@ class Replica:
         self.chunks, self.tokens, self.left = chunks, tokens, left
         self.ver += 1
         self.cutting = False
-        pdec = self.pdec
-        if pdec:  # drop the predictions of sequences that finished or were preempted
-            pfin = book.pfin
-            while pdec and pfin[pdec[0][1]] != pdec[0][0]:
-                heapq.heappop(pdec)
         if tokens == 0:
             self.k = self.knd = 0
             self.open = False
@@ -483,19 +500,25 @@ class Replica:
         """
         if not self.wait and self.n_run < self.mc:
             return 0.0
+        if self.wver != self.ver:
+            self.free_slot()
+        w = self.wbase - t + self.wextra + self.queued_pred * self.wstep / self.mc
+        return w if w > 0.0 else 0.0
+
+    def free_slot(self) -> None:
+        """When a slot is predicted to free, as a time (wbase) plus passes (wextra), and the pass time; kept
+        until the run changes."""
         step = ((self.a if self.a > self.c else self.c) + self.o) if self.k else self.o0
+        base, extra = self.t0, step
         if self.pdec:
             pf = self.pdec[0][0] - self.steps
             if pf < 1:
                 pf = 1
             if pf <= self.knd:  # the predicted completion ends the current run
-                end = self.end if pf == self.k else self.t0 + self.run_time(pf)
-                w = end - t + self.queued_pred * step / self.mc
+                base, extra = (self.end if pf == self.k else self.t0 + self.run_time(pf)), 0.0
             else:
-                w = self.t0 - t + pf * step + self.queued_pred * step / self.mc
-        else:
-            w = self.t0 - t + step + self.queued_pred * step / self.mc
-        return w if w > 0.0 else 0.0
+                extra = pf * step
+        self.wbase, self.wextra, self.wstep, self.wver = base, extra, step, self.ver
 
     def run_time(self, j: int) -> float:
         """Seconds of the first j passes of the current run (as plan() times the whole run)."""

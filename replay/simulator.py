@@ -137,11 +137,9 @@ def simulate(plan: Plan, policy: Policy, options: dict[str, tuple[str, ...]], ov
                                   -1 - i))
         for r in flat:
             r.on_done = handoff
-    elif completed is not None:
-        def done(i: int, t: float) -> None:
-            completed(i)
+    elif forecast is not None and forecast.completed is not None:
         for r in flat:
-            r.on_done = done
+            r.completions = forecast.completed
 
     def land(i: int, t: float) -> None:
         d = landing.pop(i)

@@ -43,7 +43,12 @@ class State:
                 best, load = r, r.n_run
         if best is not None:
             return best
-        return min(reps, key=lambda r: r.wait_estimate(t))
+        soonest = float("inf")
+        for r in reps:  # the first whose queue is predicted to drain first
+            w = r.wait_estimate(t)
+            if w < soonest:
+                best, soonest = r, w
+        return best if best is not None else reps[0]
 
     def queue_length(self, p: int) -> int:
         """Requests waiting for admission in pool p."""
