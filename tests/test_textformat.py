@@ -98,7 +98,7 @@ def test_trailing_comma_and_empty_label_set() -> None:
 
 _names = st.from_regex(r"[a-zA-Z_:][a-zA-Z0-9_:]{0,20}", fullmatch=True)
 _label = st.from_regex(r"[a-zA-Z_][a-zA-Z0-9_]{0,10}", fullmatch=True)
-_value = st.text(alphabet=st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=20)
+_value = st.text(alphabet=st.characters(codec="utf-8", exclude_categories=["Cs"]), max_size=20)
 
 
 @given(_names, st.dictionaries(_label, _value, max_size=6))
