@@ -249,7 +249,8 @@ def fit_group(specs: list[PoolSpec], evidence: dict[str, Evidence]) -> list[Pool
         return np.concatenate([part.residuals(apply(spec, values)) for spec, part in parts])
 
     p = prior(specs[0])
-    prompt = max(1.0, float(np.median(np.concatenate([part.prompts for _, part in parts]))))
+    prompts = np.concatenate([part.prompts for _, part in parts])
+    prompt = max(1.0, float(np.median(prompts))) if prompts.size else 1.0
     core = _core(specs[0], p, residuals, prompt)
     smooth = all(isinstance(part, _Bench) for _, part in parts)
     values, report = fit(residuals, p, max_evaluations=EVALUATIONS * 4 if smooth else EVALUATIONS // 2, starts=[core],

@@ -22,6 +22,7 @@ from replay.gate import FIELDS as GATE_FIELDS
 from replay.gate import Gate, load_gate_text
 from replay.policies import POLICIES
 from replay.predictors import ORACLE_NOTE, PREDICTORS
+from replay.predictors.online import QUANTILE as ONLINE_QUANTILE
 
 LABELS = {"replicas": "Replicas", "max_concurrency": "Max concurrency", "pp": "Pipeline stages (pp)",
           "max_num_batched_tokens": "Token budget per step", "gpu_memory_utilization": "GPU memory utilization",
@@ -43,7 +44,7 @@ PREDICTOR_HELP = ("What the router expects each request to generate, which no ga
                   "prompt length, starting from the requests stored before the window); fixed: one length for "
                   "every request; table: a length per SLA tier; oracle: the true length, an upper bound no router "
                   "can reach.")
-MEDIAN, TOKENS = 0.5, 256   # the form's starting quantile and token counts (the predictors' own defaults)
+QUANTILE, TOKENS = ONLINE_QUANTILE, 256   # the form's starting quantile and token counts (the predictors' own)
 SHOWN = {"online": ("quantile",), "fixed": ("tokens",), "table": ("tiers", "default"), "oracle": ()}
 
 
@@ -68,7 +69,7 @@ def load_form(form: CandidateForm) -> None:
             s[key(pool, f)] = int(v) if f in INT_FIELDS else v if f == "kv_cache_dtype" else float(v)
     options = form.predictor_options
     s["wi.predictor"] = form.predictor
-    s["wi.predictor.quantile"] = float(options.get("quantile", MEDIAN)) if form.predictor == "online" else MEDIAN
+    s["wi.predictor.quantile"] = float(options.get("quantile", QUANTILE)) if form.predictor == "online" else QUANTILE
     s["wi.predictor.tokens"] = int(options.get("tokens", TOKENS)) if form.predictor == "fixed" else TOKENS
     table = options.get("tiers", {}) if form.predictor == "table" else {}
     for tier in form.tiers:
@@ -107,7 +108,7 @@ def read_predictor(tiers: list[str]) -> tuple[str, dict[str, Any]]:
     name = str(s.get("wi.predictor") or "online")
     kept_for, kept = s.get("wi.predictor.kept") or ("", {})
     options: dict[str, Any] = dict(kept) if kept_for == name else {}
-    if name == "online" and s.get("wi.predictor.quantile") not in (None, MEDIAN):
+    if name == "online" and s.get("wi.predictor.quantile") not in (None, QUANTILE):
         options["quantile"] = float(s["wi.predictor.quantile"])
     elif name == "fixed" and s.get("wi.predictor.tokens") is not None:
         options["tokens"] = int(s["wi.predictor.tokens"])
@@ -160,7 +161,7 @@ def predictor_inputs(tiers: list[str]) -> None:
     """The output-length predictor and its options."""
     s = st.session_state
     s.setdefault("wi.predictor", "online")
-    s.setdefault("wi.predictor.quantile", MEDIAN)
+    s.setdefault("wi.predictor.quantile", QUANTILE)
     s.setdefault("wi.predictor.tokens", TOKENS)
     s.setdefault("wi.predictor.default", TOKENS)
     c1, c2 = st.columns([1, 3])
