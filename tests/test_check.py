@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 import requests
 
-from app.cli import main
 from app.commands.check import check, fetch
+from tests.cli import run
 from tests.conftest import REPO
 from tests.exporters import Exporter
 
@@ -33,15 +33,6 @@ def exporter() -> Iterator[Exporter]:
     e = Exporter()
     yield e
     e.close()
-
-
-def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    try:
-        code = main(list(argv))
-    except SystemExit as exc:
-        code = int(exc.code or 0)
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def test_a_valid_complete_file_exits_0(capsys: pytest.CaptureFixture[str]) -> None:

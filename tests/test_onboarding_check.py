@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from app.cli import main
 from app.commands.check import check
 from app.console import onboarding_data
 from onboarding.check_report import judge_report, parse_check_report
@@ -19,6 +18,7 @@ from onboarding.errors import EvidenceError
 from onboarding.gates import FAIL, PASS, PENDING
 from pool_registry import load_registry
 from store import ENV_DB
+from tests.cli import run
 from tests.conftest import FLEET, REPO
 
 DCGM = REPO / "examples" / "exporters" / "dcgm-h100-a-01.prom"
@@ -33,15 +33,6 @@ def open_page(db: Path, monkeypatch: pytest.MonkeyPatch, page: str) -> AppTest:
     monkeypatch.setenv(ENV_DB, str(db))
     at = AppTest.from_file(str(REPO / "app" / "console" / "main.py"), default_timeout=60).run()
     return at.switch_page(page).run()
-
-
-def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    try:
-        code = main(list(argv))
-    except SystemExit as exc:
-        code = int(exc.code or 0)
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def report(tmp_path: Path, text: str | None = None) -> Path:

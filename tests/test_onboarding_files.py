@@ -9,22 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from app.cli import main
 from onboarding.errors import OnboardingError
 from onboarding.files import read_file, registry_files
 from pool_registry import load_registry
+from tests.cli import run
 from tests.conftest import REPO
 
 OPS = "op,max_abs_err,tol\nmatmul,0.004,0.01\n"
-
-
-def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    try:
-        code = main(list(argv))
-    except SystemExit as exc:
-        code = int(exc.code or 0)
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 @pytest.mark.parametrize(("path", "message"), [
