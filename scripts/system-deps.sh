@@ -1,9 +1,10 @@
 #!/bin/sh
-# Installs the Debian packages the tests drive for real (prometheus, promtool, chromium, openssl) when missing.
+# Installs the Debian packages the tests drive for real (prometheus, promtool, alertmanager, chromium, openssl) when missing.
 set -eu
 missing=""
 command -v prometheus >/dev/null 2>&1 || missing="$missing prometheus"
 command -v promtool >/dev/null 2>&1 || missing="$missing prometheus"
+command -v prometheus-alertmanager >/dev/null 2>&1 || missing="$missing prometheus-alertmanager"
 command -v chromium >/dev/null 2>&1 || missing="$missing chromium"
 command -v openssl >/dev/null 2>&1 || missing="$missing openssl"
 [ -z "$missing" ] && exit 0
