@@ -8,7 +8,7 @@ is not ok. Collectors are judged on how old their newest sample is.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import polars as pl
 
@@ -29,6 +29,7 @@ class Status:
     node: str = ""
     device: str = ""
     reason: str = ""
+    rule: str = field(default="", compare=False)  # the rule (a key of rules.yaml) of the leading finding
 
     @property
     def where(self) -> str:
@@ -69,7 +70,12 @@ def _plural(n: float, word: str) -> str:
 
 def device_findings(reg: Registry, rules: StatusRules, row: dict[str, object]) -> list[tuple[str, str]]:
     """Every (level, reason) one device's facts reach, worst first."""
-    found: list[tuple[str, str]] = []
+    return [(level, reason) for level, reason, _ in ruled_findings(reg, rules, row)]
+
+
+def ruled_findings(reg: Registry, rules: StatusRules, row: dict[str, object]) -> list[tuple[str, str, str]]:
+    """Every (level, reason, rule) one device's facts reach, worst first."""
+    found: list[tuple[str, str, str]] = []
     pool = next((p for p in reg.pools if p.id == row["pool"]), None)
     thermal = reg.chip_of(pool).thermal if pool is not None else None
     limits = Levels(thermal.warning_c, thermal.critical_c) if thermal else rules.temperature
@@ -78,22 +84,24 @@ def device_findings(reg: Registry, rules: StatusRules, row: dict[str, object]) -
         level = level_of(temp, limits)
         if level != "ok":
             limit = limits.critical if level == "critical" else limits.warning
-            found.append((level, f"reached {temp:.0f} °C ({level} at {limit:.0f} °C)"))
+            found.append((level, f"reached {temp:.0f} °C ({level} at {limit:.0f} °C)", "temperature"))
     fatal = float(row["fatal_errors"] or 0)  # type: ignore[arg-type]
     level = level_of(fatal, rules.fatal_errors) if fatal > 0 else "ok"
     if level != "ok":
         codes = f" (codes {row['fatal_codes']})" if row["fatal_codes"] else ""
-        found.append((level, f"{_plural(fatal, 'fatal error event')}{codes}"))
+        found.append((level, f"{_plural(fatal, 'fatal error event')}{codes}", "fatal_errors"))
     if row["device"] and row["last_health"] is not None and float(row["last_health"]) < 1:  # type: ignore[arg-type]
-        found.append((rules.unhealthy, "last health reading unhealthy"))
+        found.append((rules.unhealthy, "last health reading unhealthy", "unhealthy"))
     if row["stopped"]:
         minutes = int(row["silent_ms"]) // 60_000  # type: ignore[call-overload]
-        found.append((rules.stopped_reporting, f"stopped reporting: no sample for {minutes:,} min"))
+        found.append((rules.stopped_reporting, f"stopped reporting: no sample for {minutes:,} min",
+                      "stopped_reporting"))
     hbm = row["hbm_used"]
     if isinstance(hbm, float) and (level := level_of(hbm, rules.hbm_used)) != "ok":
-        found.append((level, f"HBM {hbm:.0%} full"))
+        found.append((level, f"HBM {hbm:.0%} full", "hbm_used"))
     if row["throttled"]:
-        found.append((rules.throttled, f"throttled in {row['throttled_minutes']:,} of {row['busy']:,} busy minutes"))
+        found.append((rules.throttled, f"throttled in {row['throttled_minutes']:,} of {row['busy']:,} busy minutes",
+                      "throttled"))
     found = [f for f in found if f[0] != "ok"]
     return sorted(found, key=lambda f: -RANK[f[0]])
 
@@ -102,21 +110,23 @@ def evaluate(reg: Registry, rules: StatusRules, facts: Facts, pools: tuple[str, 
     """Every status that is not ok, worst first, then by pool, scope and place."""
     wanted = pools or tuple(p.id for p in reg.pools)
     out: list[Status] = []
-    node_findings: dict[tuple[str, str], list[tuple[str, str]]] = {}
+    node_findings: dict[tuple[str, str], list[tuple[str, str, str]]] = {}
     for row in facts.devices.filter(pl.col("pool").is_in(wanted)).iter_rows(named=True):
-        found = device_findings(reg, rules, row)
+        found = ruled_findings(reg, rules, row)
         if not found:
             continue
         key = (row["pool"], row["node"])
         if row["device"]:
             out.append(Status(found[0][0], "device", row["pool"], row["node"], row["device"],
-                              "; ".join(r for _, r in found)))
-            node_findings.setdefault(key, []).append((found[0][0], f"device {row['device']}: {found[0][1]}"))
+                              "; ".join(r for _, r, _ in found), found[0][2]))
+            node_findings.setdefault(key, []).append(
+                (found[0][0], f"device {row['device']}: {found[0][1]}", found[0][2]))
         else:
-            node_findings.setdefault(key, []).extend((lvl, f"node-wide: {r}") for lvl, r in found)
+            node_findings.setdefault(key, []).extend((lvl, f"node-wide: {r}", rule) for lvl, r, rule in found)
     for (pool, node), found in node_findings.items():
-        level = worst([lvl for lvl, _ in found])
-        out.append(Status(level, "node", pool, node, "", "; ".join(r for lvl, r in found if lvl == level)))
+        level = worst([lvl for lvl, _, _ in found])
+        lead = next(rule for lvl, _, rule in found if lvl == level)
+        out.append(Status(level, "node", pool, node, "", "; ".join(r for lvl, r, _ in found if lvl == level), lead))
     tiles = {r["pool"]: r for r in facts.tiles.iter_rows(named=True)}
     for pool_id in wanted:
         out.extend(pool_statuses(reg, rules, pool_id, tiles.get(pool_id), facts.devices,
@@ -130,31 +140,32 @@ def pool_statuses(reg: Registry, rules: StatusRules, pool_id: str, tile: dict[st
                   devices: pl.DataFrame, nodes: list[Status]) -> list[Status]:
     """The pool-wide rules of one pool, and the roll-up of its nodes."""
     declared = reg.pool(pool_id).devices
-    found: list[tuple[str, str]] = []
+    found: list[tuple[str, str, str]] = []
     reporting = int(tile["reporting"] or 0) if tile else 0  # type: ignore[call-overload]
     if (level := level_of(reporting / declared, rules.reporting, below=True)) != "ok":
-        found.append((level, f"{reporting:,} of {declared:,} devices reporting"))
+        found.append((level, f"{reporting:,} of {declared:,} devices reporting", "reporting"))
     fatal = float(tile["fatal_errors"] or 0) if tile else 0.0  # type: ignore[arg-type]
     if fatal > 0 and (level := level_of(fatal, rules.fatal_errors)) != "ok":
-        found.append((level, f"{_plural(fatal, 'fatal error event')} in the window"))
+        found.append((level, f"{_plural(fatal, 'fatal error event')} in the window", "fatal_errors"))
     mine = devices.filter(pl.col("pool") == pool_id, pl.col("throttled").is_not_null())
     if mine.height:
         hit = int(mine["throttled"].sum())
         if (level := level_of(hit / mine.height, rules.throttled_devices)) != "ok":
-            found.append((level, f"{hit:,} of {mine.height:,} devices throttled ({hit / mine.height:.0%})"))
+            found.append((level, f"{hit:,} of {mine.height:,} devices throttled ({hit / mine.height:.0%})",
+                          "throttled_devices"))
     tier, target = rules.ttft_target(pool_id)
     ttft = tile["ttft_p99"] if tile else None
     if isinstance(ttft, float) and target and (level := level_of(ttft / target, rules.ttft_p99)) != "ok":
-        found.append((level, f"p99 TTFT {ttft:.2f} s against the {tier} target of {target:.2f} s"))
+        found.append((level, f"p99 TTFT {ttft:.2f} s against the {tier} target of {target:.2f} s", "ttft_p99"))
     if nodes:
         bad = sorted(nodes, key=lambda s: -RANK[s.level])
         more = f" and {len(bad) - 1} more node(s)" if len(bad) > 1 else ""
-        found.append(("warning", f"node {bad[0].node} {bad[0].level}: {bad[0].reason}{more}"))
+        found.append(("warning", f"node {bad[0].node} {bad[0].level}: {bad[0].reason}{more}", "nodes"))
     if not found:
         return []
-    level = worst([lvl for lvl, _ in found])
+    level = worst([lvl for lvl, _, _ in found])
     ordered = sorted(found, key=lambda f: -RANK[f[0]])
-    return [Status(level, "pool", pool_id, reason="; ".join(r for _, r in ordered))]
+    return [Status(level, "pool", pool_id, reason="; ".join(r for _, r, _ in ordered), rule=ordered[0][2])]
 
 
 def collector_statuses(rules: StatusRules, facts: Facts) -> list[Status]:
@@ -168,5 +179,5 @@ def collector_statuses(rules: StatusRules, facts: Facts) -> list[Status]:
         if level != "ok":
             age = "has stored no sample" if lag_s is None else f"newest sample {lag_s / 60:,.0f} min old"
             out.append(Status(level, "collector", "", node=f"{row['kind']} {row['source']}",
-                              reason=f"{age} (last run {row['last_status']})"))
+                              reason=f"{age} (last run {row['last_status']})", rule="collector_lag"))
     return out

@@ -10,10 +10,12 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from app.alertmanager import ENV_URL as ENV_ALERTMANAGER_URL
 from app.commands import _child
 from app.commands._base import Context, add_command
 from app.commands.console import streamlit_command
 from app.errors import UsageError
+from app.serve.alerting import AlertSender
 from app.serve.config import ServeConfig, load_serve_config
 from app.serve.feed import ENV_TOKEN, FeedServer, store_reader
 from app.serve.health import HealthServer, health_report
@@ -56,12 +58,17 @@ def run(ctx: Context) -> int:
     if config.export is not None:
         export = LakeExport(store, config.export, log=log)
         export.check()
+    sender = None if config.alertmanager is None else AlertSender(store, config.alertmanager, log=log)
+
+    def jobs() -> dict[str, dict[str, object]]:
+        return {**({"export": export.report()} if export else {}),
+                **({"alertmanager": sender.report()} if sender else {})}
+
     health = None
     if config.health.enabled:
         try:
             health = HealthServer(config.health.address, config.health.port,
-                                  lambda: health_report(runner.statuses(), {"database": str(db)},
-                                                        {"export": export.report()} if export else None)).start()
+                                  lambda: health_report(runner.statuses(), {"database": str(db)}, jobs())).start()
         except OSError as exc:
             raise UsageError(f"cannot listen on {config.health.address}:{config.health.port} for the health "
                              f"endpoint: {exc.strerror}") from None
@@ -69,7 +76,8 @@ def run(ctx: Context) -> int:
     console = None
     if config.console.enabled and not ctx.args.no_console:
         _port_free(config.console.address, config.console.port)
-    env = {**os.environ, ENV_DB: str(db), **({ENV_HEALTH_URL: f"{health.url}/health"} if health else {})}
+    env = {**os.environ, ENV_DB: str(db), **({ENV_HEALTH_URL: f"{health.url}/health"} if health else {}),
+           **({ENV_ALERTMANAGER_URL: config.alertmanager.url} if config.alertmanager else {})}
     command = streamlit_command(config.console.port, config.console.address)
     with _child.terminate_on_sigterm(), store.writing("hetpool serve"):
         try:
@@ -84,6 +92,9 @@ def run(ctx: Context) -> int:
             if export is not None:
                 ctx.note(f"  export: lake {export.plan.out} every {export.plan.every_s:g}s")
                 export.start()
+            if sender is not None:
+                ctx.note(f"  alerts: to {sender.client.url} every {sender.plan.every_s:g}s")
+                sender.start()
             runner.start()
             while True:
                 time.sleep(0.5)
@@ -98,6 +109,8 @@ def run(ctx: Context) -> int:
             clean = runner.stop()
             if export is not None:
                 clean = export.stop() and clean
+            if sender is not None:
+                clean = sender.stop() and clean
             if feed is not None:
                 feed.stop()
             if console is not None:

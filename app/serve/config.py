@@ -9,11 +9,13 @@
       - {name: drop, kind: folder, path: ../demo/drop, every: 10s}
     export: {out: ../demo/lake, every: 1h, pools: [h100-a], metrics: [accelerator.power]}   # optional
     feed: {enabled: true, address: 127.0.0.1, port: 9464, window: 5m}                      # optional
+    alertmanager: {url: http://alertmanager:9093, every: 1m, console_url: https://hetpool.example}  # optional
 
 Relative paths are relative to the file, as Prometheus reads its own configuration. Credentials are never
 part of this file: a Prometheus pull takes them from HETPOOL_PROM_TOKEN or HETPOOL_PROM_USER/PASSWORD, and
-the feed's bearer token comes from HETPOOL_FEED_TOKEN. Without an `export` section nothing is exported;
-without a `feed` section no feed is served.
+the feed's bearer token comes from HETPOOL_FEED_TOKEN, Alertmanager's from HETPOOL_ALERTMANAGER_TOKEN (or
+HETPOOL_ALERTMANAGER_USER/PASSWORD). Without an `export` section nothing is exported; without a `feed` section
+no feed is served; without an `alertmanager` section no alert is sent.
 """
 
 from __future__ import annotations
@@ -64,6 +66,22 @@ class ExportPlan:
 
 
 @dataclass(frozen=True)
+class AlertmanagerPlan:
+    """Where `hetpool serve` sends its alerts, how often, and the console base URL their links open."""
+
+    url: str
+    every_s: float = 60.0
+    console_url: str = ""  # default: the console this serve starts
+    timeout_s: float = 10.0
+    retry_s: float = 2.0  # the first retry after a failed send; doubled each time, at most every_s
+
+    @property
+    def hold_s(self) -> float:
+        """How long Alertmanager keeps an alert that is not sent again (four runs, as Prometheus does)."""
+        return 4 * self.every_s
+
+
+@dataclass(frozen=True)
 class ServeConfig:
     """One deployment."""
 
@@ -74,6 +92,7 @@ class ServeConfig:
     collectors: tuple[Collector, ...]
     feed: FeedListener = FeedListener(False, "127.0.0.1", 9464)
     export: ExportPlan | None = None
+    alertmanager: AlertmanagerPlan | None = None
 
 
 _COMMON = ("every", "max_lag", "pool", "profiles_dir")
@@ -97,7 +116,8 @@ def load_serve_text(text: str, source: str = "<serve>", base: Path | None = None
     r = Reader(source)
     here = base or Path.cwd()
     root = r.root(text, "a mapping with 'collectors'", ServeConfigError)
-    f = r.mapping(root, "", required=("collectors",), optional=("database", "console", "health", "export", "feed"))
+    f = r.mapping(root, "", required=("collectors",), optional=("database", "console", "health", "export", "feed",
+                                                                          "alertmanager"))
     database = r.optional(f, "database", "", lambda n, p: _path(here, r.string(n, p)), None)
     console = _listener(r, f.get("console"), "console", 8501)
     health = _listener(r, f.get("health"), "health", 8502)
@@ -120,9 +140,34 @@ def load_serve_text(text: str, source: str = "<serve>", base: Path | None = None
         if feed.enabled and other.enabled and (feed.address, feed.port) == (other.address, other.port):
             r.fail(f.get("feed"), "feed.port", f"port {feed.port} is already the {name}'s")
     export = None if "export" not in f else _export(r, f["export"], here)
+    alerting = None if "alertmanager" not in f else _alertmanager(r, f["alertmanager"], console)
     if r.problems:
         raise ServeConfigError(r.problems)
-    return ServeConfig(source, database, console, health, tuple(collectors), feed, export)
+    return ServeConfig(source, database, console, health, tuple(collectors), feed, export, alerting)
+
+
+_AM_SECRETS = ("token", "username", "user", "password", "bearer_token", "basic_auth")
+
+
+def _alertmanager(r: Reader, node: Node, console: Listener) -> AlertmanagerPlan | None:
+    """Alerts go to Alertmanager when the file has this section; its credentials come from the environment only."""
+    secrets = [k for k, _ in node.value if k.value in _AM_SECRETS] if isinstance(node, MappingNode) else []
+    if secrets:
+        r.fail(secrets[0], f"alertmanager.{secrets[0].value}", "Alertmanager's credentials do not belong in this "
+               "file; set HETPOOL_ALERTMANAGER_TOKEN, or HETPOOL_ALERTMANAGER_USER and HETPOOL_ALERTMANAGER_PASSWORD, "
+               "in the service's environment")
+        return None
+    g = r.mapping(node, "alertmanager", required=("url",), optional=("every", "console_url", "timeout"))
+    if "url" not in g:
+        return None
+    url = _url(r, g["url"], "alertmanager.url", "Alertmanager's credentials do not belong in the URL; set "
+               "HETPOOL_ALERTMANAGER_TOKEN, or HETPOOL_ALERTMANAGER_USER and HETPOOL_ALERTMANAGER_PASSWORD, in the "
+               "service's environment")
+    every = r.optional(g, "every", "alertmanager", lambda n, p: _duration(r, n, p), 60.0)
+    own = f"http://{console.address}:{console.port}" if console.enabled else ""
+    base = r.optional(g, "console_url", "alertmanager", lambda n, p: _url(r, n, p), own)
+    timeout = r.optional(g, "timeout", "alertmanager", lambda n, p: _duration(r, n, p), 10.0)
+    return AlertmanagerPlan(url.rstrip("/"), every, base.rstrip("/"), timeout)
 
 
 def _feed(r: Reader, node: Node | None) -> FeedListener:
@@ -220,12 +265,15 @@ def _duration(r: Reader, node: Node, path: str) -> float:
         return 1.0
 
 
-def _url(r: Reader, node: Node, path: str) -> str:
+_PROM_CREDENTIALS = ("credentials do not belong in the URL; set HETPOOL_PROM_TOKEN, or HETPOOL_PROM_USER and "
+                     "HETPOOL_PROM_PASSWORD, in the service's environment")
+
+
+def _url(r: Reader, node: Node, path: str, credentials: str = _PROM_CREDENTIALS) -> str:
     url = r.string(node, path)
     parsed = urlparse(url)
     if url and (parsed.scheme not in ("http", "https") or not parsed.hostname):
         r.fail(node, path, f"bad URL {url!r}; expected http(s)://host:port/...")
     if parsed.username or parsed.password:
-        r.fail(node, path, "credentials do not belong in the URL; set HETPOOL_PROM_TOKEN, or HETPOOL_PROM_USER "
-                           "and HETPOOL_PROM_PASSWORD, in the service's environment")
+        r.fail(node, path, credentials)
     return url
