@@ -9,10 +9,12 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from canonical.timeunits import parse_duration_ms
-from store import Store, resolve_db_path
+
+if TYPE_CHECKING:  # the store is imported when a command opens it, so `hetpool --help` does not load DuckDB
+    from store import Store
 
 
 @dataclass
@@ -31,10 +33,14 @@ class Context:
     @property
     def db_path(self) -> Path:
         """--db, $HETPOOL_DB or ./hetpool.duckdb."""
+        from store import resolve_db_path
+
         return resolve_db_path(getattr(self.args, "db", None))
 
     def store(self) -> Store:
         """The database this invocation points at, opened only for each read or commit; waits are told on stderr."""
+        from store import Store
+
         return Store(self.db_path, on_wait=lambda message: self.note(f"hetpool: {message}"))
 
     def emit(self, data: Any, text: str) -> None:
