@@ -1,0 +1,118 @@
+"""A plan report as `hetpool plan --json` emits it, as the table it prints, and as frames the console draws."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import polars as pl
+
+from replay.planner.layouts import Excluded
+from replay.planner.rank import Plan
+from replay.planner.search import PlanReport
+
+PLAN_KEYS = ("pool", "tp", "pp", "ep", "replicas", "devices_per_replica", "weights_gb_per_device",
+             "kv_tokens_per_replica", "fits", "concurrency", "ttft_ms_p50", "tpot_ms_p50", "output_tok_s_per_device",
+             "usd_per_mtok", "meets_targets")
+
+
+def plan_dict(p: Plan) -> dict[str, Any]:
+    """One plan with exactly the keys of PLAN_KEYS."""
+    lay = p.layout
+    return {"pool": lay.pool, "tp": lay.tp, "pp": lay.pp, "ep": lay.ep, "replicas": lay.replicas,
+            "devices_per_replica": lay.devices_per_replica, "weights_gb_per_device": round(p.memory.weights_gb, 3),
+            "kv_tokens_per_replica": p.memory.kv_tokens_per_replica, "fits": p.fits, "concurrency": p.concurrency,
+            "ttft_ms_p50": p.ttft_ms_p50, "tpot_ms_p50": p.tpot_ms_p50,
+            "output_tok_s_per_device": p.output_tok_s_per_device, "usd_per_mtok": p.usd_per_mtok,
+            "meets_targets": p.meets_targets}
+
+
+def excluded_dict(e: Excluded) -> dict[str, Any]:
+    """One excluded layout: where, which rule, why."""
+    lay = e.layout
+    return {"pool": lay.pool, "tp": lay.tp, "pp": lay.pp, "ep": lay.ep, "rule": e.rule, "reason": e.reason}
+
+
+def report_dict(r: PlanReport) -> dict[str, Any]:
+    """{"model", "plans", "excluded", "min_devices"}: the JSON of `hetpool plan --json`."""
+    return {"model": r.model, "plans": [plan_dict(p) for p in r.plans],
+            "excluded": [excluded_dict(e) for e in r.excluded],
+            "min_devices": {w.pool: w.min_devices for w in r.walls}}
+
+
+def _num(v: float | None, fmt: str) -> str:
+    return "-" if v is None else format(v, fmt)
+
+
+HEADER = (f"{'pool':<12} {'layout':<14} {'repl':>4} {'dev/r':>5} {'wgt GB/d':>8} {'KV tok/r':>9} {'conc':>5} "
+          f"{'ttft p50':>8} {'p99':>8} {'tpot p50':>8} {'p99':>7} {'tok/s/dev':>9} {'$/Mtok':>8} {'meets':>5}")
+
+
+def plan_line(p: Plan) -> str:
+    """One row of the table (times in ms)."""
+    lay = p.layout
+    return (f"{lay.pool:<12} {lay.label:<14} {lay.replicas:>4} {lay.devices_per_replica:>5} "
+            f"{p.memory.weights_gb:>8.1f} {p.memory.kv_tokens_per_replica:>9,} {p.concurrency:>5} "
+            f"{_num(p.ttft_ms_p50, '.1f'):>8} {_num(p.ttft_ms_p99, '.1f'):>8} {_num(p.tpot_ms_p50, '.2f'):>8} "
+            f"{_num(p.tpot_ms_p99, '.2f'):>7} {_num(p.output_tok_s_per_device, ',.0f'):>9} "
+            f"{_num(p.usd_per_mtok, '.3f'):>8} {'yes' if p.meets_targets else 'no':>5}")
+
+
+def report_lines(r: PlanReport, top: int = 20) -> list[str]:
+    """The human report: settings, fitting plans best first (at most `top`, 0 for all), walls, misses, exclusions."""
+    s = r.settings
+    t = s.targets
+    aims = ", ".join(x for x in (f"TTFT p50 <= {t.ttft_ms:g} ms" if t.ttft_ms is not None else "",
+                                 f"TPOT p50 <= {t.tpot_ms:g} ms" if t.tpot_ms is not None else "") if x)
+    order = "cheapest busy $/Mtok among those meeting " + aims if t.any else "output tokens/s per device"
+    lines = [f"plan {r.model}: isl {s.isl}, osl {s.osl}, KV for {s.tokens_per_sequence:,} tokens per sequence, "
+             f"concurrency {','.join(map(str, s.concurrency))}; best first by {order}"]
+    fitting = [p for p in r.plans if p.fits]
+    shown = fitting if top <= 0 else fitting[:top]
+    if fitting:
+        lines += [HEADER, *(plan_line(p) for p in shown)]
+        if len(shown) < len(fitting):
+            lines.append(f"... and {len(fitting) - len(shown)} more fitting plans (--top 0 shows all)")
+    else:
+        lines.append("no layout fits memory on any pool planned")
+    for w in r.walls:
+        if not any(p.fits and p.layout.pool == w.pool for p in r.plans):
+            need = "more devices than a device's working memory allows" if w.min_devices is None else \
+                f"at least {w.min_devices} devices"
+            has = "the pool has them (but no layout of them honours the rules)" if w.pool_has_them else \
+                f"the pool has {w.devices}"
+            lines.append(f"memory wall on {w.pool}: nothing fits; the model needs {need}; {has}")
+    lines += [f"targets missed: {m}" for m in r.misses]
+    short = [p for p in r.plans if not p.fits]
+    if short:
+        lines.append("does not fit memory (per device: weights + KV + working memory against usable):")
+        for p in short if top <= 0 else short[:top]:
+            m = p.memory
+            lines.append(f"  {p.layout.pool} {p.layout.label} at concurrency {p.concurrency}: {m.weights_gb:.1f} + "
+                         f"{m.kv_gb:.1f} + {m.working_gb:.1f} GB > {m.usable_gb:.1f} GB usable, short by "
+                         f"{m.shortfall_gb:.1f} GB")
+        if 0 < top < len(short):
+            lines.append(f"  ... and {len(short) - top} more, further short")
+    if r.excluded:
+        lines.append("excluded layouts:")
+        groups: dict[tuple[str, str, str], list[str]] = {}
+        for e in r.excluded:
+            groups.setdefault((e.layout.pool, e.rule, e.reason), []).append(e.layout.label)
+        for (pool, rule, reason), labels in groups.items():
+            lines.append(f"  {pool} {', '.join(labels)}: {rule}: {reason}")
+    return lines
+
+
+def plans_frame(r: PlanReport) -> pl.DataFrame:
+    """One row per plan that fits, best first, with the p99s and the memory per device."""
+    rows = [{**plan_dict(p), "layout": p.layout.label, "ttft_ms_p99": p.ttft_ms_p99, "tpot_ms_p99": p.tpot_ms_p99,
+             "kv_gb_per_device": p.memory.kv_gb, "working_gb_per_device": p.memory.working_gb,
+             "usable_gb_per_device": p.memory.usable_gb, "mfu": p.mfu} for p in r.plans if p.fits]
+    return pl.DataFrame(rows, infer_schema_length=None) if rows else pl.DataFrame()
+
+
+def memory_frame(p: Plan) -> pl.DataFrame:
+    """One device's memory under a plan: part and GB (weights, KV cache, working memory, free of the usable)."""
+    m = p.memory
+    parts = [("weights", m.weights_gb), ("KV cache", m.kv_gb), ("working memory", m.working_gb),
+             ("free", max(0.0, m.usable_gb - m.used_gb))]
+    return pl.DataFrame({"part": [k for k, _ in parts], "gb": [v for _, v in parts]})
