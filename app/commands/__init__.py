@@ -35,6 +35,8 @@ COMMANDS: dict[str, Command] = {
                                 "to date"),
     "prune": Command("prune", "drop raw samples older than a retention period; rollups are kept"),
     "replay": Command("replay", "replay traffic against candidate routing and cost models"),
+    "plan": Command("plan", "propose TP x PP x EP layouts of a model on each pool: memory per device, TTFT/TPOT and "
+                            "cost from the replay's step model, best first"),
     "versions": Command("versions", "print declared against observed versions per pool (drift flagged), model x "
                                     "pool compatibility and metric coverage by exporter version; exit 1 on drift, an "
                                     "incompatible served model or a vanished metric"),
