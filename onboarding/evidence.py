@@ -2,7 +2,8 @@
 
     operators    op,max_abs_err,tol                  one row per operator, errors against the reference device
     precision    step,grad_norm[,loss,...]           a short training run's metrics; nan/inf are kept for the gate
-    parallelism  devices,mfu                         measured model FLOPs utilization per scale-out point
+    parallelism  devices,mfu                         measured model FLOPs utilization per scale-out point,
+                 or the JSON report of `hetpool plan --json` (onboarding.plan_report)
     loss curve   step,loss                           baseline and candidate of the regression item
     benchmark    pool,isl,osl,concurrency,ttft_ms,tpot_ms   the `replay calibrate --bench` table
     metrics      the JSON report of `hetpool check --json` (onboarding.check_report)
@@ -20,6 +21,7 @@ import polars as pl
 
 from onboarding.check_report import parse_families
 from onboarding.errors import EvidenceError
+from onboarding.plan_report import looks_like_plan, parse_plan_report
 from replay.benchtable import parse_bench_table
 from replay.errors import BenchTableError
 
@@ -131,7 +133,10 @@ def parse_precision(text: str, source: str = "<precision>") -> pl.DataFrame:
 
 
 def parse_parallelism(text: str, source: str = "<parallelism>") -> pl.DataFrame:
-    """Measured MFU per scale-out point: devices (>= 1), mfu (0 to 1)."""
+    """Measured MFU per scale-out point: devices (>= 1), mfu (0 to 1); or a plan report (plan_report)."""
+    if looks_like_plan(text):
+        return parse_plan_report(text, source)
+
     def devices(v: str, s: str, li: int, c: int, n: str) -> int:
         return _whole(v, s, li, c, n, 1)
 

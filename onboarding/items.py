@@ -11,6 +11,7 @@ from onboarding.errors import EvidenceError
 from onboarding.evidence import parse_evidence
 from onboarding.facts import Facts
 from onboarding.gates import FAIL, PASS, PENDING, Outcome
+from onboarding.plan_report import judge_plan
 from onboarding.stability import stability
 from pool_registry import Pool, Registry
 from pool_registry.onboarding import MANUAL, Check, ItemSpec
@@ -115,7 +116,10 @@ def _files(spec: ItemSpec, check: Check | None, reg: Registry, pool: Pool, facts
     elif spec.id == "precision":
         out = gates.precision(frames["file"], params["max_grad_norm_cv"])
     elif spec.id == "parallelism":
-        out = gates.parallelism(frames["file"], params["mfu_target"])
+        if "output_tok_s_per_device" in frames["file"].columns:  # a plan report, not measured points
+            out = judge_plan(frames["file"], reg, pool, params["mfu_target"])
+        else:
+            out = gates.parallelism(frames["file"], params["mfu_target"])
     elif spec.id == "regression":
         out = gates.regression(frames["baseline"], frames["candidate"], params["tolerance"],
                                check.steps if check else ())

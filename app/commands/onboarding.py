@@ -29,7 +29,8 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
                             "examples/onboarding/mlu370-a/operators.csv", handler=run, common=common)
     p.add_argument("words", nargs="*", metavar="POOL | add-evidence POOL ITEM FILE",
                    help="a pool (default: every pool being onboarded), or add-evidence with the pool, the checklist "
-                        "item (operators, benchmark, precision, regression: baseline then candidate, parallelism; "
+                        "item (operators, benchmark, precision, regression: baseline then candidate, parallelism: "
+                        "devices,mfu or a 'hetpool plan --json' report; "
                         "metrics: a 'hetpool check --json' report, until telemetry flows) and its file(s)")
     p.add_argument("--at", type=dt.date.fromisoformat, metavar="DATE",
                    help="add-evidence: the day the evidence was produced (YYYY-MM-DD; default now)")
