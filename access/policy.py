@@ -12,6 +12,7 @@ from access.roles import LEAD, REFUSE, ROLES, VIEWER, RoleMap
 ACTIONS: dict[str, tuple[str, str]] = {
     "save_replay_run": (LEAD, "save replay runs"),
     "add_evidence": (LEAD, "add onboarding evidence"),
+    "silence_alerts": (LEAD, "silence a node's alerts"),
 }
 
 

@@ -28,9 +28,9 @@ def binary() -> str:
 class AlertmanagerServer:
     """Start on a free port, wait until ready, and stop the process this object started."""
 
-    def __init__(self, workdir: Path):
+    def __init__(self, workdir: Path, port: int | None = None):
         self.workdir = workdir
-        self.port = free_port()
+        self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.proc: subprocess.Popen[bytes] | None = None
 

@@ -40,5 +40,5 @@ def test_a_local_user_without_login_is_a_lead_whatever_the_roles_say() -> None:
 def test_an_unknown_action_is_named() -> None:
     lead = decide(LEAD_USER, ROLES)
     assert lead is not None
-    with pytest.raises(KeyError, match="unknown action 'delete'; known: save_replay_run, add_evidence"):
+    with pytest.raises(KeyError, match="unknown action 'delete'; known: save_replay_run, add_evidence, silence_alerts"):
         lead.allows("delete")

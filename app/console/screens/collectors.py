@@ -40,6 +40,22 @@ def service_panel(url: str) -> None:
              "stored in all": c["total_stored"],
              "rejected in all": c["total_rejected"], "last error": c["last_error"] or ""} for c in collectors]
     st.dataframe(pl.DataFrame(rows) if rows else pl.DataFrame(), hide_index=True, width="stretch")
+    alerting = report.get("alertmanager")
+    if isinstance(alerting, dict):
+        alerts_panel(alerting)
+
+
+def alerts_panel(am: dict[str, object]) -> None:
+    """The alert sender of `hetpool serve`: where it sends, and whether the last send reached Alertmanager."""
+    st.subheader("Alerts to Alertmanager")
+    where = f"{md(str(am['url']))} every {am['every_s']:g} s"
+    if am.get("healthy"):
+        st.success(f"Alerts reach {where}: {am['firing']} firing, {am['resolved']} resolved so far; last sent "
+                   f"{_when(am.get('last_ok_at'))}.")  # type: ignore[arg-type]
+    else:
+        st.error(f"Alerts do not reach {where}: {am['failures_since_success']} send(s) failed since the last "
+                 f"success ({_when(am.get('last_ok_at'))}); next attempt {_when(am.get('next_attempt_at'))}. "  # type: ignore[arg-type]
+                 f"Collection goes on. Last error: {md(str(am.get('last_error')))}")
 
 
 def render() -> None:

@@ -2,21 +2,19 @@
 
 from __future__ import annotations
 
-import dataclasses
 import math
-import time
 
 import polars as pl
 import streamlit as st
 
-from app.console import charts, data, filters, links, timecharts
+from app.console import acks, charts, data, filters, links, timecharts
 from app.console.safe import md
 from canonical.timeunits import HOUR_MS
-from status.evaluate import Status, evaluate
+from status.evaluate import Status
 from status.rules import load_rules
 from status.verdict import pool_status, verdict
 
-STATUS_COLUMNS = ("level", "scope", "pool", "node", "device", "reason")  # a collector's source in pool
+STATUS_COLUMNS = ("level", "scope", "pool", "node", "device", "reason", "acknowledged")  # a collector's in node
 TILES = ("Devices reporting", "Utilization", "HBM used", "Power", "Max temperature", "Throttled",
          "Fatal errors", "p99 TTFT")
 TILES_PER_ROW = 4
@@ -65,11 +63,7 @@ def deltas(row: dict[str, object], before: dict[str, object] | None) -> list[str
 
 def statuses_now(path: str, view: filters.View) -> tuple[Status, ...]:
     """The status rules on the view (the collectors' lag measured against the clock now)."""
-    reg = data.registry(path)
-    assert reg is not None
-    facts = data.status_facts(path, view.start_ms, view.end_ms, view.pools)
-    facts = dataclasses.replace(facts, now_ms=int(time.time() * 1000))
-    return evaluate(reg, load_rules(), facts, view.pools)
+    return acks.statuses_now(path, view)
 
 
 def fmt(value: object, kind: str) -> str:
@@ -106,6 +100,11 @@ def render() -> None:
     level, sentence = verdict(statuses, view.pools)
     colour, icon = STYLE[level]
     st.markdown(f"### :{colour}[{icon} {md(sentence)}]")
+    acked = acks.acknowledged(path, statuses)
+    acks.unreachable_note()
+    if acked:
+        st.caption(f"{len(acked)} of {len(statuses)} statuses that are not ok are acknowledged (silenced in "
+                   "Alertmanager); see the table below.")
     length = view.end_ms - view.start_ms
     before = {r["pool"]: r for r in data.tiles(path, view.start_ms - length, view.start_ms, view.pools)
               .iter_rows(named=True) if r["reporting"] or r["utilization"] is not None}  # a pool unseen then: no change
@@ -116,6 +115,9 @@ def render() -> None:
         chip = reg.chip_of(pool)
         lvl, reason = pool_status(statuses, pool.id)
         colour, icon = STYLE[lvl]
+        silence = next((v for k, v in acked.items() if k.scope == "pool" and k.pool == pool.id), None)
+        if silence is not None:
+            reason = f"{reason} ({silence.text()})"
         with st.container(border=True):
             st.markdown(f"**{md(pool.id)}** · {md(chip.name)} · {pool.onboarding.stage} · "
                         f":{colour}-background[{icon} {lvl}] {md(reason)}")
@@ -129,7 +131,8 @@ def render() -> None:
         with st.expander(f"Every status that is not ok ({len(statuses)})"):
             table, config = links.linked(pl.DataFrame(
                 [{"level": s.level, "scope": s.scope, "pool": s.pool, "node": s.node, "device": s.device,
-                  "reason": s.reason} for s in statuses], schema=dict.fromkeys(STATUS_COLUMNS, pl.String)))
+                  "reason": s.reason, "acknowledged": acked[s].text() if s in acked else ""} for s in statuses],
+                schema=dict.fromkeys(STATUS_COLUMNS, pl.String)))
             st.dataframe(table, hide_index=True, width="stretch", column_config=config)
     st.subheader("Time series")
     series = data.series(path, view.start_ms, view.end_ms, view.pools, view.step_ms())

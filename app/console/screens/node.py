@@ -1,10 +1,11 @@
-"""Node: one node's metrics over time, error events, versions and place in the registry."""
+"""Node: one node's status and its acknowledgement, metrics over time, error events, versions and place in the
+registry."""
 
 from __future__ import annotations
 
 import streamlit as st
 
-from app.console import drill, filters
+from app.console import acks, drill, filters
 
 
 def render() -> None:
@@ -15,6 +16,7 @@ def render() -> None:
         return
     target = drill.wanted(view, want_device=False)
     if target is not None:
+        acks.node_panel(target.pool, target.node, view)
         drill.show(target, view)
 
 
