@@ -11,6 +11,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any, cast
 
 import pytest
 
@@ -50,6 +51,12 @@ class Judgements:
         self.calls += 1
         statuses = self.turns.pop(0) if len(self.turns) > 1 else self.turns[0]
         return Judged(self.reg, Window(0, 1, ()), statuses)
+
+
+def body(url: str) -> dict[str, Any]:
+    """The health report, or an empty one while the endpoint does not answer."""
+    got = health(url)
+    return cast(dict[str, Any], got[1]) if got is not None else {}
 
 
 def names(am: AlertmanagerServer) -> set[tuple[str, str]]:
@@ -126,21 +133,20 @@ def test_serve_with_a_down_alertmanager_collects_on_and_says_so(demo_db: Path, t
     url = f"http://127.0.0.1:{health_port}/health"
     am = AlertmanagerServer(tmp_path, am_port)
     try:
-        wait_for(lambda: (h := health(url)) is not None and h[1]["alertmanager"]["failures"] >= 1,  # type: ignore[index]
-                 60, "a failed send")
+        wait_for(lambda: body(url).get("alertmanager", {}).get("failures", 0) >= 1, 60, "a failed send")
         shutil.copy(REPO / "examples" / "exporters" / "dcgm-h100-a-01.prom", drop / "h100.prom")
-        wait_for(lambda: (h := health(url)) is not None and h[1]["collectors"][0]["total_stored"] > 0,  # type: ignore[index]
-                 60, "the dropped file stored")
-        code, report = health(url)  # type: ignore[misc]
-        assert code == 503 and (drop / "done" / "h100.prom").exists()
+        wait_for(lambda: body(url).get("collectors", [{}])[0].get("total_stored", 0) > 0, 60,
+                 "the dropped file stored")
+        got = health(url)
+        assert got is not None and got[0] == 503 and (drop / "done" / "h100.prom").exists()
+        problems = body(url)["problems"]
         assert any(p.startswith("alertmanager: ") and "cannot reach Alertmanager" in p
-                   for p in report["problems"]), json.dumps(report["problems"])  # type: ignore[index]
+                   for p in problems), json.dumps(problems)
         am.start()
-        wait_for(lambda: (h := health(url)) is not None and h[1]["alertmanager"]["healthy"], 60,  # type: ignore[index]
-                 "the alerts delivered")
+        wait_for(lambda: body(url).get("alertmanager", {}).get("healthy") is True, 60, "the alerts delivered")
         # the dropped file moved the window to now, where the pools that stopped reporting are critical
-        got = {(a["labels"]["alertname"], a["labels"]["pool"]) for a in am.alerts()}
-        assert ("HetpoolPoolReporting", "mi300x-a") in got
+        fired = {(a["labels"]["alertname"], a["labels"]["pool"]) for a in am.alerts()}
+        assert ("HetpoolPoolReporting", "mi300x-a") in fired
     finally:
         proc.send_signal(signal.SIGTERM)
         _, err = proc.communicate(timeout=60)
