@@ -1,11 +1,19 @@
 """Replay what-if: pick traffic, edit a candidate, replay it beside a baseline and see the gate; calibrate, check
-capacity, sweep a grid, and keep a history of runs."""
+capacity, plan a model's layouts, sweep a grid, and keep a history of runs."""
 
 from __future__ import annotations
 
 import streamlit as st
 
-from app.console import data, whatif_form, whatif_history, whatif_panels, whatif_results, whatif_traffic
+from app.console import (
+    data,
+    whatif_form,
+    whatif_history,
+    whatif_panels,
+    whatif_plan,
+    whatif_results,
+    whatif_traffic,
+)
 from app.console.filters import NO_REGISTRY
 from replay.editor import check_form
 
@@ -24,8 +32,8 @@ def render() -> None:
         st.info(NO_REGISTRY)
         return
     whatif_form.ensure_form(registry)
-    what_if, calibration, capacity, sweep, history = st.tabs(
-        ["What-if", "Calibration", "Capacity", "Sweep", "History"])
+    what_if, calibration, capacity, plan, sweep, history = st.tabs(
+        ["What-if", "Calibration", "Capacity", "Plan", "Sweep", "History"])
     with what_if:
         st.subheader("1. Traffic")
         pick = whatif_traffic.pick_traffic(path, registry)
@@ -58,6 +66,8 @@ def render() -> None:
         whatif_panels.calibration(path, registry, pick)
     with capacity:
         whatif_panels.capacity(registry, candidate)
+    with plan:
+        whatif_plan.show(registry)
     with sweep:
         whatif_panels.sweep(registry, candidate, pick)
     with history:
