@@ -115,11 +115,12 @@ def plan_pool(registry: Registry, pool: Pool, model: Model, settings: PlanSettin
     layouts, excluded = enumerate_layouts(pool, chip, model)
     coefficients = coefficients_of(pool, candidate)
     tokens = settings.tokens_per_sequence
+    base = engine_of(pool)
     plans = []
     for layout in layouts:
         for c in settings.concurrency:
-            engine = dataclasses.replace(engine_of(pool), max_num_batched_tokens=max(
-                engine_of(pool).max_num_batched_tokens, c))
+            # the engine's step budget must decode every running sequence at once (as the serving block written)
+            engine = dataclasses.replace(base, max_num_batched_tokens=max(base.max_num_batched_tokens, c))
             mem = memory(layout, model, chip, engine, tokens * c)
             plan = Plan(layout, c, mem)
             if mem.fits:
@@ -136,7 +137,7 @@ def plan_pool(registry: Registry, pool: Pool, model: Model, settings: PlanSettin
                 plan = dataclasses.replace(plan, meets_targets=meets(plan, settings.targets))
             plans.append(plan)
     most = tokens * max(settings.concurrency)
-    wall = PoolWall(pool.id, memory_wall(model, chip, engine_of(pool), most, pool.devices_per_node), pool.devices)
+    wall = PoolWall(pool.id, memory_wall(model, chip, base, most, pool.devices_per_node), pool.devices)
     return plans, excluded, wall
 
 
