@@ -1,0 +1,452 @@
+"""Calibration against public measured serving benchmarks: fit on part of a published table, predict the rest.
+
+Issue 19's targets, on data nobody planted: one TP degree's fit carried to another TP degree of the same chip and
+model (TPOT median absolute percentage error <= 10 %, TTFT <= 20 %); a chip never calibrated on, from its
+datasheet and a sibling chip's fit (<= 16 %); a large MoE model on a non-NVIDIA stack calibrated on half of its
+concurrency levels (TPOT <= 15 %, TTFT <= 25 % on the other half). Where the model misses, the case is a strict
+xfail whose reason gives the measured error; docs/validation.md has every figure and what misses where.
+
+The figures below are small hand-written excerpts of the published tables, each with its source. The registry
+the tests write holds the chips' datasheet figures and the models' shapes from their config files; the only other
+input is each link's latency per collective hop, from a published all-reduce microbenchmark ([C]), never from
+the serving tables themselves.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import math
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import yaml
+
+from app.cli import main
+from pool_registry import Registry, load_registry
+from replay import Candidate, PoolOverride, calibrate, closed_loop, parse_bench_table
+from replay.calibrate import calibration_requests
+from replay.fitting import STATUSES, Coefficient, apply, fit, prior
+from replay.fleet import PoolSpec, resolve_pools
+
+# A target the model misses: the test states the target, the reason the measured error and why.
+MISS = pytest.mark.xfail(strict=True, raises=AssertionError)
+
+# -- [A] one chip and model at two TP degrees --------------------------------------------------------------------
+# dstack, "Llama3.1-405B-Fp8 Inference Performance Comparison between 8xH100SXM5 and 8xMi300x" (November 2024),
+# https://github.com/dstackai/benchmarks/tree/main/comparison/h100sxm5_vs_mi300x, csv_data/throughput_latency_curve.csv
+# (commit 85a2fe1), rows "4xMi300x 1FP8-amd" (TP4) and "8xMi300x 1FP8-amd" (TP8): vLLM 0.6.3 on ROCm 6.2, AMD's
+# FP8 (weights and KV cache) Llama 3.1 405B Instruct, vLLM's benchmark_throughput: N requests of 128 prompt and
+# 2048 output tokens run as one batch, and the seconds the batch took. The table has no TTFT, so only TPOT is
+# checked here: the batch's time / 2048 (its one prefill of N x 128 tokens is under 1 % of it at these N).
+ISL_A, OSL_A = 128, 2048
+BATCH_S = {
+    4: {4: 94.174, 8: 97.839, 16: 101.502, 32: 113.730, 64: 136.939, 128: 195.526, 256: 431.616},
+    8: {4: 67.791, 8: 68.698, 16: 73.067, 32: 81.624, 64: 99.368, 128: 131.636, 256: 227.288},
+}
+# TP4 at 256 is left out of the fit: it loses output throughput against 128 (the source's own 2048/2048 TP4 rows
+# do the same from 128 on), a change of regime at TP4 only, which no coefficient of one straight line carries.
+FIT_A = (4, 8, 16, 32, 64, 128)
+
+# -- [B] a large MoE model on a non-NVIDIA stack, and the same model on an NVIDIA chip -----------------------------
+# dstack, "DeepSeek R1 inference performance: MI300X vs. H200" (2025-03-18),
+# https://dstack.ai/blog/h200-mi300x-deepskeek-benchmark, data in https://github.com/dstackai/benchmarks,
+# Deepseek-R1/raw_data/online_results.csv (commit 7f37e66): SGLang's bench_serving, random dataset, 3200 prompt and
+# 800 output tokens at range ratio 1 (fixed lengths), 500 prompts, --max-concurrency c, DeepSeek-R1 (FP8) on one
+# 8-GPU node at TP8. (concurrency, median TTFT ms, median TPOT ms), backend sglang:
+ISL_B, OSL_B = 3200, 800
+DSR1 = {
+    "dsr1-mi300x": ((4, 1607.04, 34.898), (8, 2806.25, 38.212), (16, 3983.54, 47.363), (32, 7589.85, 59.428),
+                    (64, 13916.92, 84.532), (128, 27298.96, 135.929)),
+    "dsr1-h200": ((4, 3556.21, 43.148), (8, 3967.20, 43.485), (16, 7882.92, 50.905), (32, 12904.80, 61.186),
+                  (64, 22600.89, 76.498), (128, 37422.92, 108.353)),
+}
+FIT_B = (4, 16, 64)      # half of the concurrency levels; 8, 32 and 128 are held out
+
+# -- [C] a hop's latency on each link -----------------------------------------------------------------------------
+# Azure AI benchmarking guide, results of ND MI300X v5 and ND H200 v5 (2024-2025),
+# https://github.com/samuel-bohman/AI-benchmarking-guide (a fork of Azure/AI-benchmarking-guide),
+# Azure_Results/ND_MI300X_v5_results.md and ND_H200_v5_results.md: RCCL / NCCL AllReduce bus bandwidth of a 1 KB
+# message over 8 GPUs, 0.04 and 0.06 GB/s. A 1 KB all-reduce is all latency; the ring's 2(n - 1) steps move it in
+# size x 2(n - 1) / (busbw x n) seconds, so one step (the cost model's hop) takes size / (busbw x n).
+ALLREDUCE_1K_BUSBW_GBPS = {"mi300x": 0.04, "h200": 0.06}
+
+
+def hop_us(chip: str, n: int = 8, size: float = 1024.0) -> float:
+    """Microseconds per ring step of an all-reduce, from a tiny message's bus bandwidth."""
+    return size / (ALLREDUCE_1K_BUSBW_GBPS[chip] * 1e9 * n) * 1e6
+
+
+def registry_yaml(link_latency: bool = True) -> str:
+    """The fleet the tests calibrate: datasheet chips, the models' shapes, one pool per benchmarked layout."""
+    mi, h2 = (f", latency_us: {hop_us('mi300x'):.2f}", f", latency_us: {hop_us('h200'):.2f}") if link_latency \
+        else ("", "")
+    pools = []
+    for pid, chip, model, devices, engine, conc, budget in (
+            ("mi300x-tp4", "mi300x", "llama-3.1-405b-fp8", 4, "vllm", 256, 16384),
+            ("mi300x-tp8", "mi300x", "llama-3.1-405b-fp8", 8, "vllm", 256, 16384),
+            ("dsr1-mi300x", "mi300x", "deepseek-r1", 8, "sglang", 128, 8192),
+            ("dsr1-h200", "h200", "deepseek-r1", 8, "sglang", 128, 8192)):
+        pools.append(f"""
+  - id: {pid}
+    chip: {chip}
+    devices: {devices}
+    devices_per_node: {devices}
+    hourly_cost_per_device: 2.0
+    exporter: test
+    assign: {{node_pattern: "{pid}-*"}}
+    serving: {{model: {model}, engine: {engine}, replicas: 1, devices_per_replica: {devices},
+               max_concurrency: {conc}, max_num_batched_tokens: {budget}}}
+    cost_model: {{mfu: 0.35, mem_bw_eff: 0.65}}""")
+    # The starting cost model is the example fleet's MI300X pool's; engine overheads start at 0. SGLang's default
+    # chunked prefill is 8192 tokens; vLLM 0.6.3 on ROCm ran without chunked prefill (a step of 16384 is enough).
+    return f"""version: 1
+name: public-benchmarks
+chips:
+  # AMD Instinct MI300X data sheet: BF16 1307.4 TFLOPS dense, 192 GB HBM3 at 5.3 TB/s, Infinity Fabric
+  # 896 GB/s peer-to-peer aggregate (448 GB/s each way).
+  - id: mi300x
+    vendor: amd
+    peak_tflops_bf16: 1307.4
+    hbm_capacity_gb: 192
+    hbm_bw_tbps: 5.3
+    interconnect: {{kind: infinity_fabric, bw_gbps: 448{mi}}}
+    supported_dtypes: [bf16, fp16, fp8]
+  # NVIDIA H200 (SXM) data sheet: BF16 989 TFLOPS dense, 141 GB HBM3e at 4.8 TB/s, NVLink 900 GB/s (450 each way).
+  - id: h200
+    vendor: nvidia
+    peak_tflops_bf16: 989
+    hbm_capacity_gb: 141
+    hbm_bw_tbps: 4.8
+    interconnect: {{kind: nvlink4, bw_gbps: 450{h2}}}
+    supported_dtypes: [bf16, fp16, fp8]
+models:
+  # Llama 3.1 405B config.json: 126 layers, hidden 16384, 128 heads, 8 KV heads of 128; FP8 weights and KV cache.
+  - id: llama-3.1-405b-fp8
+    total_params_b: 405.8
+    active_params_b: 405.8
+    bytes_per_param: 1
+    kv_bytes_per_elem: 1
+    layers: 126
+    kv_heads: 8
+    head_dim: 128
+    hidden_size: 16384
+    attention_heads: 128
+    max_context: 131072
+  # DeepSeek-R1 config.json: 61 layers, hidden 7168, 128 heads, 256 routed experts of which 8 per token, 671B
+  # parameters of which 37B active, FP8 weights. Multi-head latent attention caches one latent of 512 + 64
+  # (kv_lora_rank + qk_rope_head_dim) per layer and token, in bf16: one KV head of 288 for each of its K and V.
+  - id: deepseek-r1
+    total_params_b: 671
+    active_params_b: 37
+    bytes_per_param: 1
+    layers: 61
+    kv_heads: 1
+    head_dim: 288
+    hidden_size: 7168
+    attention_heads: 128
+    experts: 256
+    experts_per_token: 8
+    max_context: 163840
+pools:{"".join(pools)}
+"""
+
+
+@pytest.fixture(scope="module")
+def registry_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The registry with each link's measured hop latency."""
+    path = tmp_path_factory.mktemp("public") / "fleet.yaml"
+    path.write_text(registry_yaml())
+    return path
+
+
+def specs_of(reg: Registry, overrides: dict[str, dict[str, float]] | None = None) -> dict[str, PoolSpec]:
+    """The registry's pools, with coefficient overrides per pool."""
+    pools = {p: PoolOverride(**v) for p, v in (overrides or {}).items()}  # type: ignore[arg-type]
+    return {s.id: s for s in resolve_pools(reg, Candidate(name="public", pools=pools))}
+
+
+def mdape(model: list[float], measured: list[float]) -> float:
+    """Median absolute percentage error of model against measured values (a share: 0.1 is 10 %)."""
+    return float(np.median([abs(m / o - 1.0) for m, o in zip(model, measured, strict=True)]))
+
+
+@dataclass(frozen=True)
+class Carry:
+    """A fit on some rows and its predictions for the others."""
+
+    report: tuple[Coefficient, ...]
+    values: dict[str, float | None]
+    errors: dict[str, dict[int, tuple[float | None, float]]]  # pool -> concurrency -> (TTFT, TPOT) model / measured - 1
+
+    def status(self, name: str) -> Coefficient:
+        """The fit's report of one coefficient."""
+        return next(c for c in self.report if c.name == name)
+
+    def tpot(self, pool: str, concurrencies: tuple[int, ...] | None = None) -> float:
+        """Median absolute TPOT error of a pool's rows (all of them, or these concurrencies)."""
+        rows = self.errors[pool]
+        return float(np.median([abs(rows[c][1]) for c in (concurrencies or tuple(rows))]))
+
+    def ttft(self, pool: str, concurrencies: tuple[int, ...] | None = None) -> float:
+        """Median absolute TTFT error of a pool's rows."""
+        rows = self.errors[pool]
+        return float(np.median([abs(e) for c in (concurrencies or tuple(rows)) if (e := rows[c][0]) is not None]))
+
+
+def tpot_fit(spec: PoolSpec, rows: list[tuple[int, int, int, float]]) -> tuple[dict[str, float | None],
+                                                                                tuple[Coefficient, ...]]:
+    """The project's bounded log-space fit (replay.fitting) on TPOT alone: log(model / measured) of every row
+    (isl, osl, concurrency, tpot_ms), each run closed-loop as `replay calibrate --bench` runs its rows. For tables
+    without TTFT, and to see what TPOT alone makes of the coefficients."""
+    def residuals(values: dict[str, float | None]) -> np.ndarray:
+        trial = apply(spec, values)
+        return np.array([math.log((closed_loop(trial, c, isl, osl, calibration_requests(c)).tpot_ms_p50 or math.inf)
+                                  / tpot) for isl, osl, c, tpot in rows])
+    values, report = fit(residuals, prior(spec), smooth=True, max_evaluations=400)
+    return values, tuple(report)
+
+
+def errors_of(spec: PoolSpec, rows: tuple[tuple[int, float | None, float], ...], isl: int, osl: int,
+              requests: Callable[[int], int] = calibration_requests) -> dict[int, tuple[float | None, float]]:
+    """(TTFT, TPOT) model / measured - 1 of each (concurrency, ttft_ms or None, tpot_ms) row, run closed-loop."""
+    out: dict[int, tuple[float | None, float]] = {}
+    for c, ttft, tpot in rows:
+        p = closed_loop(spec, c, isl, osl, requests(c))
+        assert p.tpot_ms_p50 is not None
+        out[c] = (None if ttft is None else p.ttft_ms_p50 / ttft - 1.0, p.tpot_ms_p50 / tpot - 1.0)
+    return out
+
+
+def tp_carry(reg: Registry) -> Carry:
+    """[A]: fit the TP4 pool's TPOT, predict both pools' rows with the TP4 coefficients."""
+    specs = specs_of(reg)
+    tpot = {tp: {c: s * 1000.0 / OSL_A for c, s in rows.items()} for tp, rows in BATCH_S.items()}
+    values, report = tpot_fit(specs["mi300x-tp4"], [(ISL_A, OSL_A, c, tpot[4][c]) for c in FIT_A])
+    errors = {}
+    for tp in (4, 8):
+        spec = apply(specs[f"mi300x-tp{tp}"], values)
+        errors[f"mi300x-tp{tp}"] = errors_of(spec, tuple((c, None, t) for c, t in tpot[tp].items()), ISL_A, OSL_A)
+    return Carry(report, values, errors)
+
+
+# -- [A] TP4 -> TP8 -------------------------------------------------------------------------------------------------
+
+# Every fit replays its rows closed-loop a few hundred times: each case takes tens of seconds (marked slow).
+
+@pytest.fixture(scope="module")
+def tp(registry_file: Path) -> Carry:
+    return tp_carry(load_registry(registry_file))
+
+
+@pytest.mark.slow
+def test_a_tp4_fit_predicts_tp8_tpot(tp: Carry) -> None:
+    """Fitted on TP4 alone, the step model predicts TP8's TPOT: what does not shrink with TP (the all-reduces'
+    hops at the link's measured latency) carries, and the hop latency, which one TP degree cannot tell from the
+    engine's time per step, stays the link's figure."""
+    assert tp.tpot("mi300x-tp4", FIT_A) < 0.02  # the fit explains what it was fitted on
+    hop = tp.status("collective_us")
+    assert hop.status == "not identifiable" and hop.value == pytest.approx(hop_us("mi300x"), abs=0.01)
+    for c in tp.report:
+        assert c.status in STATUSES
+    assert tp.tpot("mi300x-tp8") <= 0.10, tp.errors["mi300x-tp8"]
+
+
+@pytest.mark.slow
+@MISS(reason="TP8 TPOT at concurrency 128 and 256 comes out +18.8 % and +26.9 % from the "
+             "TP4 fit: at one TP degree the time that grows with the batch is fitted as seq_overhead_us "
+             "(272 us per running sequence per step), which carries to TP8 unchanged, while the work it "
+             "stands for (KV reads, attention) is spread over twice the devices there")
+def test_a_tp8_high_concurrency_within_target(tp: Carry) -> None:
+    assert max(abs(tp.errors["mi300x-tp8"][c][1]) for c in (128, 256)) <= 0.10, tp.errors["mi300x-tp8"]
+
+
+@pytest.mark.slow
+def test_a_without_a_hop_latency_tp_does_not_carry(tmp_path: Path) -> None:
+    """The same fit with links of no declared latency: TP4's fixed time then all goes to terms that scale with
+    TP, and TP8 comes out far too fast at low concurrency. The hop latency is what carries."""
+    path = tmp_path / "fleet.yaml"
+    path.write_text(registry_yaml(link_latency=False))
+    carry = tp_carry(load_registry(path))
+    assert carry.tpot("mi300x-tp4", FIT_A) < 0.02
+    assert carry.tpot("mi300x-tp8") > 0.15
+    assert all(carry.errors["mi300x-tp8"][c][1] < -0.15 for c in (4, 8, 16))
+
+
+# -- [B] DeepSeek-R1 on MI300X (SGLang), half of the concurrency levels, through the CLI ----------------------------
+
+@contextlib.contextmanager
+def _quiet() -> Iterator[tuple[io.StringIO, io.StringIO]]:
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        yield out, err
+
+
+def cli(*argv: str) -> tuple[int, str, str]:
+    """`hetpool *argv` in-process, as tests/cli.py runs it, for module fixtures (which cannot take capsys)."""
+    with _quiet() as (out, err):
+        try:
+            code = main(list(argv))
+        except SystemExit as exc:
+            code = int(exc.code or 0)
+    return code, out.getvalue(), err.getvalue()
+
+
+def bench_csv(pool: str, rows: tuple[tuple[int, float, float], ...]) -> str:
+    """A `replay calibrate --bench` table of (concurrency, ttft_ms, tpot_ms) rows at [B]'s lengths."""
+    return "pool,isl,osl,concurrency,ttft_ms,tpot_ms\n" + "".join(
+        f"{pool},{ISL_B},{OSL_B},{c},{t},{p}\n" for c, t, p in rows)
+
+
+@dataclass(frozen=True)
+class CliRun:
+    """`replay calibrate --bench` on [B]'s fitting half and `replay bench` at the held-out concurrencies."""
+
+    calibrate: tuple[int, str, str]
+    fits: list[dict[str, Any]]    # the calibrate command's --json fits
+    bench: tuple[int, str, str]
+    errors: dict[int, tuple[float, float]]  # held-out concurrency -> (TTFT, TPOT) model / measured - 1
+
+
+def moe_cli(registry: Path, work: Path) -> CliRun:
+    """Load the registry, fit the MI300X pool on [B]'s FIT_B rows, benchmark the others as the source did."""
+    db = str(work / "hetpool.duckdb")
+    assert cli("--db", db, "registry", "load", str(registry))[0] == 0
+    rows = DSR1["dsr1-mi300x"]
+    table = work / "bench.csv"
+    table.write_text(bench_csv("dsr1-mi300x", tuple(r for r in rows if r[0] in FIT_B)))
+    out_file = work / "fit.yaml"
+    calibrated = cli("--db", db, "replay", "calibrate", "--no-requests", "--bench", str(table), "--out", str(out_file),
+                     "--json")
+    fits = json.loads(calibrated[1])["fits"] if calibrated[0] == 0 else []
+    held = [r for r in rows if r[0] not in FIT_B]
+    # 500 prompts at each concurrency, as the source ran them
+    bench = cli("--db", db, "replay", "bench", "--pool", "dsr1-mi300x", "--concurrency",
+                ",".join(str(r[0]) for r in held), "--isl", str(ISL_B), "--osl", str(OSL_B), "--num-prompts", "500",
+                "--candidate", str(out_file), "--json")
+    points = {p["concurrency"]: p for p in json.loads(bench[1])} if bench[0] == 0 else {}
+    errors = {c: (points[c]["ttft_ms_p50"] / t - 1.0, points[c]["tpot_ms_p50"] / p - 1.0)
+              for c, t, p in held if c in points}
+    return CliRun(calibrated, fits, bench, errors)
+
+
+@pytest.fixture(scope="module")
+def moe(registry_file: Path, tmp_path_factory: pytest.TempPathFactory) -> CliRun:
+    return moe_cli(registry_file, tmp_path_factory.mktemp("moe"))
+
+
+@pytest.mark.slow
+def test_b_the_cli_fits_the_half_and_benchmarks_the_rest(moe: CliRun) -> None:
+    code, _, err = moe.calibrate
+    assert code == 0, err
+    (fit_row,) = moe.fits
+    assert fit_row["pool"] == "dsr1-mi300x" and fit_row["n_bench"] == len(FIT_B)
+    assert {c["name"] for c in fit_row["coefficients"]} == {"mfu", "mem_bw_eff", "mfu_decode", "step_overhead_ms",
+                                                            "seq_overhead_us", "collective_us"}
+    assert all(c["status"] in STATUSES for c in fit_row["coefficients"])
+    assert moe.bench[0] == 0, moe.bench[2]
+    assert sorted(moe.errors) == [8, 32, 128]
+
+
+# The benchmark's fixed lengths keep its clients in lockstep waves: each wave's c prompts arrive together and are
+# prefilled one after another, so measured TTFT grows as about c/2 prefills (1.6 s at 4, 27 s at 128, p99 twice
+# the median). `replay bench` and calibration spread the clients over the cycle, where TTFT is about one prefill.
+LOCKSTEP = ("the source's fixed-length closed loop runs in lockstep waves (TTFT ~ c/2 prefills: 1.6 s at c=4, "
+            "27 s at c=128), while the replay's closed loop spreads its clients (TTFT ~ one prefill)")
+
+
+@pytest.mark.slow
+@MISS(reason="held-out c=8, 32, 128 via `replay calibrate --bench` + `replay bench`: TTFT "
+             "+2 %, -62 %, -89 % (median 62 %), TPOT +2 %, +154 %, +340 % (median 154 %); " + LOCKSTEP + "; "
+             "to meet the fitted TTFT rows the fit takes mfu 0.0095 (1 % of peak), and the decode steps that "
+             "chunked prefill shares with such slow prompts make TPOT grow with c far faster than measured")
+def test_b_moe_half_concurrency_carries(moe: CliRun) -> None:
+    """Issue 19: TPOT <= 15 % and TTFT <= 25 % (median absolute percentage error) on the held-out half."""
+    ttft = float(np.median([abs(e[0]) for e in moe.errors.values()]))
+    tpot = float(np.median([abs(e[1]) for e in moe.errors.values()]))
+    assert tpot <= 0.15 and ttft <= 0.25, moe.errors
+
+
+@pytest.fixture(scope="module")
+def moe_tpot(registry_file: Path) -> Carry:
+    """[B] on the MI300X pool fitted on TPOT alone (replay.fitting), the held-out half predicted."""
+    specs = specs_of(load_registry(registry_file))
+    rows = DSR1["dsr1-mi300x"]
+    values, report = tpot_fit(specs["dsr1-mi300x"], [(ISL_B, OSL_B, c, p) for c, _, p in rows if c in FIT_B])
+    spec = apply(specs["dsr1-mi300x"], values)
+    return Carry(report, values, {"dsr1-mi300x": errors_of(spec, rows, ISL_B, OSL_B)})
+
+
+@pytest.mark.slow
+def test_b_tpot_alone_carries_across_concurrency(moe_tpot: Carry) -> None:
+    """Fitted on TPOT alone, the held-out half's TPOT is within the target: the batch dependence of a decode
+    step is in the model. The coefficients it takes are not the chip's (see docs/validation.md)."""
+    held = tuple(c for c, _, _ in DSR1["dsr1-mi300x"] if c not in FIT_B)
+    assert moe_tpot.tpot("dsr1-mi300x", FIT_B) < 0.02
+    assert moe_tpot.tpot("dsr1-mi300x", held) <= 0.15, moe_tpot.errors
+
+
+@pytest.mark.slow
+@MISS(reason="held-out TTFT of the TPOT fit -83 %, -94 %, -98 % (median 93 %): " + LOCKSTEP)
+def test_b_ttft_of_a_fixed_length_benchmark(moe_tpot: Carry) -> None:
+    held = tuple(c for c, _, _ in DSR1["dsr1-mi300x"] if c not in FIT_B)
+    assert moe_tpot.ttft("dsr1-mi300x", held) <= 0.25, moe_tpot.errors
+
+
+# -- [C] a chip never calibrated on: H200's fit carried to MI300X through the datasheets ----------------------------
+
+@pytest.fixture(scope="module")
+def chip_carry(registry_file: Path) -> Carry:
+    """`calibrate --carry` on [B]'s H200 rows: the MI300X pool, without evidence, takes the H200 fit."""
+    reg = load_registry(registry_file)
+    fits, _ = calibrate(None, reg, bench=parse_bench_table(bench_csv("dsr1-h200", DSR1["dsr1-h200"])), carry=True)
+    got = {f.pool: f for f in fits}
+    mi = got["dsr1-mi300x"]
+    assert mi.carried_from == "dsr1-h200"
+    spec = specs_of(reg, {"dsr1-mi300x": mi.values()})["dsr1-mi300x"]
+    return Carry(got["dsr1-h200"].coefficients, dict(mi.values()),
+                 {"dsr1-mi300x": errors_of(spec, DSR1["dsr1-mi300x"], ISL_B, OSL_B)})
+
+
+@pytest.mark.slow
+@MISS(reason="MI300X from the H200 fit via `calibrate --carry`: TTFT median 65 %, TPOT "
+             "113 % over c=4..128; the H200 fit misses its own rows already (TTFT MAPE 53 %, TPOT MAPE 235 %, "
+             "mfu 0.008) because " + LOCKSTEP)
+def test_c_h200_fit_carries_to_mi300x(chip_carry: Carry) -> None:
+    assert chip_carry.tpot("dsr1-mi300x") <= 0.16 and chip_carry.ttft("dsr1-mi300x") <= 0.16, chip_carry.errors
+
+
+@pytest.fixture(scope="module")
+def chip_carry_tpot(registry_file: Path) -> Carry:
+    """The same carry fitted on H200's TPOT alone; the hop latency stays each link's own (another kind of link)."""
+    specs = specs_of(load_registry(registry_file))
+    values, report = tpot_fit(specs["dsr1-h200"], [(ISL_B, OSL_B, c, p) for c, _, p in DSR1["dsr1-h200"]])
+    carried = {k: v for k, v in values.items() if k != "collective_us"}
+    spec = apply(specs["dsr1-mi300x"], carried)
+    return Carry(report, carried, {"dsr1-mi300x": errors_of(spec, DSR1["dsr1-mi300x"], ISL_B, OSL_B)})
+
+
+@pytest.mark.slow
+@MISS(reason="MI300X TPOT from H200's TPOT fit: median 16.7 % (+23 %, +20 %, +7 %, 0 %, "
+             "-14 %, -30 % at c=4..128): H200's fit pins mem_bw_eff at its bound 1.0 and puts 34 ms a step in "
+             "step_overhead_ms, which carries as engine time; the MI300X stack has less fixed time per step and "
+             "more time per running sequence (TPOT x3.9 from c=4 to 128, H200 x2.5), which no datasheet says")
+def test_c_h200_tpot_fit_carries_to_mi300x(chip_carry_tpot: Carry) -> None:
+    assert chip_carry_tpot.tpot("dsr1-mi300x") <= 0.16, chip_carry_tpot.errors
+
+
+def test_the_registry_is_the_datasheets(registry_file: Path) -> None:
+    """The written registry loads, and its derived figures are the datasheets' and config files' (by hand)."""
+    reg = load_registry(registry_file)
+    specs = specs_of(reg)
+    # MLA: 61 layers x 576 bf16 values per token
+    assert specs["dsr1-mi300x"].kv_bytes_per_token == 61 * 576 * 2
+    # Llama 3.1 405B in FP8: 126 layers x 2 x 8 x 128 one-byte values per token
+    assert specs["mi300x-tp8"].kv_bytes_per_token == 126 * 2 * 8 * 128
+    assert hop_us("mi300x") == pytest.approx(3.2) and hop_us("h200") == pytest.approx(2.133, abs=1e-3)
+    assert yaml.safe_load(registry_file.read_text())["chips"][0]["interconnect"]["latency_us"] == 3.2
