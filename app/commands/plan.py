@@ -99,13 +99,15 @@ def run(ctx: Context) -> int:
             raise PlanError(f"nothing to write to {args.write}: no layout fits"
                             + (" and meets the targets" if settings.targets.any else ""))
         out = Path(args.write)
+        out.parent.mkdir(parents=True, exist_ok=True)
         if base is not None:
             data = rebase_evidence(data, base, out.parent)
         text = registry_with_plan(reg, data, report.model, best, coefficients_of(reg.pool(best.layout.pool),
                                                                                  candidate), str(out))
+        replicas = f"{best.layout.replicas} replica{'s' if best.layout.replicas > 1 else ''}"
         out.write_text(f"# {reg.name} with {report.model} planned on {best.layout.pool} ({best.layout.label}, "
-                       f"{best.layout.replicas} replicas, concurrency {best.concurrency}) by hetpool plan\n" + text)
-        lines.append(f"wrote {out}: {best.layout.pool} serves {report.model} as {best.layout.replicas} replicas of "
-                     f"{best.layout.label} at max_concurrency {best.concurrency}")
+                       f"{replicas}, concurrency {best.concurrency}) by hetpool plan\n" + text)
+        lines.append(f"wrote {out}: {best.layout.pool} serves {report.model} as {replicas} of {best.layout.label} "
+                     f"at max_concurrency {best.concurrency}")
     ctx.emit(report_dict(report), "\n".join(lines))
     return 0 if best is not None else NO_PLAN
