@@ -12,6 +12,8 @@ from normalizers.profile_set import builtin_profiles, profiles_in
 from normalizers.promrules import LabelPlacement, Placement, RegistryPlacement, compile_rules
 from normalizers.promrules.placement import RulesError
 from pool_registry import Registry, load_registry
+from status.rules import load_rules
+from status.tsdb import GROUP, StatusGroup, status_group
 from store import latest_registry
 
 
@@ -20,7 +22,8 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     p = add_command(sub, "rules",
                     help="compile the vendor profiles into Prometheus recording rules that produce the canonical "
                          "series under the feed's names and labels, and alerting rules for the fatal error classes",
-                    example="hetpool rules --out hetpool-rules.yaml  # then: promtool check rules hetpool-rules.yaml",
+                    example="hetpool rules --out hetpool-rules.yaml  # then: promtool check rules hetpool-rules.yaml\n"
+                            "  hetpool rules --status-rules examples/site-rules.yaml --status-window 6h --out r.yaml",
                     handler=run, common=common)
     p.add_argument("--profiles-dir", type=Path, metavar="DIR",
                    help="profiles that add to or replace the shipped ones, as in 'hetpool ingest file' "
@@ -31,6 +34,13 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
                    help="take each series' pool from this label of the raw series (a target label) instead of the "
                         "registry's assign rules; the registry, when there is one, still gives the vendor")
     p.add_argument("--out", type=Path, metavar="FILE", help="write the rules here (default: stdout)")
+    p.add_argument("--status-rules", metavar="FILE",
+                   help="site status rules over the shipped defaults, compiled into the group hetpool_status "
+                        "(default: $HETPOOL_RULES)")
+    p.add_argument("--status-window", default="24h", metavar="DURATION",
+                   help="the window the status alerts judge, as the console's view does (default: 24h)")
+    p.add_argument("--no-status", action="store_true",
+                   help="leave out the group hetpool_status (the status rules as alerting rules)")
 
 
 def _profiles(directory: Path | None) -> list[Profile]:
@@ -64,11 +74,29 @@ def _placement(ctx: Context) -> Placement:
     return RegistryPlacement(registry)
 
 
+def _status(ctx: Context, registry: Registry | None) -> StatusGroup:
+    """The status rules' group (the site rules over the shipped ones) on --status-window."""
+    try:
+        return status_group(load_rules(ctx.args.status_rules), registry, ctx.args.status_window)
+    except ValueError as exc:
+        raise UsageError(f"--status-window {ctx.args.status_window!r}: {exc}") from None
+
+
 def run(ctx: Context) -> int:
     """Write the rules to --out or stdout; the summary goes to stdout with --out, else to stderr."""
     profiles = _profiles(ctx.args.profiles_dir)
-    rules = compile_rules(profiles, _placement(ctx))
-    text = rules.to_yaml()
+    placement = _placement(ctx)
+    rules = compile_rules(profiles, placement)
+    left: tuple[str, ...] = ()
+    notes: list[str] = []
+    if not ctx.args.no_status:
+        compiled = _status(ctx, placement.registry)  # type: ignore[attr-defined]
+        rules.groups.append(compiled.group)
+        left = compiled.not_compiled
+        notes = [f"# The group {GROUP}: the console's status rules as alerts on the last {ctx.args.status_window}; "
+                 "not compiled:", *(f"#   {n}" for n in left)]
+    head, body = rules.to_yaml().split("groups:\n", 1)
+    text = head + "".join(f"{n}\n" for n in notes) + "groups:\n" + body
     out = ctx.args.out
     if out is not None:
         try:
@@ -82,6 +110,7 @@ def run(ctx: Context) -> int:
              f"{len(s['profiles'])} profiles ({', '.join(s['profiles'])})"
              + (f" written to {out}" if out is not None else "")]
     lines.extend(f"not compiled: {u}" for u in s["unsupported"])
+    lines.extend(f"status rules not compiled: {u}" for u in left)
     if out is not None:
         ctx.emit(s, "\n".join(lines))
     else:
