@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from app.serve.config import ExportPlan, FeedListener, ServeConfigError, load_serve_config, load_serve_text
+from app.serve.config import AlertmanagerPlan, ExportPlan, FeedListener, ServeConfigError, load_serve_config, load_serve_text
 from collectors.service import DropFolder, PrometheusPull, ScrapeTarget
 from tests.conftest import REPO
 
@@ -33,6 +33,17 @@ feed: {address: 0.0.0.0, port: 9470, window: 2m}
                            "serve.yaml", tmp_path)
     assert bare.export is None and not bare.feed.enabled
     assert not load_serve_text("collectors: [{name: drop, kind: folder, path: in}]\n", "s.yaml").feed.enabled
+
+
+def test_the_alertmanager_section(tmp_path: Path) -> None:
+    cfg = load_serve_text(f"{FOLDER}console: {{port: 8600}}\nalertmanager: {{url: 'http://am:9093/', every: 30s}}\n",
+                          "serve.yaml", tmp_path)
+    assert cfg.alertmanager == AlertmanagerPlan("http://am:9093", 30.0, "http://127.0.0.1:8600")
+    assert cfg.alertmanager is not None and cfg.alertmanager.hold_s == 120  # four runs
+    own = load_serve_text(f"{FOLDER}console: {{enabled: false}}\nalertmanager: {{url: 'https://am', console_url: "
+                          "'https://hetpool.example/', timeout: 3s}\n", "serve.yaml", tmp_path).alertmanager
+    assert own == AlertmanagerPlan("https://am", 60.0, "https://hetpool.example", 3.0)
+    assert load_serve_text(FOLDER, "serve.yaml", tmp_path).alertmanager is None
 
 
 def test_every_kind_with_its_fields(tmp_path: Path) -> None:
@@ -91,6 +102,17 @@ BAD = [
     (f"{FOLDER}export: {{out: lake, metrics: [accelerator.pwr]}}\n",
      "serve.yaml:3: export.metrics[0]: unknown metric 'accelerator.pwr'; known: accelerator.clock"),
     (f"{FOLDER}export: lake\n", "serve.yaml:3: export: expected a mapping, got"),
+    (f"{FOLDER}alertmanager: {{url: 'http://am:9093', token: s3cret}}\n",
+     "serve.yaml:3: alertmanager.token: Alertmanager's credentials do not belong in this file; set "
+     "HETPOOL_ALERTMANAGER_TOKEN"),
+    (f"{FOLDER}alertmanager: {{url: 'http://ops:pw@am:9093'}}\n",
+     "serve.yaml:3: alertmanager.url: Alertmanager's credentials do not belong in the URL"),
+    (f"{FOLDER}alertmanager: {{every: 1m}}\n", "serve.yaml:3: alertmanager.url: missing required field"),
+    (f"{FOLDER}alertmanager: {{url: 'am:9093'}}\n", "serve.yaml:3: alertmanager.url: bad URL 'am:9093'"),
+    (f"{FOLDER}alertmanager: {{url: 'http://am:9093', every: 60}}\n",
+     "serve.yaml:3: alertmanager.every: bad duration '60'"),
+    (f"{FOLDER}alertmanager: {{url: 'http://am:9093', console_url: console}}\n",
+     "serve.yaml:3: alertmanager.console_url: bad URL 'console'"),
 ]
 
 
