@@ -6,7 +6,14 @@ from pathlib import Path
 
 import pytest
 
-from app.serve.config import AlertmanagerPlan, ExportPlan, FeedListener, ServeConfigError, load_serve_config, load_serve_text
+from app.serve.config import (
+    AlertmanagerPlan,
+    ExportPlan,
+    FeedListener,
+    ServeConfigError,
+    load_serve_config,
+    load_serve_text,
+)
 from collectors.service import DropFolder, PrometheusPull, ScrapeTarget
 from tests.conftest import REPO
 
