@@ -3,17 +3,21 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from app.cli import build_parser
 from pool_registry import Registry
 from status.alerts import alert_name, alert_of, alerts_of, batch, iso, page_url
 from status.evaluate import Status
 from tests.amserver import AlertmanagerServer
 from tests.cli import run
+from tests.conftest import REPO
 from tests.promserver import free_port
+from tests.test_cli import leaf_commands
 
 DEVICE = Status("critical", "device", "h100-a", "h100-a-02", "0", "4 fatal error events (codes 79); stopped "
                 "reporting: no sample for 140 min", rule="fatal_errors")
@@ -118,3 +122,19 @@ def test_a_down_alertmanager_is_one_line_naming_it(capsys: pytest.CaptureFixture
     url = f"http://127.0.0.1:{free_port()}"
     code, _, err = run(capsys, "--db", str(demo_db), "alerts", "--send", url)
     assert code == 2 and err.startswith(f"hetpool: error: cannot reach Alertmanager at {url}: "), err
+
+
+@pytest.mark.parametrize("command", ["hetpool alerts", "hetpool rules", "hetpool serve"])
+def test_every_option_is_in_the_commands_readme_section_and_the_alerting_section_exists(command: str) -> None:
+    readme = (REPO / "README.md").read_text()
+    reference = readme.split("## CLI reference", 1)[1]
+    section = reference.split(f"### `{command}", 1)[1].split("\n### ", 1)[0]  # the heading's arguments too
+    parser = leaf_commands(build_parser())[command]
+    options = {o for a in parser._actions for o in a.option_strings if o.startswith("--")}
+    common = {"--help", "--db", "--json", "--verbose", "--quiet"}
+    missing = sorted(o for o in options - common if not re.search(rf"[` ]{re.escape(o)}\b", section))
+    assert not missing, f"{command}: options not in its README section: {missing}"
+    assert "[Alerting](#alerting)" in section
+    alerting = readme.split("\n## Alerting\n", 1)[1].split("\n## ", 1)[0]
+    assert all(word in alerting for word in ("alertmanager:", "alerts --send", "Silences are acknowledgements",
+                                             "hetpool_status", "createdBy"))
