@@ -24,12 +24,13 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import polars as pl
 import pytest
 import yaml
 
 from app.cli import main
 from pool_registry import Registry, load_registry
-from replay import Candidate, PoolOverride, calibrate, closed_loop, parse_bench_table
+from replay import Candidate, PoolOverride, calibrate, closed_loop, parse_bench_table, run_replay
 from replay.calibrate import calibration_requests
 from replay.fitting import STATUSES, Coefficient, apply, fit, prior
 from replay.fleet import PoolSpec, resolve_pools
@@ -397,6 +398,26 @@ def test_b_ttft_of_a_fixed_length_benchmark(moe_tpot: Carry) -> None:
     held = tuple(c for c, _, _ in DSR1["dsr1-mi300x"] if c not in FIT_B)
     assert moe_tpot.ttft("dsr1-mi300x", held) <= 0.25, moe_tpot.errors
 
+
+def one_wave(reg: Registry, values: dict[str, float | None], c: int) -> float:
+    """Median TTFT in ms of one lockstep wave: c requests of [B]'s lengths arriving together at the MI300X pool."""
+    others = {p.id: PoolOverride(enabled=False) for p in reg.pools if p.id != "dsr1-mi300x"}
+    fitted = PoolOverride(**{k: v for k, v in values.items() if v is not None})  # type: ignore[arg-type]
+    wave = pl.DataFrame({"arrival_ms": np.zeros(c, dtype=np.int64), "in_tokens": np.full(c, ISL_B),
+                         "out_tokens": np.full(c, OSL_B)})
+    result = run_replay(Candidate(name="wave", policy="round_robin", pools={**others, "dsr1-mi300x": fitted}),
+                        wave, reg, 0)
+    return float(np.median(result.requests["ttft_s"].to_numpy())) * 1000.0
+
+
+@pytest.mark.slow
+def test_b_one_lockstep_wave_has_the_measured_ttft(moe_tpot: Carry, registry_file: Path) -> None:
+    """The TTFT miss is the closed loop's arrival pattern, not the step model: replaying one wave as the
+    benchmark ran it (c requests arriving together) with the TPOT-fitted coefficients, TTFT was never fitted and
+    lands within the target (measured: -14 %, +11 %, +15 % at c = 8, 32, 128)."""
+    reg = load_registry(registry_file)
+    held = [(c, t) for c, t, _ in DSR1["dsr1-mi300x"] if c not in FIT_B]
+    assert mdape([one_wave(reg, moe_tpot.values, c) for c, _ in held], [t for _, t in held]) <= 0.25
 
 # -- [C] a chip never calibrated on: H200's fit carried to MI300X through the datasheets ----------------------------
 
