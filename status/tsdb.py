@@ -144,23 +144,22 @@ def _reporting(rules: StatusRules, reg: Registry | None) -> list[dict[str, Any]]
 
 
 def _ttft(rules: StatusRules, w: str) -> list[dict[str, Any]]:
-    """p99 TTFT over the window against each tier's target; a pool not named in sla.pools is in the default tier."""
+    """p99 TTFT over the window against each tier's target; a pool not named in sla.pools is in the default tier.
+    One rule per level, the tiers joined with `or` (they share no pool)."""
     bucket = family_name("serving.time_to_first_token") + "_bucket"
     named = dict(rules.pool_tiers)
-    out = []
+    by_level: dict[str, list[str]] = {}
     for tier, target in rules.tiers.items():
-        if target is None:
-            continue
         mine = [p for p, t in named.items() if t == tier]
+        if target is None or (tier != rules.default_tier and not mine):
+            continue
         if tier == rules.default_tier:
             others = [p for p in named if p not in mine]
             sel = f"{{pool!~{_string(_alternatives(others))}}}" if others else ""
-        elif mine:
-            sel = f"{{pool=~{_string(_alternatives(mine))}}}"
         else:
-            continue
+            sel = f"{{pool=~{_string(_alternatives(mine))}}}"
         p99 = f"histogram_quantile(0.99, sum by (pool, vendor, le) (increase({bucket}{sel}[{w}])))"
-        out += [_rule("pool", "ttft_p99", lvl, cond, f"p99 TTFT of pool {{{{ $labels.pool }}}} {{{{ $value }}}} s "
-                      f"against the {tier} target of {target:g} s")
-                for lvl, cond in _levels(rules.ttft_p99, p99, scale=target)]
-    return out
+        for lvl, cond in _levels(rules.ttft_p99, f"{p99} / {target:g}"):
+            by_level.setdefault(lvl, []).append(f"({cond})")
+    return [_rule("pool", "ttft_p99", lvl, " or ".join(terms), "p99 TTFT of pool {{ $labels.pool }} at "
+                  "{{ $value | humanizePercentage }} of its tier's target") for lvl, terms in by_level.items()]

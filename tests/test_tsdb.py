@@ -127,3 +127,31 @@ def test_promtool_fires_where_hetpool_alerts_reports(capsys: pytest.CaptureFixtu
     proc = subprocess.run(["promtool", "test", "rules", str(path)], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
     assert "SUCCESS" in proc.stdout
+
+
+@pytest.mark.prometheus
+def test_site_rules_with_tiers_compile_to_one_rule_per_level_that_promtool_accepts(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    out = tmp_path / "rules.yaml"
+    code, printed, err = run(capsys, "--db", str(tmp_path / "none.duckdb"), "rules", "--registry", str(FLEET),
+                             "--status-rules", str(FLEET.parent / "site-rules.yaml"), "--status-window", "6h",
+                             "--out", str(out))
+    assert code == 0, err
+    proc = subprocess.run(["promtool", "check", "rules", "--lint=all", "--lint-fatal", str(out)],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    group = next(g for g in yaml.safe_load(out.read_text())["groups"] if g["name"] == GROUP)
+    ttft = [r for r in group["rules"] if r["alert"] == "HetpoolPoolTtftP99"]
+    assert [r["labels"]["severity"] for r in ttft] == ["critical", "warning"]
+    assert all(" / 0.5 >= " in r["expr"] and "[6h]" in r["expr"] for r in ttft)  # the premium tier's target
+    assert "status rules not compiled: collector_lag: " in printed
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (("--status-window", "a day"), "--status-window 'a day': "),
+    (("--status-rules", "absent.yaml"), "absent.yaml: file not found"),
+], ids=["window", "rules-file"])
+def test_bad_status_options_are_one_line(capsys: pytest.CaptureFixture[str], tmp_path: Path, argv: tuple[str, ...],
+                                         message: str) -> None:
+    code, _, err = run(capsys, "--db", str(tmp_path / "none.duckdb"), "rules", "--registry", str(FLEET), *argv)
+    assert code == 2 and len(err.strip().splitlines()) == 1 and message in err, err
