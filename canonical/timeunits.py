@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as _dt
 import re
 
 SECOND_MS = 1_000
@@ -22,3 +23,11 @@ def parse_duration_ms(text: str) -> int:
     if total <= 0:
         raise ValueError(f"duration {text!r} must be positive")
     return int(total)
+
+
+def iso_utc(epoch_s: float | None) -> str | None:
+    """Seconds since the epoch as ISO 8601 UTC to the millisecond ('2026-11-29T08:00:00.000Z'); None stays None."""
+    if epoch_s is None:
+        return None
+    moment = _dt.datetime.fromtimestamp(epoch_s, _dt.UTC)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"

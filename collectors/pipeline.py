@@ -80,6 +80,7 @@ class IngestReport:
     reasons: Counter[str] = field(default_factory=Counter)
     warnings: list[str] = field(default_factory=list)
     rows: int = 0  # canonical rows stored, which a derived row can make fewer than stored records
+    folded: int = 0  # of counts.duplicates, the reads folded as repeats (a sticky code at 0): not duplicate rows
 
     def as_dict(self) -> dict[str, int]:
         """read, stored, rejected, duplicates, ignored."""
@@ -88,6 +89,7 @@ class IngestReport:
     def written(self, run: IngestRun) -> IngestReport:
         """Take the run's id, final counts and warnings once it is committed."""
         self.run_id, self.counts, self.warnings, self.rows = run.run_id, run.counts, list(run.warnings), run.rows_stored
+        self.folded = run.folded
         return self
 
 

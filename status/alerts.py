@@ -9,11 +9,11 @@ again before then, and one whose status cleared is sent once more with `endsAt` 
 
 from __future__ import annotations
 
-import datetime as dt
 import urllib.parse
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from canonical.timeunits import iso_utc
 from pool_registry import Registry
 from status.evaluate import Status
 
@@ -120,5 +120,4 @@ def batch(current: Iterable[Alert], firing: Mapping[Labels, int], now_ms: int, h
 
 def iso(ms: int) -> str:
     """Milliseconds since the epoch as ISO 8601 UTC: '2026-11-29T08:00:00.000Z'."""
-    moment = dt.datetime.fromtimestamp(ms / 1000, dt.UTC)
-    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+    return str(iso_utc(ms / 1000))

@@ -65,6 +65,7 @@ class IngestRun:
         self.source = source
         self.started_at = dt.datetime.now(dt.UTC)
         self.staged = IngestCounts()  # read, rejected and folded duplicates, known while staging
+        self.folded = 0  # of the duplicates, the reads the normalizer folded (no new information), not stored rows
         self.counts = IngestCounts()  # the final counts, once written
         self.warnings: list[str] = []
         self.window: tuple[int, int] | None = None
@@ -94,6 +95,7 @@ class IngestRun:
     def add_duplicates(self, n: int) -> None:
         """Count records the normalizer folded as repeats before they became rows (a sticky code)."""
         self.staged.duplicates += n
+        self.folded += n
 
     def add_ignored(self, n: int) -> None:
         """Count records of metrics the profile ignores: neither stored nor rejected."""

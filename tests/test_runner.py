@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
 import urllib.error
 import urllib.request
@@ -119,3 +120,47 @@ def test_health_rules_on_planted_statuses() -> None:
     assert s.problems(1200.0) == ["data lags 105 s behind (limit 90 s)"]  # the watermark, not the last run
     s.last_error = "PullIncomplete: chunks missing"
     assert s.problems(1150.0) == ["last run failed: PullIncomplete: chunks missing"]
+
+
+def test_a_recovery_is_logged_and_failures_since_the_last_success_restart(fleet_db: Path, live: LiveExporter) -> None:
+    lines: list[str] = []
+    target = ScrapeTarget("node", "http://127.0.0.1:9/metrics", every_s=1)
+    runner = Runner(Store(fleet_db), [target], log=lines.append)
+    runner.run_once(target)
+    target.url = live.url("/metrics")
+    runner.run_once(target)
+    target.url = "http://127.0.0.1:9/metrics"
+    runner.run_once(target)
+    runner.run_once(target)
+    (status,) = runner.statuses()
+    assert (status["failures"], status["failures_since_success"]) == (3, 2)  # in all, and since it last worked
+    target.url = live.url("/metrics")
+    runner.run_once(target)
+    (status,) = runner.statuses()
+    assert (status["failures"], status["failures_since_success"]) == (3, 0)
+    recovered = [line for line in lines if "recovered" in line]
+    assert len(recovered) == 2 and recovered[0] == "node: recovered after 1 failed run(s)"
+    assert recovered[1].startswith("node: recovered after 2 failed run(s) (last success 20")
+    for key in ("last_run_at", "last_ok_at", "last_data_at"):  # ISO 8601 UTC, as an operator reads them
+        assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", str(status[key])), status[key]
+
+
+def test_folded_readings_are_not_called_duplicates_and_a_quiet_folder_is_not_late(fleet_db: Path,
+                                                                                   tmp_path: Path) -> None:
+    lines: list[str] = []
+    drop = tmp_path / "drop"
+    drop.mkdir()
+    (drop / "dcgm.prom").write_bytes((REPO / "examples" / "exporters" / "dcgm-h100-a-01.prom").read_bytes())
+    old = time.time() - 10
+    os.utime(drop / "dcgm.prom", (old, old))
+    folder = DropFolder("drop", drop, every_s=1)
+    runner = Runner(Store(fleet_db), [folder], log=lines.append, clock=lambda: old + 20)
+    runner.run_once(folder)
+    (line,) = lines
+    (status,) = runner.statuses()
+    folded = status["last"]["folded"]  # type: ignore[index]
+    assert folded > 0 and f"duplicates 0, folded {folded}," in line  # the XID at 0, folded: no row stored twice
+    runner.clock = lambda: old + 2000  # much later, with nothing new in the folder
+    runner.run_once(folder)
+    (status,) = runner.statuses()
+    assert status["lag_s"] == 0.0 and status["healthy"]

@@ -18,6 +18,7 @@ from app.alertmanager import Alertmanager, AlertmanagerError
 from app.serve.config import AlertmanagerPlan
 from app.status_read import Judged, judge
 from canonical.redact import redact
+from canonical.timeunits import iso_utc
 from status.alerts import Labels, alerts_of, batch
 from status.rules import StatusRules, load_rules
 from store import Access
@@ -124,9 +125,9 @@ class AlertSender:
             s = self.status
             return {"url": self.client.url, "every_s": self.plan.every_s, "healthy": not s.problems(),
                     "problems": s.problems(), "runs": s.runs, "sends": s.sends, "failures": s.failures,
-                    "failures_since_success": s.failures_since_success, "last_run_at": s.last_run_at,
-                    "last_ok_at": s.last_ok_at, "last_error": s.last_error, "firing": s.firing,
-                    "resolved": s.resolved, "next_attempt_at": s.next_attempt_at}
+                    "failures_since_success": s.failures_since_success, "last_run_at": iso_utc(s.last_run_at),
+                    "last_ok_at": iso_utc(s.last_ok_at), "last_error": s.last_error, "firing": s.firing,
+                    "resolved": s.resolved, "next_attempt_at": iso_utc(s.next_attempt_at)}
 
     def _loop(self) -> None:
         while not self.stopping.is_set():

@@ -13,6 +13,8 @@ from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from canonical.timeunits import iso_utc
+
 Report = Callable[[], dict[str, Any]]
 
 
@@ -23,8 +25,8 @@ def health_report(statuses: list[dict[str, Any]], extra: dict[str, Any] | None =
     jobs = jobs or {}
     problems = [f"{s['name']}: {p}" for s in statuses for p in s["problems"]]
     problems += [f"{name}: {p}" for name, job in jobs.items() for p in job["problems"]]
-    return {"status": "healthy" if not problems else "unhealthy", "problems": problems, "checked_at": time.time(),
-            "collectors": statuses, **jobs, **(extra or {})}
+    return {"status": "healthy" if not problems else "unhealthy", "problems": problems,
+            "checked_at": iso_utc(time.time()), "collectors": statuses, **jobs, **(extra or {})}
 
 
 class HealthServer:

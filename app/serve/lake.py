@@ -10,6 +10,7 @@ from typing import Any
 
 from app.serve.config import ExportPlan
 from canonical.redact import redact
+from canonical.timeunits import iso_utc
 from store import Access, StoreError
 from store.exports import ExportFilter, check_names
 from store.lake import LakeResult, write_lake
@@ -97,8 +98,8 @@ class LakeExport:
                 "partitions_kept": s.last.kept, "resolution": s.last.resolution}
             return {"out": str(self.plan.out), "every_s": self.plan.every_s, "pools": list(self.plan.pools),
                     "metrics": list(self.plan.metrics), "healthy": not s.problems(), "problems": s.problems(),
-                    "runs": s.runs, "failures": s.failures, "last_run_at": s.last_run_at,
-                    "last_ok_at": s.last_ok_at, "last_error": s.last_error, "last": last}
+                    "runs": s.runs, "failures": s.failures, "last_run_at": iso_utc(s.last_run_at),
+                    "last_ok_at": iso_utc(s.last_ok_at), "last_error": s.last_error, "last": last}
 
     def _loop(self) -> None:
         while not self.stopping.is_set():

@@ -6,6 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from canonical.timeunits import iso_utc
 from store import Access
 
 StopCheck = Callable[[], bool]  # true once the service is stopping: finish or drop the current run
@@ -23,6 +24,7 @@ class Outcome:
     newest_ms: int | None = None  # the newest time covered, for the lag (a Prometheus watermark)
     warnings: tuple[str, ...] = ()
     ignored: int = 0  # read from metrics the profiles ignore
+    folded: int = 0  # of the duplicates, reads the normalizer folded as repeats (not rows stored twice)
 
 
 class Collector(Protocol):
@@ -55,7 +57,8 @@ class Status:
     started_at: float
     expects_data: bool = True
     attempts: int = 0
-    failures: int = 0
+    failures: int = 0  # in all
+    failures_since_success: int = 0  # in a row, up to now: 0 once a run succeeds again
     last_run_at: float | None = None
     last_ok_at: float | None = None
     last_data_at: float | None = None  # the last run that brought device rows (new, or already stored)
@@ -66,7 +69,11 @@ class Status:
     newest_ms: int | None = None
 
     def lag_s(self, now: float) -> float | None:
-        """How far the stored data trails now: the watermark when the source has one, else the last store."""
+        """How far the stored data trails now: the watermark when the source has one, else the last store; for a
+        source that may rightly stay quiet (a drop folder), the time since its last run that took in everything
+        waiting, since a folder with nothing new is not late."""
+        if not self.expects_data:
+            return None if self.last_ok_at is None else max(0.0, now - self.last_ok_at)
         if self.newest_ms is not None:
             return max(0.0, now - self.newest_ms / 1000)
         return None if self.last_data_at is None else max(0.0, now - self.last_data_at)
@@ -89,15 +96,16 @@ class Status:
         return out
 
     def as_dict(self, now: float) -> dict[str, object]:
-        """JSON-ready, with health and lag computed at `now`."""
+        """JSON-ready, with health and lag computed at `now`; times in ISO 8601 UTC."""
         problems = self.problems(now)
         lag = self.lag_s(now)
         return {
             "name": self.name, "kind": self.kind, "source": self.source, "every_s": self.every_s,
             "healthy": not problems, "problems": problems, "attempts": self.attempts, "failures": self.failures,
-            "last_run_at": self.last_run_at, "last_ok_at": self.last_ok_at, "last_data_at": self.last_data_at,
+            "failures_since_success": self.failures_since_success, "last_run_at": iso_utc(self.last_run_at),
+            "last_ok_at": iso_utc(self.last_ok_at), "last_data_at": iso_utc(self.last_data_at),
             "lag_s": None if lag is None else round(lag, 1), "last_error": self.last_error,
             "last": {"read": self.last.read, "stored": self.last.stored, "rejected": self.last.rejected,
-                     "duplicates": self.last.duplicates, "ignored": self.last.ignored},
+                     "duplicates": self.last.duplicates, "folded": self.last.folded, "ignored": self.last.ignored},
             "total_stored": self.total_stored, "total_rejected": self.total_rejected,
         }

@@ -57,7 +57,7 @@ class DropFolder:
 
     def run(self, store: Access, stop: StopCheck) -> Outcome:
         """Ingest every complete file; a bad file goes to failed/ and the others still go in."""
-        read = stored = rejected = duplicates = ignored = runs = 0
+        read = stored = rejected = duplicates = ignored = runs = folded = 0
         failed: list[str] = []
         options = IngestOptions(pool=self.pool, profile=self.profile, profiles_dirs=self.profiles_dirs, node=self.node)
         for path in self.pending(time.time()):
@@ -75,9 +75,10 @@ class DropFolder:
             read, stored, rejected, duplicates, ignored, runs = (
                 read + c.read, stored + c.stored, rejected + c.rejected, duplicates + c.duplicates, ignored + c.ignored,
                 runs + 1)
+            folded += report.folded
         if failed:
             raise CollectorError(f"{len(failed)} file(s) moved to failed/: {'; '.join(failed)}")
-        return Outcome(read, stored, rejected, duplicates, runs, ignored=ignored)
+        return Outcome(read, stored, rejected, duplicates, runs, ignored=ignored, folded=folded)
 
     def _move(self, path: Path, where: str, why: str | None) -> None:
         target = self.path / where

@@ -49,7 +49,8 @@ class PrometheusPull:
             missing = ", ".join(f"{p} ({lo}, {hi}]" for p, lo, hi in report.missing)
             raise PullIncomplete(f"chunks missing after retries: {missing}; the next run fetches them again")
         return Outcome(totals["read"], totals["stored"], totals["rejected"], totals["duplicates"], len(report.reports),
-                       min(report.watermarks.values()) if report.watermarks else None, warnings, totals["ignored"])
+                       min(report.watermarks.values()) if report.watermarks else None, warnings, totals["ignored"],
+                       sum(r.folded for r in report.reports))
 
 
 class PullIncomplete(Exception):

@@ -11,6 +11,7 @@ import time
 from collections.abc import Callable, Sequence
 
 from canonical.redact import redact
+from canonical.timeunits import iso_utc
 from collectors.errors import CollectorError
 from collectors.service.base import Collector, Outcome, Status
 from collectors.service.prometheus_pull import PullIncomplete
@@ -84,12 +85,16 @@ class Runner:
         with self._lock:
             s = self._status[c.name]
             repeated = error is not None and redact(error) == s.last_error
+            recovered = s.failures_since_success if outcome is not None else 0
+            down_since = s.last_ok_at
             s.attempts += 1
             s.last_run_at = started
             s.last_error = None if error is None else redact(error)
             if outcome is None:
                 s.failures += 1
+                s.failures_since_success += 1
             else:
+                s.failures_since_success = 0
                 s.last_ok_at = started
                 s.last = outcome
                 s.total_stored += outcome.stored
@@ -100,9 +105,14 @@ class Runner:
                     s.newest_ms = outcome.newest_ms
         if error is not None and not repeated:  # a target that stays down is said once, not every interval
             self.log(f"{c.name}: {error}")
+        if recovered:  # said once too, so the log shows when it came back
+            since = f" (last success {iso_utc(down_since)})" if down_since is not None else ""
+            self.log(f"{c.name}: recovered after {recovered} failed run(s){since}")
         elif outcome is not None and (outcome.stored or outcome.rejected):
+            # folded reads (a sticky code repeating) are no deduplication: said apart from rows already stored
             self.log(f"{c.name}: read {outcome.read}, stored {outcome.stored}, rejected {outcome.rejected}, "
-                     f"duplicates {outcome.duplicates}, ignored {outcome.ignored}")
+                     f"duplicates {outcome.duplicates - outcome.folded}, folded {outcome.folded}, "
+                     f"ignored {outcome.ignored}")
 
 
 def _user_error(exc: Exception) -> bool:

@@ -34,4 +34,5 @@ class ScrapeTarget:
         options = IngestOptions(pool=self.pool, profile=self.profile, profiles_dirs=self.profiles_dirs, node=self.node)
         (report,) = ingest_scrapes(store, self.url, options, count=1)
         c = report.counts
-        return Outcome(c.read, c.stored, c.rejected, c.duplicates, 1, None, tuple(report.warnings), c.ignored)
+        return Outcome(c.read, c.stored, c.rejected, c.duplicates, 1, None, tuple(report.warnings), c.ignored,
+                       report.folded)

@@ -17,10 +17,17 @@ HEALTH_TEXT = ("A collector is **unhealthy** when its last run failed, when it h
                "limit.")
 
 
-def _when(epoch_s: float | None) -> str:
-    if epoch_s is None:
+def _when(stamp: object) -> str:
+    """A time of the health report (ISO 8601 UTC; seconds since the epoch from an older serve) as text."""
+    if isinstance(stamp, int | float):
+        return dt.datetime.fromtimestamp(stamp, dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    if not isinstance(stamp, str) or not stamp:
         return "–"
-    return dt.datetime.fromtimestamp(epoch_s, dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    try:
+        moment = dt.datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+    except ValueError:
+        return stamp
+    return moment.astimezone(dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
 def service_panel(url: str) -> None:
@@ -37,6 +44,7 @@ def service_panel(url: str) -> None:
              "last run": _when(c["last_run_at"]), "lag (s)": c["lag_s"], "every (s)": c["every_s"],
              "last read": c["last"]["read"], "last stored": c["last"]["stored"],
              "last rejected": c["last"]["rejected"], "last ignored": c["last"].get("ignored", 0),
+             "last folded": c["last"].get("folded", 0), "failures since success": c.get("failures_since_success", 0),
              "stored in all": c["total_stored"],
              "rejected in all": c["total_rejected"], "last error": c["last_error"] or ""} for c in collectors]
     st.dataframe(pl.DataFrame(rows) if rows else pl.DataFrame(), hide_index=True, width="stretch")
@@ -51,10 +59,10 @@ def alerts_panel(am: dict[str, object]) -> None:
     where = f"{md(str(am['url']))} every {am['every_s']:g} s"
     if am.get("healthy"):
         st.success(f"Alerts reach {where}: {am['firing']} firing, {am['resolved']} resolved so far; last sent "
-                   f"{_when(am.get('last_ok_at'))}.")  # type: ignore[arg-type]
+                   f"{_when(am.get('last_ok_at'))}.")
     else:
         st.error(f"Alerts do not reach {where}: {am['failures_since_success']} send(s) failed since the last "
-                 f"success ({_when(am.get('last_ok_at'))}); next attempt {_when(am.get('next_attempt_at'))}. "  # type: ignore[arg-type]
+                 f"success ({_when(am.get('last_ok_at'))}); next attempt {_when(am.get('next_attempt_at'))}. "
                  f"Collection goes on. Last error: {md(str(am.get('last_error')))}")
 
 
