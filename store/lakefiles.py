@@ -92,8 +92,9 @@ def write_manifest(folder: Path, manifest: Manifest, replace: Replace = os.repla
 
 @contextmanager
 def writer_lock(folder: Path) -> Iterator[None]:
-    """One export at a time per lake; the lock goes with the process, so a killed export leaves none behind."""
-    with (folder / LOCK_FILE).open("a") as f:
+    """One export at a time per lake; the lock goes with the process, so a killed export leaves none behind. Its
+    file lies beside the lake (`.<name>.lock`), not in it, so readers of the lake see only the lake's files."""
+    with lock_path(folder).open("a") as f:
         try:
             fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -104,9 +105,16 @@ def writer_lock(folder: Path) -> Iterator[None]:
             fcntl.flock(f, fcntl.LOCK_UN)
 
 
+def lock_path(folder: Path) -> Path:
+    """The lock file of a lake: beside its folder."""
+    resolved = folder.resolve()
+    return resolved.parent / f".{resolved.name}{LOCK_FILE}"
+
+
 def remove_leftovers(folder: Path) -> int:
-    """Delete temporary files a killed export left (the caller holds the lock, so none is being written)."""
-    found = [*folder.glob(".*.tmp"), *folder.glob("date=*/pool=*/.*.tmp")]
+    """Delete temporary files a killed export left, and the lock file earlier versions kept inside the lake (the
+    caller holds the lock, so none is being written)."""
+    found = [*folder.glob(".*.tmp"), *folder.glob("date=*/pool=*/.*.tmp"), *folder.glob(LOCK_FILE)]
     for p in found:
         p.unlink(missing_ok=True)
     return len(found)

@@ -42,8 +42,8 @@ def test_partitioned_lake_then_a_rerun_that_writes_nothing(capsys: pytest.Captur
     code, text, err = run(capsys, "--db", str(fleet_db), "export", "--format", "parquet", "--out", str(lake),
                           "--partition", "--pool", "h100-a")
     assert code == 0, err
-    assert text.strip() == f"wrote 6 raw rows in 1 partitions to {lake} (date=/pool=; 0 unchanged, 0 kept from " \
-                           "earlier runs)"
+    assert text.strip() == f"wrote 6 raw rows in 1 partitions to {lake} (partitioned as date=YYYY-MM-DD/pool=ID/; " \
+                           "0 unchanged, 0 kept from earlier runs)"
     assert [str(p.relative_to(lake)) for p in lake.rglob("*.parquet")] == ["date=2026-11-29/pool=h100-a/part-0.parquet"]
     code, text, _ = run(capsys, "--db", str(fleet_db), "--json", "export", "--format", "parquet", "--out", str(lake),
                         "--partition")

@@ -54,6 +54,6 @@ def _lake(ctx: Context, flt: ExportFilter) -> int:
     r = write_lake(ctx.store(), ctx.args.out, flt)
     ctx.emit({"rows": r.rows, "path": r.path, "format": "parquet", "partitioned": True, "resolution": r.resolution,
               "partitions_written": r.written, "partitions_unchanged": r.unchanged, "partitions_kept": r.kept},
-             f"wrote {r.rows} {r.resolution} rows in {r.written} partitions to {r.path} (date=/pool=; "
-             f"{r.unchanged} unchanged, {r.kept} kept from earlier runs)")
+             f"wrote {r.rows} {r.resolution} rows in {r.written} partitions to {r.path} (partitioned as "
+             f"date=YYYY-MM-DD/pool=ID/; {r.unchanged} unchanged, {r.kept} kept from earlier runs)")
     return 0
