@@ -1,4 +1,5 @@
-# Two entry points: `make demo` (console on demo data) and `make test` (everything CI checks).
+# Two entry points: `make demo` (console on demo data) and `make test` (lint and the quick tier of the suite).
+# CI runs `make test`, then `make test-slow` (the tests marked slow), then `make fuzz`: see .ci/run.
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
@@ -10,7 +11,7 @@ DEMO_ARGS ?=
 # Test modules run in this many processes, each module whole in one (its fixtures stay shared).
 TEST_WORKERS ?= 2
 
-.PHONY: demo test fuzz install system-deps lint bench clean
+.PHONY: demo test test-slow fuzz install system-deps lint bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -33,8 +34,12 @@ lint: install
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
 
+# The two tiers split the suite on the slow marker: every test is in exactly one (tests/test_tiers.py).
 test: install system-deps lint
-	$(VENV)/bin/pytest -n $(TEST_WORKERS) --dist loadfile
+	$(VENV)/bin/pytest -n $(TEST_WORKERS) --dist loadfile -m "not slow"
+
+test-slow: install system-deps
+	$(VENV)/bin/pytest -n $(TEST_WORKERS) --dist loadfile -m "slow"
 
 fuzz: install
 	sh scripts/fuzz.sh $(VENV)/bin/pytest
@@ -46,6 +51,7 @@ bench: install system-deps
 	$(PY) -m benchmarks.bench_console
 	$(PY) -m benchmarks.bench_concurrency
 	$(PY) -m benchmarks.bench_registry
+	$(PY) -m benchmarks.bench_cli
 
 clean:
 	rm -rf $(VENV) demo test-artifacts .pytest_cache .mypy_cache .ruff_cache

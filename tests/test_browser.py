@@ -23,7 +23,7 @@ from playwright.sync_api import Page
 
 from tests.conftest import REPO
 
-pytestmark = pytest.mark.browser
+pytestmark = [pytest.mark.browser, pytest.mark.slow]  # headless Chromium on a live console
 
 CHROMIUM = Path("/usr/bin/chromium")
 ARTIFACTS = REPO / "test-artifacts"

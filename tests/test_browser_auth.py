@@ -17,7 +17,7 @@ from tests.conftest import REPO
 from tests.oidc_provider import serve
 from tests.test_browser import CHROMIUM, LAUNCH_ARGS, free_port, wait_healthy
 
-pytestmark = pytest.mark.browser
+pytestmark = [pytest.mark.browser, pytest.mark.slow]  # headless Chromium through a login
 ROLES = "users:\n  lee@example.com: lead\n"
 
 

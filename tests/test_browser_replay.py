@@ -18,7 +18,7 @@ from store import connect, require_registry
 from tests.conftest import REPO
 from tests.test_browser import ARTIFACTS, CHROMIUM, LAUNCH_ARGS, free_port, wait_healthy
 
-pytestmark = pytest.mark.browser
+pytestmark = [pytest.mark.browser, pytest.mark.slow]  # headless Chromium through a replay
 
 
 @pytest.fixture(scope="module")

@@ -27,6 +27,8 @@ from replay.calibrate import calibration_requests
 from replay.fleet import resolve_pools
 from tests.replay_fleets import chip, fleet, model, pool
 
+pytestmark = pytest.mark.slow  # each fit takes a minute or more on two cores
+
 PLANTED = {"a": (0.37, 0.62, 4.0), "b": (0.55, 0.81, 2.0)}
 # The registry says 0.5 / 0.5 and no overhead everywhere: calibration must find the planted values.
 REG = fleet(pool("a", chip_id="x", dpr=2, replicas=2, concurrency=32), pool("b", chip_id="y", dpr=4, concurrency=32),

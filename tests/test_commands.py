@@ -58,7 +58,7 @@ def test_a_bad_command_name_lists_them_all(capsys: pytest.CaptureFixture[str]) -
 
 def test_a_module_that_does_not_register_its_name_fails_helpfully(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(COMMANDS, "bogus", Command("init", "registered nowhere"))
-    with pytest.raises(RuntimeError, match="app.commands.init did not register the command 'bogus'"):
+    with pytest.raises(RuntimeError, match=r"app\.commands\.init did not register the command 'bogus'"):
         build_parser(lazy=True).parse_args(["bogus"])
 
 

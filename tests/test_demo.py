@@ -182,6 +182,7 @@ def digest(path: Path) -> str:
         con.close()
 
 
+@pytest.mark.slow  # builds two demos
 def test_the_same_seed_builds_the_same_database(tmp_path: Path) -> None:
     small = ["demo", "--days", "0.25", "--devices-per-pool", "1", "--end", "2026-11-29T08:00:00Z"]
     built = {}

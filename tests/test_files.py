@@ -84,6 +84,7 @@ def stored(con: duckdb.DuckDBPyConnection, source: ExpositionSource, context: Co
     return seen[0]
 
 
+@pytest.mark.slow  # ingests the file once per chunk size
 def test_the_read_chunk_size_does_not_change_what_is_stored(con: duckdb.DuckDBPyConnection, tmp_path: Path) -> None:
     path = tmp_path / "x.prom"
     path.write_bytes(TEXT)

@@ -128,6 +128,7 @@ def _route(rows: pl.DataFrame, k: int) -> tuple[object, ...]:
     return row["pool"], row["replica"], row["decode_pool"]
 
 
+@pytest.mark.slow  # two full replays per policy
 @pytest.mark.parametrize("policy", ["round_robin", "least_loaded", "cost_min", "sla_cost", "pd_split"])
 def test_a_route_does_not_depend_on_the_requests_own_output_length(policy: str) -> None:
     """A gateway routes before a request has generated anything: changing one request's out_tokens (x8 or /8)

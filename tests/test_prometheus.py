@@ -26,7 +26,7 @@ from tests.conftest import FLEET
 from tests.promserver import STEP_S, T0_S, FixtureFleet, PrometheusServer, Series
 from tests.proxies import AuthProxy, FaultProxy, TlsProxy, self_signed
 
-pytestmark = pytest.mark.prometheus
+pytestmark = [pytest.mark.prometheus, pytest.mark.slow]  # a real Prometheus per test, pulls of hours of data
 
 HOUR_MS = 3_600_000
 START = T0_S * 1000 - 1  # exclusive: the first sample is at T0

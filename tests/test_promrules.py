@@ -39,6 +39,8 @@ from tests.conftest import FLEET
 from tests.exporters import Exporter
 from tests.promserver import PrometheusServer
 
+pytestmark = pytest.mark.slow  # a real Prometheus evaluating the compiled rules
+
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "exposition"
 # (file, profile, pool): at least one file per shipped profile; the corpus where it has exposition text
 FILES = (

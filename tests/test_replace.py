@@ -18,6 +18,8 @@ from store.replace import building_path, discard, refuse_held_data, remove_stale
 from tests.conftest import REPO
 from tests.holders import holding
 
+pytestmark = pytest.mark.slow  # builds demos and interrupts them
+
 SMALL = ("--days", "0.1", "--devices-per-pool", "1", "--end", "2026-11-29T08:00:00Z")
 LONGER = ("--days", "1", "--devices-per-pool", "4", "--end", "2026-11-29T08:00:00Z")
 

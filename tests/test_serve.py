@@ -127,6 +127,7 @@ def digest(db: Path) -> tuple[int, str]:
     return len(rows), hashlib.sha256(repr(rows).encode()).hexdigest()
 
 
+@pytest.mark.slow  # kills and restarts a serving process under Prometheus
 @pytest.mark.prometheus
 def test_kill_9_then_restart_ends_as_an_uninterrupted_run(recent_prom: PrometheusServer, tmp_path: Path) -> None:
     clean_db = tmp_path / "clean.duckdb"

@@ -44,7 +44,8 @@ QUEUE_FLEET = fleet(pool("p", replicas=QUEUE_FLEET_C, eff=1.0), chips=(chip(bw_t
                     models=(flat_model(params_b=1.0, bpp=1.0, max_context=10**9),))
 
 
-@pytest.mark.parametrize(("rho", "n"), [(0.5, 100_000), (0.8, 150_000), (0.9, 400_000)])
+@pytest.mark.parametrize(("rho", "n"), [(0.5, 100_000), (0.8, 150_000),
+                                       pytest.param(0.9, 400_000, marks=pytest.mark.slow)])  # 400,000 requests
 def test_mean_wait_matches_erlang_c(rho: float, n: int) -> None:
     """M/M/4 FCFS: Poisson arrivals, exponential service of mean 1 s, mean wait = C(c, a) / (c mu - lambda).
 

@@ -17,6 +17,8 @@ from replay.sweep_ray import RAY_MISSING
 from tests.conftest import REPO
 from tests.replay_fleets import fleet, pool
 
+pytestmark = pytest.mark.slow  # starts a Ray cluster
+
 
 @pytest.fixture(scope="module")
 def ray_cluster() -> Iterator[None]:

@@ -93,6 +93,7 @@ def test_valid_values_are_kept_in_any_chunking(name: str, text: str, n: int) -> 
         assert rejects == [] and len(kept) == n, (cut, rejects)
 
 
+@pytest.mark.slow  # every triple of cut points of every case
 def test_three_cuts() -> None:
     text = INVALID[7][1] + GOOD_H.replace("h", "k")
     whole = read(text)
