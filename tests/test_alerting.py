@@ -18,6 +18,7 @@ import pytest
 from app.alertmanager import Alertmanager
 from app.serve.alerting import AlertSender
 from app.serve.config import AlertmanagerPlan
+from app.serve.health import HealthServer, health_report
 from app.status_read import Judged
 from pool_registry import Registry
 from status.evaluate import Status
@@ -25,6 +26,7 @@ from store import Store
 from store.views.window import Window
 from tests.amserver import AlertmanagerServer
 from tests.conftest import REPO
+from tests.logins import console
 from tests.promserver import free_port
 from tests.test_serve import health, wait_for
 
@@ -154,3 +156,24 @@ def test_serve_with_a_down_alertmanager_collects_on_and_says_so(demo_db: Path, t
     assert proc.returncode == 0, err
     assert "Traceback" not in err and "s3cret-token" not in err
     assert "retrying in 2 s, collection goes on" in err and "reached again after" in err
+
+
+def test_the_collectors_page_says_when_alerts_do_not_reach_alertmanager(fleet: Registry, fleet_db: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    plan = AlertmanagerPlan(f"http://127.0.0.1:{free_port()}", every_s=30)
+    sender = AlertSender(Store(fleet_db), plan, judge_now=Judgements(fleet, (HOT,)),
+                         client=Alertmanager(plan.url, timeout_s=2))
+    sender.run_once()
+    sender.run_once()
+    server = HealthServer("127.0.0.1", 0, lambda: health_report([], None, {"alertmanager": sender.report()})).start()
+    try:
+        monkeypatch.setenv("HETPOOL_HEALTH_URL", f"{server.url}/health")
+        at = console(fleet_db, monkeypatch).run().switch_page("screens/collectors.py").run()
+    finally:
+        server.stop()
+    assert not at.exception
+    assert at.subheader[0].value == "Alerts to Alertmanager"
+    shown = [e.value for e in at.error if e.value.startswith("Alerts do not reach ")]
+    assert shown and "2 send(s) failed since the last success (–); next attempt 20" in shown[0], shown
+    assert "Collection goes on." in shown[0] and "cannot reach Alertmanager" in shown[0]
+    assert any(e.value.startswith("Unhealthy: alertmanager: 2 send(s) failed") for e in at.error)
