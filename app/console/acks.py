@@ -40,19 +40,18 @@ def alertmanager_url() -> str | None:
 
 
 @st.cache_data(ttl=SILENCES_TTL_S, show_spinner=False)
-def _silences(url: str) -> tuple[Silence, ...]:
-    return Alertmanager(url, timeout_s=3.0).silences()
+def _silences(url: str) -> tuple[tuple[Silence, ...], str | None]:
+    # the failure is kept as long as an answer, so a down Alertmanager costs one timeout per TTL, not per page
+    try:
+        return Alertmanager(url, timeout_s=3.0).silences(), None
+    except AlertmanagerError as exc:
+        return (), str(exc)
 
 
 def silences() -> tuple[tuple[Silence, ...], str | None]:
     """The Alertmanager's silences, and why there are none to read (no Alertmanager, or it cannot be reached)."""
     url = alertmanager_url()
-    if url is None:
-        return (), None
-    try:
-        return _silences(url), None
-    except AlertmanagerError as exc:
-        return (), str(exc)
+    return ((), None) if url is None else _silences(url)
 
 
 def statuses_now(path: str, view: filters.View) -> tuple[Status, ...]:
