@@ -53,7 +53,12 @@ def test_a_leads_silence_of_a_node_shows_as_acknowledged(demo_db: Path, tmp_path
     assert {(m["name"], m["value"]) for m in silence["matchers"]} == {("pool", POOL), ("node", NODE)}
     acked = [i.value for i in at.info if "Acknowledged by" in i.value]
     assert acked and f"Acknowledged by {LEAD['email']} until " in acked[0] and acked[0].endswith(COMMENT)
-    health = at.switch_page("screens/health.py").run()
+    at.query_params.update({"node": NODE, "pool": POOL, "device": "0"})
+    device = at.switch_page("screens/device.py").run()
+    assert not device.exception
+    assert any(i.value.startswith("Status **critical**: 4 fatal error events") and i.value.endswith(COMMENT)
+               for i in device.info)  # the node's silence covers its device
+    health = device.switch_page("screens/health.py").run()
     assert not health.exception
     table = health.dataframe[0].value
     mine = table[table["node"].str.contains(f"node={NODE}", regex=False)]

@@ -84,14 +84,16 @@ def unreachable_note() -> None:
         st.warning(f"Acknowledgements are not shown: {md(problem)}.")
 
 
-def node_panel(pool: str, node: str, view: filters.View) -> None:
-    """The node's status, its acknowledgement, and (for a lead, with an Alertmanager) a form to silence it."""
+def status_panel(pool: str, node: str, device: str | None, view: filters.View) -> None:
+    """The status of the node (or of one of its devices) with its acknowledgement, if any."""
     path = data.db_path()
-    statuses = [s for s in statuses_now(path, view) if s.pool == pool and s.node == node and s.scope == "node"]
+    scope, what = ("node", "node") if device is None else ("device", "device")
+    statuses = [s for s in statuses_now(path, view)
+                if s.pool == pool and s.node == node and s.scope == scope and (device is None or s.device == device)]
     acks = acknowledged(path, tuple(statuses))
     unreachable_note()
     if not statuses:
-        st.success("Status ok: no status rule fires on this node in this window.")
+        st.success(f"Status ok: no status rule fires on this {what} in this window.")
     for s in statuses:
         text = f"Status **{s.level}**: {md(s.reason)}"
         silence = acks.get(s)
@@ -100,6 +102,11 @@ def node_panel(pool: str, node: str, view: filters.View) -> None:
             st.info(f"{text}. ✅ {md(said[:1].upper() + said[1:])}")
         else:  # a finding, not a failure of the page: st.error stays for what went wrong here
             st.warning(f"{text}. Not acknowledged.", icon="🛑" if s.level == "critical" else "⚠️")
+
+
+def node_panel(pool: str, node: str, view: filters.View) -> None:
+    """The node's status, its acknowledgement, and (for a lead, with an Alertmanager) a form to silence it."""
+    status_panel(pool, node, None, view)
     url = alertmanager_url()
     if url is None:
         st.caption("No Alertmanager is configured for this console (HETPOOL_ALERTMANAGER_URL), so this node's alerts "

@@ -1,10 +1,11 @@
-"""Device: one device's metrics over time, error events, versions and place in the registry."""
+"""Device: one device's status and its acknowledgement, metrics over time, error events, versions and place in
+the registry."""
 
 from __future__ import annotations
 
 import streamlit as st
 
-from app.console import drill, filters
+from app.console import acks, drill, filters
 
 
 def render() -> None:
@@ -15,6 +16,7 @@ def render() -> None:
         return
     target = drill.wanted(view, want_device=True)
     if target is not None:
+        acks.status_panel(target.pool, target.node, target.device, view)  # silenced from the Node page
         drill.show(target, view)
 
 
