@@ -1,7 +1,8 @@
 """Candidate YAML: the one loader for candidate files, validated against the fleet and the policy registry.
 
     name: sla-cost
-    policy: sla_cost                  # or {name: pd_split, prefill: [h100-a], decode: [ascend-a]}
+    policy: sla_cost                  # or {name: pd_split, prefill: [h100-a], decode: [ascend-a]},
+                                      # or {name: sla_cost, max_failure_risk: 0.001}
     overflow: queue                   # queue | reject | degrade
     noise: 0.0                        # spread of each replica's speed (a mean-1 lognormal factor on its steps)
     drain_s: 600                      # optional: stop this long after the last arrival
@@ -14,6 +15,11 @@
 
 Pool overrides may go beyond the registry's device count: a candidate can model buying capacity. The data
 classes live in replay.config.
+
+`faults` says where replica failures and clock throttling come from (replay.faults): `telemetry` (the
+default: the store's record over the 7 days before the replayed traffic), `off`, or a mapping
+`{window_days: 7, repair_s: 900, pools: {h100-a: {failures_per_device_hour: 0.002, repair_s: 600,
+throttled_share: 0.5, throttled_clock: 0.5}}}` whose pools replace the telemetry's figures.
 
 `predictor` names an output-length predictor (replay.predictors), with its options in a mapping:
 `online` or `{name: online, quantile: 0.9, min_samples: 20, default: 256}`, `{name: fixed, tokens: 300}`,
@@ -33,6 +39,7 @@ from yaml.nodes import MappingNode, Node
 from pool_registry import KV_CACHE_DTYPES, Reader, Registry
 from pool_registry.yamlread import read_text
 from replay.config import (
+    FAULT_MODES,
     INT_OVERRIDES,
     NONNEGATIVE_OVERRIDES,
     OVERFLOW_MODES,
@@ -40,6 +47,8 @@ from replay.config import (
     POSITIVE_OVERRIDES,
     RATIO_OVERRIDES,
     Candidate,
+    FaultSpec,
+    PoolFaults,
     PoolOverride,
     PredictorSpec,
     SlaTier,
@@ -64,7 +73,7 @@ def load_candidate_text(text: str, registry: Registry, source: str = "<candidate
     r = Reader(source)
     root = r.root(text, "a mapping with at least 'policy'", CandidateError)
     f = r.mapping(root, "", required=("policy",), optional=(
-        "name", "overflow", "noise", "drain_s", "sla_tiers", "pools", "predictor"))
+        "name", "overflow", "noise", "drain_s", "sla_tiers", "pools", "predictor", "faults"))
     policy, options = _policy(r, f.get("policy"), registry)
     cand = Candidate(
         name=r.optional(f, "name", "", r.string, default_name),
@@ -76,6 +85,7 @@ def load_candidate_text(text: str, registry: Registry, source: str = "<candidate
         sla_tiers=r.optional(f, "sla_tiers", "", lambda n, p: _tiers(r, n, p), {}),
         pools=r.optional(f, "pools", "", lambda n, p: _pools(r, n, p, registry), {}),
         predictor=r.optional(f, "predictor", "", lambda n, p: _predictor(r, n, p), PredictorSpec()),
+        faults=r.optional(f, "faults", "", lambda n, p: _faults(r, n, p, registry), FaultSpec()),
     )
     table = cand.predictor.options.get("tiers") if cand.predictor.name == "table" else None
     if isinstance(table, dict) and cand.sla_tiers:
@@ -92,12 +102,16 @@ def _policy(r: Reader, node: Node | None, registry: Registry) -> tuple[str, dict
     if node is None:
         return "", {}
     if isinstance(node.value, list):
-        f = r.mapping(node, "policy", required=("name",), optional=("prefill", "decode"))
+        f = r.mapping(node, "policy", required=("name",), optional=("prefill", "decode", "max_failure_risk"))
         name = r.optional(f, "name", "policy", r.text, "")
         options: dict[str, tuple[str, ...]] = {
             k: r.string_list(f[k], f"policy.{k}") for k in ("prefill", "decode") if k in f}
+        if "max_failure_risk" in f:
+            options["max_failure_risk"] = (r.text(f["max_failure_risk"], "policy.max_failure_risk"),)
         known = [p.id for p in registry.pools]
         for key, ids in options.items():
+            if key not in ("prefill", "decode"):
+                continue
             for i, pool_id in enumerate(ids):
                 if pool_id not in known:
                     r.fail(f[key].value[i], f"policy.{key}[{i}]",
@@ -147,6 +161,34 @@ def _predictor(r: Reader, node: Node, path: str) -> PredictorSpec:
         if top in options:  # one missing or unreadable is reported already
             r.fail(_option_node(f.get(top), key) or node, f"{path}.{key}", message)
     return PredictorSpec(name, options)
+
+
+FAULT_FIELDS = ("failures_per_device_hour", "repair_s", "throttled_share", "throttled_clock")
+
+
+def _faults(r: Reader, node: Node, path: str, registry: Registry) -> FaultSpec:
+    """`telemetry` (the default), `off`, or a mapping: window_days, repair_s, and per-pool figures."""
+    if not isinstance(node, MappingNode):
+        return FaultSpec(mode=r.choice(node, path, FAULT_MODES) or "telemetry")
+    f = r.mapping(node, path, required=(), optional=("mode", "window_days", "repair_s", "pools"))
+    positive = lambda n, p: r.number(n, p, gt=0)  # noqa: E731
+    pools: dict[str, PoolFaults] = {}
+    known = [p.id for p in registry.pools]
+    for pool_id, item in (r.free_mapping(f["pools"], f"{path}.pools").items() if "pools" in f else ()):
+        sub = f"{path}.pools.{pool_id}"
+        if pool_id not in known:
+            r.fail(item, sub, f"unknown pool '{pool_id}'; known: {', '.join(known)}")
+            continue
+        g = r.mapping(item, sub, required=(), optional=FAULT_FIELDS)
+        pools[pool_id] = PoolFaults(
+            failures_per_device_hour=r.optional(g, "failures_per_device_hour", sub,
+                                                lambda n, p: r.number(n, p, ge=0), 0.0),
+            repair_s=r.optional(g, "repair_s", sub, positive, None),
+            throttled_share=r.optional(g, "throttled_share", sub, lambda n, p: r.number(n, p, ge=0, le=1), 0.0),
+            throttled_clock=r.optional(g, "throttled_clock", sub, lambda n, p: r.number(n, p, gt=0, le=1), 1.0))
+    return FaultSpec(mode=r.optional(f, "mode", path, lambda n, p: r.choice(n, p, FAULT_MODES), "telemetry"),
+                     window_days=r.optional(f, "window_days", path, positive, 7.0),
+                     repair_s=r.optional(f, "repair_s", path, positive, 900.0), pools=pools)
 
 
 def _option_node(node: Node | None, key: str) -> Node | None:
@@ -205,7 +247,7 @@ def override_value(r: Reader, key: str) -> Callable[[Node, str], Any]:
 def candidate_to_dict(c: Candidate) -> dict[str, Any]:
     """Plain data in the candidate file's own schema (for JSON storage and YAML output)."""
     policy: Any = c.policy if not c.policy_options else {
-        "name": c.policy, **{k: list(v) for k, v in c.policy_options.items()}}
+        "name": c.policy, **{k: list(v) if k in ("prefill", "decode") else v[0] for k, v in c.policy_options.items()}}
     out: dict[str, Any] = {"name": c.name, "policy": policy, "overflow": c.overflow, "noise": c.noise}
     if c.drain_s is not None:
         out["drain_s"] = c.drain_s
@@ -214,6 +256,11 @@ def candidate_to_dict(c: Candidate) -> dict[str, Any]:
     out["pools"] = {p: {k: v for k, v in dataclasses.asdict(o).items() if v is not None and
                         not (k == "enabled" and v is True)} for p, o in sorted(c.pools.items())}
     out["predictor"] = predictor_to_data(c.predictor)
+    if c.faults != FaultSpec():
+        out["faults"] = c.faults.mode if c.faults == FaultSpec(mode=c.faults.mode) else {
+            "mode": c.faults.mode, "window_days": c.faults.window_days, "repair_s": c.faults.repair_s,
+            "pools": {p: {k: v for k, v in dataclasses.asdict(x).items() if v is not None}
+                      for p, x in sorted(c.faults.pools.items())}}
     return out
 
 

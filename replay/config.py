@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 OVERFLOW_MODES = ("queue", "reject", "degrade")
+FAULT_MODES = ("telemetry", "off")
 INT_OVERRIDES = ("replicas", "max_concurrency", "devices_per_replica", "max_queue", "pp", "max_num_batched_tokens",
                  "ep")
 RATIO_OVERRIDES = ("mfu", "mem_bw_eff", "gpu_memory_utilization", "mfu_decode")
@@ -66,6 +67,28 @@ class PredictorSpec:
 
 
 @dataclass(frozen=True)
+class PoolFaults:
+    """How one pool fails and throttles: fatal failures per device-hour, the time a failed replica stays down,
+    and the share of busy time its devices run below their reference clock, at what share of that clock."""
+
+    failures_per_device_hour: float = 0.0
+    repair_s: float | None = None          # None: the candidate's repair_s
+    throttled_share: float = 0.0
+    throttled_clock: float = 1.0
+
+
+@dataclass(frozen=True)
+class FaultSpec:
+    """Where failures and throttling come from: the store's telemetry over `window_days` before the replayed
+    traffic (`telemetry`), nowhere (`off`), and per-pool figures that replace the telemetry's."""
+
+    mode: str = "telemetry"
+    window_days: float = 7.0
+    repair_s: float = 900.0
+    pools: dict[str, PoolFaults] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class Candidate:
     """One routing and cost configuration to replay."""
 
@@ -78,6 +101,7 @@ class Candidate:
     sla_tiers: dict[str, SlaTier] = field(default_factory=dict)
     pools: dict[str, PoolOverride] = field(default_factory=dict)
     predictor: PredictorSpec = field(default_factory=PredictorSpec)
+    faults: FaultSpec = field(default_factory=FaultSpec)
 
     def override(self, pool_id: str) -> PoolOverride:
         """The override for a pool, or an empty one."""

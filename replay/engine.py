@@ -2,10 +2,13 @@
 
 `history` is what a router knew before the traffic started: requests that completed earlier (in_tokens,
 out_tokens, model, sla_tier), from which the online predictor starts. It never includes the replayed traffic.
+`telemetry` is each pool's failure and throttling record over the window before it (replay.faults), which
+the candidate's `faults` replays, replaces or switches off.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -14,6 +17,7 @@ import polars as pl
 from pool_registry import Registry
 from replay.config import Candidate
 from replay.errors import ReplayError
+from replay.faults import PoolFaultModel, resolve
 from replay.fleet import resolve_pools
 from replay.plan import build_plan
 from replay.policies import get_policy
@@ -56,7 +60,7 @@ def prepare_traffic(traffic: pl.DataFrame) -> pl.DataFrame:
 
 
 def run_replay(candidate: Candidate, traffic: pl.DataFrame, registry: Registry, seed: int = 0,
-               history: pl.DataFrame | None = None) -> ReplayResult:
+               history: pl.DataFrame | None = None, telemetry: pl.DataFrame | None = None) -> ReplayResult:
     """Replay traffic under a candidate. Pure: the result depends only on the arguments."""
     frame = prepare_traffic(traffic)
     if frame.height == 0:
@@ -65,10 +69,22 @@ def run_replay(candidate: Candidate, traffic: pl.DataFrame, registry: Registry, 
     pools = resolve_pools(registry, candidate)
     plan = build_plan(frame, pools, candidate, rng, history)
     policy = get_policy(candidate.policy)
-    raw = simulate(plan, policy, candidate.policy_options, candidate.overflow, candidate.noise)
+    models = resolve(candidate.faults, [p.id for p in pools], telemetry)
+    faults = [models[p.id] for p in pools]
+    live = faults if any(f.failures_per_device_hour > 0 or f.speed != 1.0 for f in faults) else None
+    raw = simulate(plan, policy, candidate.policy_options, candidate.overflow, candidate.noise, live, seed)
     requests, summary = build(plan, raw, frame, candidate=candidate.name, policy=candidate.policy, seed=seed,
                               drain_s=candidate.drain_s)
+    summary = dataclasses.replace(summary, faults={p.id: fault_row(models[p.id]) for p in pools
+                                                   if models[p.id].source != "none"})
     return ReplayResult(requests, summary, busy_spans(plan.t0_ms, [p.id for p in pools], raw.spans))
+
+
+def fault_row(f: PoolFaultModel) -> dict[str, float | str]:
+    """One pool's replayed failure and throttling figures, as the summary reports them."""
+    return {"failures_per_device_hour": f.failures_per_device_hour, "repair_s": f.repair_s,
+            "throttled_share": f.throttled_share, "throttled_clock": f.throttled_clock, "speed": f.speed,
+            "source": f.source}
 
 
 def busy_spans(t0_ms: int, pool_ids: list[str], spans: list[tuple[int, int, np.ndarray]]) -> pl.DataFrame:
@@ -87,6 +103,6 @@ def busy_spans(t0_ms: int, pool_ids: list[str], spans: list[tuple[int, int, np.n
 
 
 def replay_summary(candidate: Candidate, traffic: pl.DataFrame, registry: Registry, seed: int = 0,
-                   history: pl.DataFrame | None = None) -> Summary:
+                   history: pl.DataFrame | None = None, telemetry: pl.DataFrame | None = None) -> Summary:
     """Only the summary, for sweeps where per-request rows would cost a copy back from the worker."""
-    return run_replay(candidate, traffic, registry, seed, history).summary
+    return run_replay(candidate, traffic, registry, seed, history, telemetry).summary

@@ -52,6 +52,7 @@ class Replica:
         "dbytes",
         "dec",
         "dense",
+        "down",
         "end",
         "fresh",
         "index",
@@ -79,6 +80,7 @@ class Replica:
         "queued_pred",
         "queues",
         "rate",
+        "repair_at",
         "rid",
         "sctx",
         "share",
@@ -148,6 +150,8 @@ class Replica:
         # wait_estimate's parts that change only with the run (routers ask again and again between events)
         self.wver = -1
         self.wbase = self.wextra = self.wstep = 0.0
+        self.down = False                      # failed and not yet repaired: serves nothing, takes no run
+        self.repair_at = 0.0
 
     # -- the pass model -------------------------------------------------------------------------------
     def weight_read(self, tokens: float) -> float:
@@ -177,6 +181,8 @@ class Replica:
         self.loads[self.pool] += 1
         self.queues[self.pool] += 1
         if self.k == 0:
+            if self.down:  # held until the repair
+                return
             self.span0 = self.t0 = t
             self.plan(t)
         elif self.open and not self.cutting and self.kv_res + len(self.dec) * self.k + book.held[i] < self.cap:
@@ -454,6 +460,8 @@ class Replica:
     # -- what policies read ---------------------------------------------------------------------------
     def predict(self, i: int, t: float) -> tuple[float, float]:
         """Predicted TTFT and e2e of request i if it joined this replica's queue now."""
+        if self.down:  # it starts when the replica is back, as an idle one with this queue
+            return self.predict_down(i, t)
         book = self.book
         n_d = len(self.dec)
         h = book.held[i]
@@ -526,3 +534,61 @@ class Replica:
         if a >= c and b >= d:
             return j * (a + o) + b * j * (j - 1) / 2.0
         return run_seconds(a, b, c, o, j, d)
+
+    # -- failures -------------------------------------------------------------------------------------
+    def fail(self, t: float) -> tuple[list[int], int]:
+        """The replica fails at t: every request on it is lost. Returns them (running ones first, in admission
+        order, then the queue) and the token positions they had computed here, which are lost with them."""
+        if self.k and self.end <= t:  # the run's last pass ended as it failed: that boundary happened
+            self.boundary(self.end)
+        if self.k:
+            j = passes_within(self.a, self.b, self.c, self.o, t - self.t0, self.d)
+            j = min(j, self.k - 1)
+            self.advance(j, self.t0 + self.run_time(j))
+            self.busy += t - self.t0  # the pass it died in was running
+            self.spans.append(self.span0)
+            self.spans.append(t)
+        book = self.book
+        running = [i for i in self.order if book.where[i] == self.rid and book.phase[i] in (PREFILL, DECODE)]
+        lost_tokens = 0
+        for i in running:
+            computed = book.held[i] - book.rem[i] - book.cached[i]
+            if book.phase[i] == DECODE:
+                passes = self.steps - book.entry_step[i]
+                computed += passes
+                book.cost[i] += self.cum_u - book.entry_u[i]
+            lost_tokens += max(computed, 0)
+            book.pfin[i] = -1
+        queued = list(self.wait)
+        self.loads[self.pool] -= len(running) + len(queued)
+        self.queues[self.pool] -= len(queued)
+        for i in queued:
+            book.wait[i] += t - book.enq[i]
+        self.dec, self.pdec, self.pre, self.order, self.fresh, self.chunks = [], [], [], [], [], []
+        self.wait = deque()
+        self.kv_res = self.kv_read = self.n_run = self.queued_pred = 0
+        self.k = self.knd = 0
+        self.tokens = self.left = 0
+        self.open = self.cutting = False
+        self.ver += 1  # the pending run end is void
+        self.wver = -1
+        self.down = True
+        return running + queued, lost_tokens
+
+    def repair(self, t: float) -> None:
+        """Back in service at t: start on what queued while it was down."""
+        self.down = False
+        self.ver += 1
+        if self.wait:
+            self.span0 = self.t0 = t
+            self.plan(t)
+
+    def predict_down(self, i: int, t: float) -> tuple[float, float]:
+        """Predict as if repaired now and idle with the queue it holds, then add the time until the repair."""
+        self.down = False
+        try:
+            ttft, e2e = self.predict(i, t)
+        finally:
+            self.down = True
+        delay = self.repair_at - t if self.repair_at > t else 0.0
+        return ttft + delay, e2e + delay

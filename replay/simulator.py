@@ -27,11 +27,14 @@ from replay import costmodel
 from replay.book import Book
 from replay.constraints import why_not
 from replay.costmodel import StepModel
+from replay.faults import PoolFaultModel, next_failure
 from replay.plan import Plan
 from replay.policies.base import Policy, Router, State
 from replay.replica import Replica
 
 NONE, QUEUE, DEGRADE, REJECT, UNFIT = 0, 1, 2, 3, 4
+FAIL, REPAIR = -2, -3  # the version field of a replica's failure and repair events (run ends carry >= 1)
+NAN = float("nan")
 FLAG_NAMES = ("", "queue", "degrade", "reject", "reject")
 INF = float("inf")
 
@@ -53,6 +56,9 @@ class Raw:
     spans: list[tuple[int, int, np.ndarray]] = field(default_factory=list)  # (pool, replica, [start, end, ...])
     kv_time: np.ndarray = field(default_factory=lambda: np.zeros(0))  # per pool: KV tokens held x seconds
     truncated: dict[int, int] = field(default_factory=dict)  # request -> output tokens it stopped at
+    failures: list[int] = field(default_factory=list)        # per pool: replica failures injected
+    retried: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))  # per request: retries
+    lost_tokens: int = 0                                     # token positions computed, then lost in failures
 
 
 def reject_reason(plan: Plan, i: int, flag: int, policy: Policy) -> str:
@@ -64,8 +70,10 @@ def reject_reason(plan: Plan, i: int, flag: int, policy: Policy) -> str:
 
 
 def build_replicas(plan: Plan, book: Book, heap: list[tuple[float, int, int]], noise: float,
-                   rng: np.random.Generator) -> tuple[list[list[Replica]], list[int], list[int]]:
-    """Every pool's replicas, with their own speed when the candidate asks for noise."""
+                   rng: np.random.Generator,
+                   speed: list[float] | None = None) -> tuple[list[list[Replica]], list[int], list[int]]:
+    """Every pool's replicas, with their own speed when the candidate asks for noise, slowed by their pool's
+    time-averaged throttling (`speed`, per pool, 1 when never throttled)."""
     loads, queues = [0] * len(plan.pools), [0] * len(plan.pools)
     push = functools.partial(heapq.heappush, heap)
     sigma2 = float(np.log1p(noise**2))
@@ -73,9 +81,11 @@ def build_replicas(plan: Plan, book: Book, heap: list[tuple[float, int, int]], n
     rid = 0
     for p, spec in enumerate(plan.pools):
         speeds = rng.lognormal(-sigma2 / 2, np.sqrt(sigma2), spec.replicas) if noise > 0 else np.ones(spec.replicas)
+        slow = 1.0 / speed[p] if speed is not None and speed[p] != 1.0 else 1.0
         reps = []
         for r in range(spec.replicas):
-            reps.append(Replica(rid, p, r, StepModel.of(spec, float(speeds[r])), max_concurrency=spec.max_concurrency,
+            reps.append(Replica(rid, p, r, StepModel.of(spec, float(speeds[r]) * slow),
+                                max_concurrency=spec.max_concurrency,
                                 budget=spec.max_num_batched_tokens, kv_capacity=spec.kv_capacity_tokens,
                                 rate=spec.replica_cost_per_s, book=book, push=push, loads=loads, queues=queues))
             rid += 1
@@ -84,14 +94,17 @@ def build_replicas(plan: Plan, book: Book, heap: list[tuple[float, int, int]], n
 
 
 def simulate(plan: Plan, policy: Policy, options: dict[str, tuple[str, ...]], overflow_mode: str,
-             noise: float = 0.0) -> Raw:
-    """Run one replay of the plan."""
+             noise: float = 0.0, faults: list[PoolFaultModel] | None = None, fault_seed: int = 0) -> Raw:
+    """Run one replay of the plan, with each pool's failures and throttling when `faults` gives them."""
     n = plan.n
     book = Book(n, plan.cached_tokens.astype(np.int64).tolist())
     heap: list[tuple[float, int, int]] = []
-    replicas, loads, queues = build_replicas(plan, book, heap, noise, plan.rng)
+    speed = [f.speed for f in faults] if faults is not None else None
+    replicas, loads, queues = build_replicas(plan, book, heap, noise, plan.rng, speed)
     flat = [r for reps in replicas for r in reps]
     state = State(plan, replicas, loads, queues)
+    if faults is not None:
+        state.fail_rate = [f.replica_rate(spec.devices_per_replica) for f, spec in zip(faults, plan.pools, strict=True)]
     router = policy.router(plan, state, options)
     prompt, ins, outs, pred = plan.prompt_list, plan.in_list, plan.out_list, plan.pred_list
     pool_out, rep_out, dpool_out = [-1] * n, [-1] * n, [-1] * n
@@ -147,17 +160,9 @@ def simulate(plan: Plan, policy: Policy, options: dict[str, tuple[str, ...]], ov
         state.pick(d, t).arrive(i, t)
 
     overflow = _overflow(plan, state, overflow_mode, policy.split, router)
-    for i, t in enumerate(plan.arrival_list):
-        while heap and heap[0][0] <= t:
-            et, ver, rid = pop(heap)
-            if rid >= 0:
-                rep = flat[rid]
-                if rep.ver == ver:
-                    rep.boundary(et)
-            else:
-                land(-1 - rid, et)
-        if i == upcoming:
-            upcoming = plan.refresh(i)
+
+    def dispatch(i: int, t: float) -> None:
+        """Route request i at t (its arrival, or its retry after a failure) and queue it there."""
         guess = pred[i]
         if split:  # the prefill stage generates the first token
             book.load(i, prompt[i], ins[i], 1 if outs[i] > 1 else outs[i], 1 if guess > 1 else guess)
@@ -167,7 +172,8 @@ def simulate(plan: Plan, policy: Policy, options: dict[str, tuple[str, ...]], ov
         if chosen is None:
             chosen, flags[i] = overflow(i, t)
             if chosen is None:
-                continue
+                pool_out[i] = -1
+                return
         pool_out[i], rep_out[i] = chosen.pool, chosen.index
         if split:
             if outs[i] > 1 and router.splits(chosen.pool):
@@ -182,17 +188,95 @@ def simulate(plan: Plan, policy: Policy, options: dict[str, tuple[str, ...]], ov
             cut(i, chosen.pool)
             book.load(i, prompt[i], ins[i], outs[i], guess)
         chosen.arrive(i, t)
+
+    outage = Outage(plan, state, faults, fault_seed, heap)
+
+    def fault(rep: Replica, kind: int, t: float) -> None:
+        """A replica fails (kind FAIL) or is back (kind REPAIR) at t; a failure's requests are retried at once."""
+        if kind == REPAIR:
+            outage.repaired(rep, t)
+            return
+        for i in outage.failed(rep, t):
+            splitting[i] = False
+            dpool_out[i] = -1
+            dispatch(i, t)
+
+    for i, t in enumerate(plan.arrival_list):
+        while heap and heap[0][0] <= t:
+            et, ver, rid = pop(heap)
+            if rid >= 0:
+                rep = flat[rid]
+                if rep.ver == ver:
+                    rep.boundary(et)
+                elif ver < 0:
+                    fault(rep, ver, et)
+            else:
+                land(-1 - rid, et)
+        if i == upcoming:
+            upcoming = plan.refresh(i)
+        dispatch(i, t)
     while heap:
         et, ver, rid = pop(heap)
         if rid >= 0:
             rep = flat[rid]
             if rep.ver == ver:
                 rep.boundary(et)
+            elif ver < 0:
+                fault(rep, ver, et)
         else:
             land(-1 - rid, et)
     raw = _outcome(plan, policy, book, pool_out, rep_out, dpool_out, flags, replicas)
     raw.truncated = truncated
+    raw.failures, raw.retried, raw.lost_tokens = outage.failures, np.array(outage.retried, dtype=np.int64), \
+        outage.lost_tokens
     return raw
+
+
+class Outage:
+    """The failures of one run: each replica's seeded Poisson process over the replayed window, its repair, and
+    what the failures cost (see replay.faults)."""
+
+    def __init__(self, plan: Plan, state: State, faults: list[PoolFaultModel] | None, seed: int,
+                 heap: list[tuple[float, int, int]]) -> None:
+        self.state, self.heap = state, heap
+        self.failures = [0] * len(plan.pools)
+        self.retried = [0] * plan.n
+        self.lost_tokens = 0
+        self.horizon = float(plan.arrival[-1]) if plan.n else 0.0  # failures strike while traffic arrives
+        self.repair = [f.repair_s for f in faults] if faults is not None else []
+        # its own generator, so that a run without failures draws exactly what it drew before
+        self.rng = np.random.default_rng([seed, 0xFA17])
+        if faults is None:
+            return
+        for reps in state.replicas:
+            for r in reps:
+                self.schedule(r, 0.0)
+
+    def schedule(self, r: Replica, after: float) -> None:
+        """Push replica r's next failure, if it falls within the replayed window."""
+        t = next_failure(self.rng, self.state.fail_rate[r.pool], after)
+        if t <= self.horizon:
+            heapq.heappush(self.heap, (t, FAIL, r.rid))
+
+    def failed(self, r: Replica, t: float) -> list[int]:
+        """Replica r fails at t: take it out of service until its repair; returns the requests to retry."""
+        lost, tokens = r.fail(t)
+        self.state.went_down(r)
+        r.repair_at = t + self.repair[r.pool]
+        heapq.heappush(self.heap, (r.repair_at, REPAIR, r.rid))
+        self.failures[r.pool] += 1
+        self.lost_tokens += tokens
+        first = r.book.first
+        for i in lost:
+            self.retried[i] += 1
+            first[i] = NAN  # the retry streams its tokens again
+        return lost
+
+    def repaired(self, r: Replica, t: float) -> None:
+        """Replica r is back at t."""
+        self.state.came_back(r)
+        r.repair(t)
+        self.schedule(r, t)
 
 
 def _overflow(plan: Plan, state: State, mode: str, split: bool,

@@ -86,6 +86,11 @@ class Summary:
     predictor_ape_p50: float | None = None    # % error of the predicted output length, over served requests
     predictor_ape_p90: float | None = None
     truncated: int = 0
+    failures: dict[str, int] = field(default_factory=dict)   # replica failures injected, per pool
+    retried: int = 0                                         # requests retried after a failure (once or more)
+    retries_missed_sla: int = 0                              # of those, served outside their SLA or not at all
+    work_lost_tokens: int = 0                                # token positions computed, then lost in failures
+    faults: dict[str, dict[str, Any]] = field(default_factory=dict)  # per pool, the figures replayed
 
     def to_dict(self) -> dict[str, Any]:
         """Plain data for JSON."""
@@ -163,7 +168,8 @@ def build(plan: Plan, raw: Raw, traffic: pl.DataFrame, *, candidate: str, policy
         pl.DataFrame({name: np.where(served, values, nan) for name, values in (
             ("wait_s", raw.wait), ("ttft_s", raw.ttft), ("tpot_s", tpot), ("e2e_s", raw.e2e),
             ("cost_usd", raw.cost))}).fill_nan(None),
-        pl.DataFrame({"preempted": raw.preempted}),
+        pl.DataFrame({"preempted": raw.preempted,
+                      "retries": raw.retried if raw.retried.size else np.zeros(n, dtype=np.int64)}),
         labels.select("sla_met", "overflow", "outcome"),
         reasons.to_frame(),
     ], how="horizontal")
@@ -189,6 +195,7 @@ def build(plan: Plan, raw: Raw, traffic: pl.DataFrame, *, candidate: str, policy
     overflow = {name: int((raw.flag == code).sum()) for code, name in ((1, "queue"), (2, "degrade"))}
     overflow["reject"] = int(rejected.sum())
     ttft, e2e, tp = raw.ttft[served], raw.e2e[served], tpot[served]
+    retried = raw.retried > 0 if raw.retried.size else np.zeros(n, dtype=bool)
     summary = Summary(
         candidate=candidate, policy=policy, seed=seed, requests=n, served=int(served.sum()),
         rejected=int(rejected.sum()), still_queued=int(queued.sum()),
@@ -205,6 +212,9 @@ def build(plan: Plan, raw: Raw, traffic: pl.DataFrame, *, candidate: str, policy
         kv_use={k: v.kv_use for k, v in pool_rows.items()}, preempted=int(raw.preempted[routed].sum()),
         predictor=plan.predictor, predictor_note=plan.predictor_note, predictor_ape_p50=_pct(ape[served], 50),
         predictor_ape_p90=_pct(ape[served], 90), truncated=len(raw.truncated),
+        failures={spec.id: raw.failures[k] for k, spec in enumerate(plan.pools)} if raw.failures else {},
+        retried=int(retried.sum()), retries_missed_sla=int((retried & ~(served & met)).sum()),
+        work_lost_tokens=int(raw.lost_tokens),
     )
     return frame, summary
 

@@ -45,6 +45,22 @@ class Traffic:
     notes: tuple[str, ...] = ()
     spec: dict[str, Any] = field(default_factory=dict)
     history: pl.DataFrame | None = None  # requests that completed before it (for the online predictor)
+    telemetry: pl.DataFrame | None = None  # each pool's failures and throttling before it (replay.faults)
+
+    @property
+    def first_ms(self) -> int | None:
+        """The first stored arrival, which the fault telemetry's window ends at; None for a file, whose
+        timestamps need not be the store's (its window ends at the newest stored data)."""
+        if self.spec.get("kind") != "stored" or self.frame.height == 0:
+            return None
+        return int(self.frame["arrival_ms"].min())  # type: ignore[arg-type]
+
+    @property
+    def last_ms(self) -> int | None:
+        """The last stored arrival (None for a file)."""
+        if self.spec.get("kind") != "stored" or self.frame.height == 0:
+            return None
+        return int(self.frame["arrival_ms"].max())  # type: ignore[arg-type]
 
 
 def stored_traffic(frame: pl.DataFrame, *, trace: str | None = None, start: str | None = None,
@@ -190,11 +206,12 @@ def run_whatif(candidate: Candidate, traffic: Traffic, registry: Registry, *, ba
     base_pools = resolve_pools(registry, baseline) if baseline else ()
     history = traffic.history
     say(0.0, f"replaying {traffic.frame.height:,} requests under {candidate.name!r}")
-    result = run_replay(candidate, traffic.frame, registry, seed, history)
+    telemetry = traffic.telemetry
+    result = run_replay(candidate, traffic.frame, registry, seed, history, telemetry)
     base = None
     if baseline:
         say(1 / steps, f"replaying the same requests under the baseline {baseline.name!r}")
-        base = run_replay(baseline, traffic.frame, registry, seed, history)
+        base = run_replay(baseline, traffic.frame, registry, seed, history, telemetry)
     oracle = None
     if oracle_gap:
         if knowing:
@@ -202,7 +219,7 @@ def run_whatif(candidate: Candidate, traffic: Traffic, registry: Registry, *, ba
         else:
             say((steps - 1) / steps, f"replaying {candidate.name!r} again with the oracle predictor")
             oracle = run_replay(dataclasses.replace(candidate, predictor=PredictorSpec("oracle")), traffic.frame,
-                                registry, seed)
+                                registry, seed, telemetry=telemetry)
     verdict = evaluate(gate, base.summary, result.summary) if gate and base else None
     say(1.0, "done")
     return WhatIf(traffic=traffic.described, seed=seed, candidate=candidate, result=result, pools=pools,
@@ -263,6 +280,10 @@ def summary_lines(runs: list[tuple[str, Summary]]) -> list[str]:
         ("predictor", lambda s: s.predictor[:17]),
         ("out error p50/p90", lambda s: f"{fmt_pct(s.predictor_ape_p50)}/{fmt_pct(s.predictor_ape_p90)}"),
     ]
+    if any(s.faults for _, s in runs):
+        rows += [("failures injected", lambda s: str(sum(s.failures.values()))),
+                 ("retried / missed SLA", lambda s: f"{s.retried}/{s.retries_missed_sla}"),
+                 ("work lost", lambda s: f"{s.work_lost_tokens:,} tok")]
     lines = [head] + [f"{label:<22}" + "".join(f"{get(s):>18}" for _, s in runs) for label, get in rows]
     for pool in runs[0][1].utilization:
         lines.append(f"{'util / kv ' + pool:<22}" + "".join(

@@ -27,6 +27,7 @@ from replay.summary import Summary
 from store import ENV_DB, connect, require_registry
 from store.replay_runs import get_replay_run
 from store.requests import read_requests
+from store.views.faults import telemetry_for
 from tests.conftest import REPO
 
 MAIN = str(REPO / "app" / "console" / "main.py")
@@ -65,6 +66,16 @@ def last_hour(db: Path) -> tuple[int, int, pl.DataFrame]:
         last = con.execute("SELECT max(arrival_ms) FROM requests").fetchall()[0][0]
         end = (last // 1000 + 1) * 1000
         return end - 3_600_000, end, read_requests(con, start_ms=end - 3_600_000, end_ms=end)
+    finally:
+        con.close()
+
+
+def telemetry_of(db: Path, traffic: pl.DataFrame) -> pl.DataFrame:
+    """The fault telemetry a replay of these stored requests reads (the week before them)."""
+    con = connect(db, read_only=True)
+    try:
+        return telemetry_for(con, int(traffic["arrival_ms"].min()), int(traffic["arrival_ms"].max()),  # type: ignore[arg-type]
+                             7.0)
     finally:
         con.close()
 
@@ -109,7 +120,11 @@ def test_a_run_shows_the_engines_numbers_beside_the_baseline(db: Path, monkeypat
         "h100-a": PoolOverride(mfu=0.3)})
     assert pools["h100-a"].cost_model.mfu != 0.3
     base = Candidate(name="registry", policy="sla_cost", sla_tiers=TIERS)
-    expected, expected_base = run_replay(cand, traffic, reg, 0).summary, run_replay(base, traffic, reg, 0).summary
+    faults = telemetry_of(db, traffic)
+    assert faults.height > 0 and float(faults["throttled_minutes"].sum()) > 0  # the demo throttles ascend-a
+    expected = run_replay(cand, traffic, reg, 0, telemetry=faults).summary
+    expected_base = run_replay(base, traffic, reg, 0, telemetry=faults).summary
+    assert expected != run_replay(cand, traffic, reg, 0).summary  # the page replays the telemetry's throttling
     shown = {m.label: m.value for m in at.metric}
     assert shown == tiles(expected)
     table = at.dataframe[0].value

@@ -21,7 +21,7 @@ import pytest
 from pool_registry import Registry
 from store import Held, IngestRun, commit_run, connect, save_registry
 from store.rollups import HOUR_MS, MINUTE_MS
-from store.views import cost, drift, export, health, reliability
+from store.views import cost, drift, export, faults, health, reliability
 from store.views import node as one_node
 from store.views.window import Window, counter_increments, histogram_quantile, le_value, table_for
 
@@ -213,6 +213,22 @@ def test_nodes_to_drain(ro: duckdb.DuckDBPyConnection) -> None:
     assert row["fatal_events"] == 1 and row["codes"] == "79" and row["silent_devices"] == 1
     assert row["unhealthy_devices"] == 0  # its last health reading, before it went silent, was 1
     assert row["reasons"] == "1 fatal error event (codes 79); 1 device(s) stopped reporting"
+
+
+def test_fault_telemetry_by_hand(ro: duckdb.DuckDBPyConnection) -> None:
+    got = {r["pool"]: r for r in faults.fault_telemetry(ro, WHOLE).iter_rows(named=True)}
+    h100, ascend = got["h100-a"], got["ascend-a"]
+    # h100: 3 devices x 2 hours; one fatal XID 79 and one device that went silent
+    assert (h100["hours"], h100["device_hours"], h100["fatal_events"], h100["devices_lost"]) == (2, 6.0, 1.0, 1)
+    # busy minutes: n1/0 and n1/1 at 0.8 (120 each), n2/0 at 0.4 never busy; n1/1 ran all 120 at 1.2 of 1.98 GHz
+    assert (h100["busy_minutes"], h100["throttled_minutes"]) == (240, 120)
+    assert h100["throttled_clock"] == pytest.approx(1.2 / 1.98)
+    # ascend: 2 devices x 2 hours, no fatal event; n1/0 spent its second hour at 1.2 of 1.8 GHz
+    assert (ascend["device_hours"], ascend["fatal_events"], ascend["devices_lost"]) == (4.0, 0.0, 0)
+    assert (ascend["busy_minutes"], ascend["throttled_minutes"]) == (240, 60)
+    assert ascend["throttled_clock"] == pytest.approx(1.2 / 1.8)
+    # nothing stored before the window: the replay falls back to the traffic's own window
+    assert faults.telemetry_for(ro, T0, T0 + 2 * HOUR_MS - 1, 7.0).equals(faults.fault_telemetry(ro, WHOLE))
 
 
 def test_error_timeline_and_events(ro: duckdb.DuckDBPyConnection) -> None:

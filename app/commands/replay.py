@@ -36,6 +36,7 @@ from replay.whatif import fmt_s as _fmt
 from store import require_registry
 from store.replay_runs import save_replay_run
 from store.requests import read_history, read_requests
+from store.views.faults import telemetry_for
 
 GATE_FAILED = 1
 
@@ -146,6 +147,14 @@ def _traffic(ctx: Context, con: duckdb.DuckDBPyConnection, history: bool = False
                           history=before)
 
 
+def with_fault_telemetry(con: duckdb.DuckDBPyConnection, traffic: Traffic, candidate: Candidate) -> Traffic:
+    """The traffic with each pool's failure and throttling record (store.views.faults.telemetry_for)."""
+    if candidate.faults.mode == "off":
+        return traffic
+    frame = telemetry_for(con, traffic.first_ms, traffic.last_ms, candidate.faults.window_days)
+    return dataclasses.replace(traffic, telemetry=frame)
+
+
 def run(ctx: Context) -> int:
     """Replay, compare, gate, save; exit 1 when the gate fails."""
     args = ctx.args
@@ -158,6 +167,7 @@ def run(ctx: Context) -> int:
         baseline = load_candidate(args.baseline, registry) if args.baseline else None
         gate = load_gate(args.gate) if args.gate else None
         traffic = _traffic(ctx, con, history=True)
+        traffic = with_fault_telemetry(con, traffic, candidate)
     ctx.note(f"replaying {traffic.described} under {candidate.name!r}"
              + (f"; the predictor starts from the {traffic.history.height:,} requests stored before it"
                 if traffic.history is not None else ""))

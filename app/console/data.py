@@ -32,7 +32,7 @@ from status.evaluate import Facts
 from store import ENV_DB, Store, StoreBusy, StoreError, latest_registry, queries, replay_runs, resolve_db_path
 from store import requests as stored
 from store.locks import timeout_from_env
-from store.views import cost, coverage, drift, export, health, markers, reliability, runs, versions
+from store.views import cost, coverage, drift, export, faults, health, markers, reliability, runs, versions
 from store.views.window import Window, data_span
 
 CACHE_TTL_S = 60
@@ -323,6 +323,17 @@ def stored_window(path: str, trace: str | None, start: int | None,
     starts from, as `hetpool replay run` reads them), in one read when a replay starts (not cached: they can be
     many)."""
     result: tuple[pl.DataFrame, pl.DataFrame] = _read(_stored_window, path, (trace, start, end))
+    return result
+
+
+def _fault_telemetry(con: duckdb.DuckDBPyConnection, first: int | None, last: int | None,
+                     days: float) -> pl.DataFrame:
+    return faults.telemetry_for(con, first, last, days)
+
+
+def fault_telemetry(path: str, first: int | None, last: int | None, days: float) -> pl.DataFrame:
+    """Each pool's failures and throttling before the replayed traffic, as `hetpool replay run` reads them."""
+    result: pl.DataFrame = _read(_fault_telemetry, path, (first, last, days))
     return result
 
 

@@ -3,6 +3,7 @@ baseline, the series and CDFs, the downloads and saving the run."""
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import time
 from collections.abc import Callable
@@ -51,6 +52,9 @@ def run(pick: Pick, candidate: Candidate, candidate_yaml: str, registry: Registr
 
         try:
             traffic = pick.load()  # one short read of the database; nothing is held while the replay runs
+            if candidate.faults.mode != "off":
+                traffic = dataclasses.replace(traffic, telemetry=data.fault_telemetry(
+                    data.db_path(), traffic.first_ms, traffic.last_ms, candidate.faults.window_days))
             for note in traffic.notes:
                 st.caption(note)
             whatif = run_whatif(candidate, traffic, registry, baseline=baseline, gate=gate, seed=seed,
@@ -151,6 +155,10 @@ def show(outcome: Outcome, path: str, registry: Registry) -> None:
     tiles(w.summary, w.base_summary)
     st.dataframe(kpi_table(runs), hide_index=True, width="stretch")
     st.caption(predictor_line(runs, w.history))
+    line = faults_line(runs)
+    if line:
+        missed = any(s.retries_missed_sla for _, s in runs)
+        (st.warning if missed else st.caption)(line)
     st.dataframe(pool_table(runs), hide_index=True, width="stretch", column_config={
         c: st.column_config.NumberColumn(format="percent") for c in ("utilization", "KV use", "share")})
     gap = w.oracle_gap()
@@ -182,6 +190,23 @@ def predictor_line(runs: list[tuple[str, Summary]], history: int) -> str:
                                           f"{_pct(s.predictor_ape_p90)})") for name, s in runs]
     since = f"; it started from the {history:,} requests stored before the window" if history else ""
     return f"Output-length predictor, {'; '.join(parts)}{since}."
+
+
+def faults_line(runs: list[tuple[str, Summary]]) -> str:
+    """What the replayed failures and throttling did in each run ('' when the run replayed none)."""
+    parts = []
+    for name, s in runs:
+        if not s.faults:
+            continue
+        failed = ", ".join(f"{p} {k}" for p, k in s.failures.items() if k)
+        slow = ", ".join(f"{p} at {f['speed']:.0%} speed" for p, f in s.faults.items() if f["speed"] < 1.0)
+        sources = sorted({str(f["source"]) for f in s.faults.values()})
+        parts.append(f"{name}: {sum(s.failures.values())} replica failures injected"
+                     + (f" ({failed})" if failed else "")
+                     + f", {s.retried:,} requests retried, {s.retries_missed_sla:,} of them outside their SLA, "
+                     f"{s.work_lost_tokens:,} tokens of work lost"
+                     + (f"; throttled: {slow}" if slow else "") + f" (from the {' and '.join(sources)})")
+    return ("Failures and throttling, " + "; ".join(parts) + ".") if parts else ""
 
 
 def gap_table(gap: dict[str, Any]) -> pl.DataFrame:

@@ -31,12 +31,27 @@ class State:
         self.queues = queues      # per pool: requests waiting for admission
         self.max_queue = [p.max_queue for p in plan.pools]
         self.slots = [float(p.slots) for p in plan.pools]
+        self.up = [list(reps) for reps in replicas]  # per pool, the replicas in service, in index order
+        self.fail_rate = [0.0] * len(plan.pools)     # per pool, failures per second of one replica
+
+    def went_down(self, r: Replica) -> None:
+        """Replica r failed: routers stop picking it."""
+        self.up[r.pool].remove(r)
+
+    def came_back(self, r: Replica) -> None:
+        """Replica r is repaired: back among its pool's choices, in index order."""
+        up = self.up[r.pool]
+        up.append(r)
+        up.sort(key=lambda x: x.index)
 
     def pick(self, p: int, t: float) -> Replica:
-        """The replica of pool p a request arriving at t joins (see the module docstring)."""
-        reps = self.replicas[p]
+        """The replica of pool p a request arriving at t joins (see the module docstring); a failed one only
+        when the whole pool is down (the one back first)."""
+        reps = self.up[p]
         if len(reps) == 1:
             return reps[0]
+        if not reps:
+            return min(self.replicas[p], key=lambda r: r.repair_at)
         best, load = None, 1 << 62
         for r in reps:
             if r.n_run < load and r.n_run < r.mc and not r.wait:
@@ -55,7 +70,10 @@ class State:
         return self.queues[p]
 
     def has_room(self, p: int, replica: Replica, t: float) -> bool:
-        """Whether a request may join: it would be admitted at once, or the pool's queue is under its limit."""
+        """Whether a request may join: it would be admitted at once, or the pool's queue is under its limit; never
+        a failed replica (a gateway's health check takes it out)."""
+        if replica.down:
+            return False
         return self.predicted_wait(replica, t) <= 0.0 or self.queue_length(p) < self.max_queue[p]
 
     def predicted_wait(self, replica: Replica, t: float) -> float:

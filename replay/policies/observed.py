@@ -38,7 +38,9 @@ class _Router(AtArrival):
         if p < 0 or not self.feasible[i][p]:
             return None
         r = self.replica[i]
-        return self.state.replicas[p][r] if r >= 0 else self.state.pick(p, t)
+        if r >= 0 and not self.state.replicas[p][r].down:
+            return self.state.replicas[p][r]
+        return self.state.pick(p, t)  # no replica observed, or the observed one has failed
 
 
 POLICY = Observed()
