@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 
 from app.commands._base import Context, add_command
-from store import schema_version
 
 
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
@@ -16,6 +15,8 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
 
 def run(ctx: Context) -> int:
     """Open the database writable, which applies pending migrations."""
+    from store import schema_version  # here, not at the top: `hetpool init --help` needs no DuckDB
+
     with ctx.store().write("hetpool init") as con:
         version = schema_version(con)
     ctx.emit({"db": str(ctx.db_path), "schema_version": version},

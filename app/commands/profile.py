@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
 from app.commands._base import Context, add_command, add_group
-from normalizers import Profile, check_profiles
+
+if TYPE_CHECKING:
+    from normalizers import Profile
 
 
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
@@ -24,6 +27,8 @@ def _counts(profile: Profile) -> dict[str, int]:
 
 def validate(ctx: Context) -> int:
     """Exit 0 when every profile is valid (one line each); else print every problem, one per line, and exit 2."""
+    from normalizers import check_profiles  # here, not at the top: `hetpool profile --help` loads no layer
+
     valid, problems = check_profiles(ctx.args.path)
     found = [{"file": str(file), "profile": p.name, **_counts(p)} for file, p in valid]
     if ctx.as_json:

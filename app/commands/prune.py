@@ -7,7 +7,6 @@ import datetime as dt
 import time
 
 from app.commands._base import Context, add_command, duration_ms
-from store.rollups import prune_raw
 
 
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
@@ -20,6 +19,8 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
 
 def run(ctx: Context) -> int:
     """Prune in one transaction and report what went."""
+    from store.rollups import prune_raw  # here, not at the top: `hetpool prune --help` needs no DuckDB
+
     with ctx.store().write(f"hetpool prune --keep-raw {ctx.args.keep_raw // 1000}s") as con:
         deleted, horizon = prune_raw(con, ctx.args.keep_raw, int(time.time() * 1000))
     when = dt.datetime.fromtimestamp(horizon / 1000, dt.UTC).isoformat(timespec="seconds")

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from app.commands._base import Context, add_command, add_group
-from onboarding import OnboardingError
-from onboarding.files import registry_files, store_files
-from pool_registry import Registry, RegistryError, load_registry, registry_to_dict
-from store import require_registry, save_registry
+
+if TYPE_CHECKING:
+    from pool_registry import Registry
+
+# Each handler imports the layers it uses, so that `hetpool registry ... --help` loads none of them.
 
 
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
@@ -31,6 +33,10 @@ def _summary(reg: Registry) -> str:
 
 def validate(ctx: Context) -> int:
     """Exit 0 when valid; on problems print all of them, one per line, and exit 2."""
+    from onboarding import OnboardingError
+    from onboarding.files import registry_files
+    from pool_registry import RegistryError, load_registry
+
     try:
         reg = load_registry(ctx.args.file)
         registry_files(reg, Path(ctx.args.file).parent)  # the onboarding evidence files it names must read too
@@ -49,6 +55,10 @@ def validate(ctx: Context) -> int:
 
 def load(ctx: Context) -> int:
     """Validate, then store a snapshot (a no-op when nothing changed)."""
+    from onboarding.files import registry_files, store_files
+    from pool_registry import load_registry
+    from store import save_registry
+
     reg = load_registry(ctx.args.file)
     files = registry_files(reg, Path(ctx.args.file).parent)  # checked before anything is written
     with ctx.store().transaction(f"hetpool registry load {ctx.args.file}") as con:
@@ -64,6 +74,9 @@ def load(ctx: Context) -> int:
 
 def show(ctx: Context) -> int:
     """Print the newest stored registry."""
+    from pool_registry import registry_to_dict
+    from store import require_registry
+
     with ctx.store().read() as con:
         reg = require_registry(con)
     lines = [f"fleet {reg.name}: {_summary(reg)}",
