@@ -133,10 +133,13 @@ EXECUTORS = ("process", "ray")
 Progress = Callable[[float, str], None]
 
 
-def _evaluate(job: tuple[list[Candidate], pl.DataFrame, Registry, int]) -> list[dict[str, Any]]:
+Job = tuple[list[Candidate], pl.DataFrame, Registry, int, pl.DataFrame | None, pl.DataFrame | None]
+
+
+def _evaluate(job: Job) -> list[dict[str, Any]]:
     """A batch of points in a worker process; everything it needs travels with it, so workers hold no state."""
-    candidates, traffic, registry, seed = job
-    return [replay_summary(c, traffic, registry, seed).to_dict() for c in candidates]
+    candidates, traffic, registry, seed, history, telemetry = job
+    return [replay_summary(c, traffic, registry, seed, history, telemetry).to_dict() for c in candidates]
 
 
 def batches(candidates: list[Candidate], workers: int) -> list[list[Candidate]]:
@@ -166,10 +169,11 @@ def _importable_main() -> Iterator[None]:
 
 def run_sweep(points: list[tuple[dict[str, Any], Candidate]], traffic: pl.DataFrame, registry: Registry,
               seed: int = 0, workers: int = 1, *, executor: str = "process", address: str | None = None,
-              progress: Progress | None = None) -> pl.DataFrame:
+              progress: Progress | None = None, history: pl.DataFrame | None = None,
+              telemetry: pl.DataFrame | None = None) -> pl.DataFrame:
     """Replay every point (in `workers` processes when > 1, or on a Ray cluster); one row per point with a
-    `pareto` flag. Every point is a pure function of its candidate and the traffic, so where it runs does not
-    change its numbers."""
+    `pareto` flag. Every point is a pure function of its candidate, the traffic, the requests before it (the
+    online predictor's start) and the fault telemetry, so where it runs does not change its numbers."""
     if executor not in EXECUTORS:
         raise UnknownNameError(f"unknown sweep executor '{executor}'; known: {', '.join(EXECUTORS)}")
     candidates = [c for _, c in points]
@@ -178,16 +182,19 @@ def run_sweep(points: list[tuple[dict[str, Any], Candidate]], traffic: pl.DataFr
     if executor == "ray":
         from replay.sweep_ray import ray_summaries
 
-        summaries = ray_summaries(batches(candidates, max(1, workers)), traffic, registry, seed, address, say)
+        summaries = ray_summaries(batches(candidates, max(1, workers)), traffic, registry, seed, address, say,
+                                  history, telemetry)
     elif workers <= 1:
         for k, c in enumerate(candidates):
             say(k / len(candidates), f"point {k + 1} of {len(candidates)}: {c.name}")
-            summaries.append(replay_summary(c, traffic, registry, seed).to_dict())
+            summaries.append(replay_summary(c, traffic, registry, seed, history, telemetry).to_dict())
     else:
         # spawn, not fork: a forked child can inherit Polars' thread pool mid-operation and deadlock.
         ctx = multiprocessing.get_context("spawn")
         with _importable_main(), ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
-            done = pool.map(_evaluate, [(batch, traffic, registry, seed) for batch in batches(candidates, workers)])
+            jobs: list[Job] = [(batch, traffic, registry, seed, history, telemetry)
+                               for batch in batches(candidates, workers)]
+            done = pool.map(_evaluate, jobs)
             for batch in done:
                 summaries += batch
                 say(len(summaries) / len(candidates), f"{len(summaries)} of {len(candidates)} points")
@@ -199,7 +206,8 @@ def run_sweep(points: list[tuple[dict[str, Any], Candidate]], traffic: pl.DataFr
                      "ttft_p50": s["ttft_p50"], "ttft_p99": s["ttft_p99"], "tpot_p50": s["tpot_p50"],
                      "e2e_p99": s["e2e_p99"],
                      "sla_violation_rate": s["sla_violation_rate"], "served": s["served"],
-                     "rejected": s["rejected"], "cost_per_mtok": s["cost_per_mtok"]})
+                     "rejected": s["rejected"], "cost_per_mtok": s["cost_per_mtok"],
+                     "retried": s.get("retried", 0), "predictor": s.get("predictor", "")})
     frame = pl.DataFrame(rows)
     return frame.with_columns(pl.Series("pareto", pareto_front(
         frame["busy_cost_usd"].to_list(), frame["ttft_p99"].to_list(), frame["provisioned_cost_usd"].to_list())))

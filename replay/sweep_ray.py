@@ -25,9 +25,10 @@ from replay.errors import ReplayError
 RAY_MISSING = "the ray executor needs Ray, which is not installed; install it with: pip install 'hetpool[ray]'"
 
 
-def _batch(candidates: list[Candidate], traffic: pl.DataFrame, registry: Registry, seed: int) -> list[dict[str, Any]]:
+def _batch(candidates: list[Candidate], traffic: pl.DataFrame, registry: Registry, seed: int,
+           history: pl.DataFrame | None = None, telemetry: pl.DataFrame | None = None) -> list[dict[str, Any]]:
     """One batch of points, run by a Ray worker."""
-    return [replay_summary(c, traffic, registry, seed).to_dict() for c in candidates]
+    return [replay_summary(c, traffic, registry, seed, history, telemetry).to_dict() for c in candidates]
 
 
 def _connect(ray: Any, address: str | None) -> bool:
@@ -49,7 +50,8 @@ def _connect(ray: Any, address: str | None) -> bool:
 
 
 def ray_summaries(batches: list[list[Candidate]], traffic: pl.DataFrame, registry: Registry, seed: int,
-                  address: str | None, progress: Callable[[float, str], None]) -> list[dict[str, Any]]:
+                  address: str | None, progress: Callable[[float, str], None], history: pl.DataFrame | None = None,
+                  telemetry: pl.DataFrame | None = None) -> list[dict[str, Any]]:
     """Every batch's summaries, in order, computed as Ray tasks."""
     try:
         import ray
@@ -59,7 +61,7 @@ def ray_summaries(batches: list[list[Candidate]], traffic: pl.DataFrame, registr
     try:
         task = ray.remote(_batch)
         traffic_ref, registry_ref = ray.put(traffic), ray.put(registry)
-        refs = [task.remote(batch, traffic_ref, registry_ref, seed) for batch in batches]
+        refs = [task.remote(batch, traffic_ref, registry_ref, seed, history, telemetry) for batch in batches]
         total = sum(len(b) for b in batches)
         sizes = {ref: len(b) for ref, b in zip(refs, batches, strict=True)}
         pending, done = list(refs), 0

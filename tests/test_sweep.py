@@ -10,7 +10,17 @@ import polars as pl
 import pytest
 
 from pool_registry import Registry
-from replay import Candidate, GridError, SlaTier, expand, load_grid, load_grid_text, pareto_front, run_sweep
+from replay import (
+    Candidate,
+    GridError,
+    SlaTier,
+    expand,
+    load_grid,
+    load_grid_text,
+    pareto_front,
+    run_replay,
+    run_sweep,
+)
 from tests.conftest import REPO
 from tests.replay_fleets import fleet, pool
 
@@ -73,6 +83,26 @@ def test_parallel_sweep_equals_serial_sweep() -> None:
     # More cheap replicas never cost more under sla_cost: less spill to the dear pool.
     costs = serial.filter(pl.col("policy") == "sla_cost").sort("pools.cheap.replicas")["busy_cost_usd"].to_list()
     assert costs == sorted(costs, reverse=True)
+
+
+def test_a_sweep_point_replays_with_the_history_and_the_faults_a_run_uses() -> None:
+    reg = fleet(pool("cheap", cost=1.0, replicas=2), pool("dear", cost=3.0, replicas=4))
+    traffic = pl.DataFrame({"arrival_ms": list(range(0, 60_000, 100)), "in_tokens": 200,
+                            "out_tokens": [50 + 37 * (k % 11) for k in range(600)]})
+    history = pl.DataFrame({"in_tokens": [200] * 50, "out_tokens": [400] * 50, "model": ["m"] * 50,
+                            "sla_tier": ["standard"] * 50})
+    telemetry = pl.DataFrame({"pool": ["cheap"], "hours": [48], "device_hours": [96.0], "fatal_events": [0.0],
+                              "devices_lost": [0], "busy_minutes": [100], "throttled_minutes": [60],
+                              "throttled_clock": [0.5]})
+    grid = load_grid_text("parameters:\n  policy: [sla_cost, cost_min]\n", reg)
+    base = Candidate(name="b", sla_tiers={"standard": SlaTier(e2e_s=3.0)})
+    points = expand(grid, base)
+    table = run_sweep(points, traffic, reg, seed=2, workers=2, history=history, telemetry=telemetry)
+    for row, (_, cand) in zip(table.iter_rows(named=True), points, strict=True):
+        alone = run_replay(cand, traffic, reg, 2, history, telemetry).summary
+        assert (row["busy_cost_usd"], row["ttft_p99"]) == (alone.busy_cost_usd, alone.ttft_p99)
+    plain = run_sweep(points, traffic, reg, seed=2)
+    assert not plain["busy_cost_usd"].equals(table["busy_cost_usd"])  # the throttled pool and the history count
 
 
 def test_a_parallel_sweep_from_a_page_script_does_not_run_the_page_again(tmp_path: Path,

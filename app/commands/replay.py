@@ -257,13 +257,14 @@ def sweep_cmd(ctx: Context) -> int:
         registry = require_registry(con)
         base = load_candidate(args.candidate, registry)
         grid = load_grid(args.grid, registry)
-        traffic = _traffic(ctx, con)
+        traffic = with_fault_telemetry(con, _traffic(ctx, con, history=True), base)
     points = expand(grid, base)
     where = (f"a Ray cluster{f' at {args.address}' if args.address else ' started here'}" if args.executor == "ray"
              else f"{args.workers} worker(s)")
     ctx.note(f"sweeping {len(points)} candidates over {traffic.described} on {where}")
     table = run_sweep(points, traffic.frame, registry, args.seed, args.workers, executor=args.executor,
-                      address=args.address).sort("busy_cost_usd")
+                      address=args.address, history=traffic.history, telemetry=traffic.telemetry
+                      ).sort("busy_cost_usd")
     if args.out:
         table.write_csv(args.out)
     params = [n for n, _ in grid.parameters]

@@ -9,7 +9,7 @@ import polars as pl
 import streamlit as st
 import yaml
 
-from app.console import charts, whatif_charts, whatif_form
+from app.console import charts, data, whatif_charts, whatif_form
 from app.console.whatif_traffic import Pick
 from app.errors import USER_ERRORS
 from pool_registry import Registry
@@ -247,8 +247,11 @@ def sweep(registry: Registry, candidate: Candidate | None, pick: Pick | None) ->
         with st.status("Sweeping…", expanded=True) as status:
             bar = st.progress(0.0)
             try:
-                table = run_sweep(points, pick.load().frame, registry, int(st.session_state.get("wi.seed", 0)),
-                                  progress=_progress(bar))
+                traffic = pick.load()
+                telemetry = None if candidate.faults.mode == "off" else data.fault_telemetry(
+                    data.db_path(), traffic.first_ms, traffic.last_ms, candidate.faults.window_days)
+                table = run_sweep(points, traffic.frame, registry, int(st.session_state.get("wi.seed", 0)),
+                                  progress=_progress(bar), history=traffic.history, telemetry=telemetry)
             except USER_ERRORS as exc:
                 status.update(label="The sweep could not run", state="error")
                 st.error(str(exc))
