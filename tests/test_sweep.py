@@ -85,6 +85,7 @@ def test_parallel_sweep_equals_serial_sweep() -> None:
     assert costs == sorted(costs, reverse=True)
 
 
+@pytest.mark.slow  # spawns two worker processes
 def test_a_sweep_point_replays_with_the_history_and_the_faults_a_run_uses() -> None:
     reg = fleet(pool("cheap", cost=1.0, replicas=2), pool("dear", cost=3.0, replicas=4))
     traffic = pl.DataFrame({"arrival_ms": list(range(0, 60_000, 100)), "in_tokens": 200,
