@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from canonical.timeunits import HOUR_MS
 from pool_registry import Registry
 from status.alerts import Labels, iso, labels_of, vendor_of
 from status.evaluate import Status
@@ -93,7 +94,7 @@ def node_silence(pool: str, node: str, created_by: str, comment: str, hours: flo
         raise SilenceError(f"a silence lasts more than 0 and at most 720 hours, got {hours:g}")
     matchers = [{"name": "pool", "value": pool, "isRegex": False, "isEqual": True},
                 {"name": "node", "value": node, "isRegex": False, "isEqual": True}]
-    return {"matchers": matchers, "startsAt": iso(now_ms), "endsAt": iso(now_ms + int(hours * 3_600_000)),
+    return {"matchers": matchers, "startsAt": iso(now_ms), "endsAt": iso(now_ms + int(hours * HOUR_MS)),
             "createdBy": created_by, "comment": comment}
 
 
