@@ -61,7 +61,7 @@ def served_pages() -> list[tuple[str, str, str]]:
     pages = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "Page":
-            kw = {k.arg: k.value.value for k in node.keywords if isinstance(k.value, ast.Constant)}
+            kw = {k.arg: str(k.value.value) for k in node.keywords if isinstance(k.value, ast.Constant)}
             screen = node.args[0]
             assert isinstance(screen, ast.BinOp) and isinstance(screen.right, ast.Constant), ast.dump(screen)
             pages.append((kw["title"], kw["url_path"], str(screen.right.value).removesuffix(".py")))
