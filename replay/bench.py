@@ -22,6 +22,11 @@ its end, as on a server. At concurrency 1 this is the plain back-to-back loop. W
 of the same loop, sent by the same clients and not measured, so that measurement can start past the first wave;
 vLLM runs its warm-ups as a separate phase and lets it drain, which in a model without caches would change
 nothing. Like vLLM's warm-ups they repeat the first request's lengths.
+
+`arrivals="lockstep"` runs the loop the other way, as a benchmark client measures when every client starts at
+once and the lengths are fixed (SGLang's and vLLM's clients with an unbounded request rate): the clients stay
+in waves, each wave's prompts are prefilled together and TTFT is that of a batched prefill. A benchmark table
+measured so says it in its `arrivals` column, and calibration replays its rows the same way.
 """
 
 from __future__ import annotations
@@ -37,6 +42,8 @@ from replay.costmodel import StepModel
 from replay.errors import ReplayError
 from replay.fleet import PoolSpec
 from replay.replica import Replica
+
+ARRIVALS = ("staggered", "lockstep")
 
 
 @dataclass(frozen=True)
@@ -104,8 +111,11 @@ def _check_ratio(range_ratio: float) -> None:
 
 
 def closed_loop(pool: PoolSpec, concurrency: int, isl: int, osl: int, requests: int, *, range_ratio: float = 0.0,
-                seed: int = 0, warmups: int = 0) -> BenchPoint:
-    """Run the benchmark on one replica of the pool: `requests` measured requests after `warmups` unmeasured ones."""
+                seed: int = 0, warmups: int = 0, arrivals: str = "staggered") -> BenchPoint:
+    """Run the benchmark on one replica of the pool: `requests` measured requests after `warmups` unmeasured ones,
+    the clients' first requests staggered over a cycle or all at once (`arrivals`)."""
+    if arrivals not in ARRIVALS:
+        raise ReplayError(f"unknown arrivals {arrivals!r}; known: {', '.join(ARRIVALS)}")
     if concurrency < 1 or isl < 0 or osl < 1 or requests < 1:
         raise ReplayError(f"bench needs concurrency >= 1, isl >= 0, osl >= 1 and requests >= 1; got "
                           f"concurrency {concurrency}, isl {isl}, osl {osl}, requests {requests}")
@@ -142,7 +152,7 @@ def closed_loop(pool: PoolSpec, concurrency: int, isl: int, osl: int, requests: 
         sent += 1
 
     replica.on_done = lambda i, t: done.append(i)
-    spread = service_seconds(pool, clients, isl, osl) if clients > 1 else 0.0
+    spread = service_seconds(pool, clients, isl, osl) if clients > 1 and arrivals == "staggered" else 0.0
     firsts = [j * spread / clients for j in range(clients)]
     send(0.0)
     waiting = 1  # the next client to send its first request

@@ -20,12 +20,13 @@ import polars as pl
 from replay.errors import BenchTableError
 
 REQUIRED = ("pool", "isl", "osl", "concurrency", "ttft_ms", "tpot_ms")
-OPTIONAL = ("output_tok_s",)
+OPTIONAL = ("output_tok_s", "arrivals")
+ARRIVALS = ("staggered", "lockstep")  # as replay.bench runs them; a row without one is staggered
 INTS = {"isl": 0, "osl": 1, "concurrency": 1}
 MAX_INT = 2**31 - 1  # token counts and concurrency are stored as 32-bit integers elsewhere
 FLOATS = ("ttft_ms", "tpot_ms", "output_tok_s")
 SCHEMA = {"line": pl.Int64, "pool": pl.String, "isl": pl.Int64, "osl": pl.Int64, "concurrency": pl.Int64,
-          "ttft_ms": pl.Float64, "tpot_ms": pl.Float64, "output_tok_s": pl.Float64}
+          "ttft_ms": pl.Float64, "tpot_ms": pl.Float64, "output_tok_s": pl.Float64, "arrivals": pl.String}
 
 
 def read_bench_table(path: str | Path) -> pl.DataFrame:
@@ -82,6 +83,11 @@ def parse_bench_table(text: str, source: str = "<bench>") -> pl.DataFrame:
             rows[col].append(_int(cell[col], least, source, line, col))
         for col in FLOATS:
             rows[col].append(_float(cell.get(col, ""), source, line, col, required=col in REQUIRED))
+        arrivals = cell.get("arrivals", "") or "staggered"
+        if arrivals not in ARRIVALS:
+            raise BenchTableError(f"{source}:{line}: column arrivals: unknown value {arrivals[:40]!r}; expected "
+                                  f"{' or '.join(ARRIVALS)}")
+        rows["arrivals"].append(arrivals)
     if not rows["line"]:
         raise BenchTableError(f"{source}: no benchmark rows after the header")
     return pl.DataFrame(rows, schema=SCHEMA)

@@ -207,6 +207,8 @@ class _Bench:
 
     def __init__(self, rows: pl.DataFrame) -> None:
         self.rows: list[tuple[int, int, int]] = rows.select("isl", "osl", "concurrency").rows()
+        self.arrivals: list[str] = (rows["arrivals"].to_list() if "arrivals" in rows.columns
+                                    else ["staggered"] * rows.height)
         self.prompts = rows["isl"].to_numpy().astype(float)
         self.obs_ttft = rows["ttft_ms"].to_numpy() / 1000
         self.obs_tpot = rows["tpot_ms"].to_numpy() / 1000
@@ -218,7 +220,8 @@ class _Bench:
 
     def model(self, spec: PoolSpec) -> tuple[np.ndarray, np.ndarray]:
         """Median TTFT and TPOT of every row on a trial pool."""
-        points = [closed_loop(spec, c, isl, osl, calibration_requests(c)) for isl, osl, c in self.rows]
+        points = [closed_loop(spec, c, isl, osl, calibration_requests(c), arrivals=a)
+                  for (isl, osl, c), a in zip(self.rows, self.arrivals, strict=True)]
         return (np.array([p.ttft_ms_p50 for p in points]) / 1000,
                 np.array([np.nan if p.tpot_ms_p50 is None else p.tpot_ms_p50 for p in points]) / 1000)
 

@@ -190,6 +190,23 @@ def test_ttft_grows_smoothly_with_concurrency_not_in_waves(fleet: Registry) -> N
     assert ttft[-1] < 1.1 * ttft[0]
 
 
+def test_lockstep_clients_prefill_each_wave_as_one_batch(fleet: Registry) -> None:
+    # All clients start at once with fixed lengths: every wave finishes in the same pass and the next wave's c
+    # prompts are computed in one compute-bound pass, so every request waits for c prompts: TTFT = c prefills
+    # (the 40.6, 81.2, 162.4, 324.9 ms), while staggered clients see about one.
+    spec = resolve_pools(h100_pool(fleet, 8), Candidate(name="t"))[0]
+    one = 1024 * 2 * 70.6e9 / (989e12 * 0.45 * 8) * 1000
+    overhead = spec.step_overhead_ms
+    for c in (1, 2, 4, 8):
+        point = closed_loop(spec, c, 1024, 256, replay.bench.default_requests(c), arrivals="lockstep")
+        assert point.ttft_ms_p50 == pytest.approx(c * one + overhead, rel=1e-6)
+        assert point.ttft_ms_p99 == pytest.approx(point.ttft_ms_p50, rel=1e-9)  # every wave alike
+    spread = closed_loop(spec, 8, 1024, 256, replay.bench.default_requests(8))
+    assert spread.ttft_ms_p50 < 0.2 * (8 * one)
+    with pytest.raises(ReplayError, match="unknown arrivals 'burst'; known: staggered, lockstep"):
+        closed_loop(spec, 2, 16, 4, 4, arrivals="burst")
+
+
 # -- random lengths --------------------------------------------------------------------------------------------
 def test_random_lengths_as_vllms_random_dataset() -> None:
     ins, outs = random_lengths(1024, 256, 20_000, range_ratio=0.25, seed=3)

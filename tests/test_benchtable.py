@@ -17,6 +17,9 @@ def test_a_good_table_reads_with_lines() -> None:
     assert t["output_tok_s"].to_list() == [None, None]
     t = parse_bench_table("pool,isl,osl,concurrency,ttft_ms,tpot_ms,output_tok_s\na,1,2,3,4.5,6,700\n")
     assert t["output_tok_s"].to_list() == [700.0]
+    assert t["arrivals"].to_list() == ["staggered"]
+    t = parse_bench_table(HEAD.strip() + ",arrivals\na,1,2,3,4.5,6,lockstep\na,1,2,3,4.5,6,\n")
+    assert t["arrivals"].to_list() == ["lockstep", "staggered"]
 
 
 @pytest.mark.parametrize(("text", "message"), [
@@ -32,6 +35,8 @@ def test_a_good_table_reads_with_lines() -> None:
     (HEAD + "a,1024,128,16,fast,2\n", "b.csv:2: column ttft_ms: expected a number, got 'fast'"),
     (HEAD + "a,1024,128,16,1,-2\n", "b.csv:2: column tpot_ms: must be a positive finite number, got -2"),
     (HEAD + "a,1024,128,16,1,\n", "b.csv:2: column tpot_ms: missing value"),
+    (HEAD.strip() + ",arrivals\na,1,1,1,1,1,burst\n",
+     "b.csv:2: column arrivals: unknown value 'burst'; expected staggered or lockstep"),
     (HEAD + "a,1,1,1,1,1\na,1,1,1,inf,1\n", "b.csv:3: column ttft_ms: must be a positive finite number, got inf"),
 ])
 def test_bad_tables(text: str, message: str) -> None:

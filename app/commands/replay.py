@@ -114,6 +114,9 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
                    help="draw each request's lengths uniformly from [isl (1 - R), isl (1 + R)] and likewise around "
                         "osl, as vLLM's random dataset; 0 <= R < 1 (default 0: fixed lengths)")
     p.add_argument("--seed", type=int, default=0, help="seed of the drawn lengths (default 0)")
+    p.add_argument("--arrivals", choices=("staggered", "lockstep"), default="staggered",
+                   help="clients' first requests spread over one cycle, as a served benchmark settles "
+                        "(default), or all at once, staying in waves as a client with fixed lengths measures")
     p.add_argument("--candidate", metavar="FILE", help="candidate whose overrides apply to the pool")
 
 
@@ -292,7 +295,8 @@ def bench_cmd(ctx: Context) -> int:
     if args.requests is not None and args.requests < 1:
         raise UsageError(f"--num-prompts must be >= 1, got {args.requests}")
     points = [closed_loop(spec, c, args.isl, args.osl, args.requests or default_requests(c),
-                          range_ratio=args.random_range_ratio, seed=args.seed, warmups=args.num_warmups)
+                          range_ratio=args.random_range_ratio, seed=args.seed, warmups=args.num_warmups,
+                          arrivals=args.arrivals)
               for c in args.concurrency]
     lengths = (f"isl {args.isl}, osl {args.osl}" if args.random_range_ratio == 0 else
                f"isl {args.isl}, osl {args.osl} (range ratio {args.random_range_ratio:g}, seed {args.seed})")
