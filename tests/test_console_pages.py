@@ -16,6 +16,7 @@ import polars as pl
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from app.console.filters import VIEW_KEY
 from pool_registry import Registry
 from store import ENV_DB, Held, IngestRun, commit_run, connect, require_registry
 from tests.conftest import REPO
@@ -213,6 +214,26 @@ def test_a_window_without_the_selected_pool_shows_an_empty_state(fleet_db: Path,
         at.multiselect(key="pools").set_value(["gaudi3-a"]).run()
         assert not at.exception, page
         assert any("in this window" in i.value for i in at.info), page
+
+
+def test_a_fresh_store_opens_on_all_its_data_not_on_a_day_ending_with_it(fleet_db: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    # 25 minutes of live data: a 24-hour view would draw them as a dash at its right edge
+    con = connect(fleet_db)
+    ts = [END - 25 * 60_000 + k * 60_000 for k in range(26)]
+    rows = pl.DataFrame({"ts": ts, "pool": "h100-a", "node": "h100-a-01", "device": "0",
+                         "metric": "accelerator.utilization", "value": 0.5, "attributes": json.dumps({})})
+    run = IngestRun("file", "25 minutes")
+    run.add_read(rows.height)
+    run.add_samples(rows)
+    commit_run(Held(con), run)
+    con.close()
+    at = open_page(fleet_db, monkeypatch, PAGES[0])
+    assert not at.exception
+    assert at.selectbox(key="window").value == "All data"
+    view = at.session_state[VIEW_KEY]
+    assert (view.start_ms, view.end_ms) == (END - 3_600_000, END + 3_600_000)  # the two hours the data touch
+    assert not any("in this window" in i.value for i in at.info)
 
 
 def test_versions_page_flags_the_drifted_cells(demo_db: Path, monkeypatch: pytest.MonkeyPatch) -> None:

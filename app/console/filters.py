@@ -20,6 +20,7 @@ from canonical.timeunits import DAY_MS, HOUR_MS
 PRESETS = {"Last 6 hours": 6 * HOUR_MS, "Last 24 hours": DAY_MS, "Last 7 days": 7 * DAY_MS, "All data": 0}
 CUSTOM = "Custom days"
 DEFAULT_PRESET = "Last 24 hours"
+SHORT_SPAN_MS = 6 * HOUR_MS  # a store holding less than this opens on all of it, not as a dash at a day's end
 WINDOW_KEY, DAYS_KEY, POOLS_KEY, LIVE_KEY = "window", "window_days", "pools", "live"
 TOKENS = {"Last 6 hours": "6h", "Last 24 hours": "24h", "Last 7 days": "7d", "All data": "all", CUSTOM: "days"}
 REFRESH_S = 30  # how often auto-refresh looks for new commits; a rerun happens only when there is one
@@ -80,6 +81,11 @@ def window_for(choice: str, span: tuple[int, int], days: tuple[dt.date, dt.date]
     return (first if length == 0 else end - length), end
 
 
+def default_preset(span: tuple[int, int]) -> str:
+    """The window a page opens on: the last 24 hours, or all data while the store holds less than 6 hours."""
+    return "All data" if span[1] - span[0] < SHORT_SPAN_MS else DEFAULT_PRESET
+
+
 def sidebar() -> View | None:
     """Draw the shared filters; None when the store has no registry or no samples yet."""
     path = data.db_path()
@@ -93,7 +99,7 @@ def sidebar() -> View | None:
     lo_day = dt.datetime.fromtimestamp(span[0] / 1000, dt.UTC).date()
     hi_day = dt.datetime.fromtimestamp(span[1] / 1000, dt.UTC).date()
     restore_from_url(all_pools, (lo_day, hi_day))
-    st.session_state.setdefault(WINDOW_KEY, DEFAULT_PRESET)
+    st.session_state.setdefault(WINDOW_KEY, default_preset(span))
     choice = st.sidebar.selectbox("Time range", [*PRESETS, CUSTOM], key=WINDOW_KEY)
     days = None
     if choice == CUSTOM:
