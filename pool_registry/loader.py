@@ -25,7 +25,7 @@ from pool_registry.model import (
 )
 from pool_registry.onboarding import read_checks
 from pool_registry.versions import SpecifierError, parse_specifier
-from pool_registry.yamlread import ConfigError, Reader, read_text
+from pool_registry.yamlread import ConfigError, Reader, no_gc_pauses, read_text
 
 _ID = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
 
@@ -42,6 +42,11 @@ def load_registry(path: str | Path) -> Registry:
 
 def load_registry_text(text: str, source: str = "<registry>") -> Registry:
     """Validate registry YAML (or JSON) text; raise RegistryError listing every problem."""
+    with no_gc_pauses():  # the node tree and the registry built from it stay alive to the end
+        return _load(text, source)
+
+
+def _load(text: str, source: str) -> Registry:
     r = Reader(source)
     root = r.root(text, "a mapping with chips, models and pools", RegistryError)
     top = r.mapping(root, "", required=("chips", "pools"), optional=("version", "name", "models"))

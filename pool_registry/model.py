@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import fnmatch
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import TypeVar
 
 from pool_registry.onboarding import Check
@@ -222,7 +223,17 @@ class Registry:
 
     def pool(self, pool_id: str) -> Pool:
         """The pool with this id."""
-        return _by_id(self.pools, pool_id, "pool")
+        found = self._pool_index.get(pool_id)
+        return found if found is not None else _by_id(self.pools, pool_id, "pool")
+
+    @cached_property
+    def _pool_index(self) -> dict[str, Pool]:
+        # a lookup per pool over 10,000 pools would otherwise scan the tuple each time; the first of an id wins,
+        # as in the scan (a validated registry has no repeats)
+        index: dict[str, Pool] = {}
+        for p in reversed(self.pools):
+            index[p.id] = p
+        return index
 
     def chip_of(self, pool: Pool) -> Chip:
         """The chip a pool is built from."""
