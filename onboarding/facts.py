@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 import duckdb
 import polars as pl
 
 from onboarding.stability import Telemetry
-from store.evidence import StoredEvidence, latest_evidence
+from store.evidence import StoredEvidence, latest_evidence_of
 from store.views import onboarding as views
 
 
@@ -27,13 +28,28 @@ class Facts:
 
     def files(self, item: str) -> dict[str, StoredEvidence]:
         """The stored files of a checklist item by role."""
-        return {e.role: e for e in self.evidence if e.item == item}
+        return dict(self._by_item.get(item, {}))
+
+    @cached_property
+    def _by_item(self) -> dict[str, dict[str, StoredEvidence]]:
+        # asked once per checklist item: grouped once rather than scanned each time
+        out: dict[str, dict[str, StoredEvidence]] = {}
+        for e in self.evidence:
+            out.setdefault(e.item, {})[e.role] = e
+        return out
 
 
 def read_facts(con: duckdb.DuckDBPyConnection, pool: str) -> Facts:
     """Read a pool's facts (several short queries on one connection)."""
-    first, last = views.pool_span(con, pool)
-    telemetry = Telemetry(first, last, views.fatal_hours(con, pool), views.hourly_memory(con, pool))
-    return Facts(telemetry, views.metrics_seen(con, pool), views.devices_heard(con, pool),
-                 views.unexplained_rejects(con, pool), views.routed_requests(con, pool),
-                 views.last_gate_with(con, pool), latest_evidence(con, pool))
+    return read_facts_of(con, (pool,))[pool]
+
+
+def read_facts_of(con: duckdb.DuckDBPyConnection, pools: tuple[str, ...]) -> dict[str, Facts]:
+    """Read the facts of many pools with the same few queries as one pool's, each answering for all of them."""
+    spans, fatal, memory = views.pool_spans(con, pools), views.fatal_hours_many(con, pools), \
+        views.hourly_memory_many(con, pools)
+    metrics, heard = views.metrics_seen_many(con, pools), views.devices_heard_many(con, pools)
+    rejects, routed = views.unexplained_rejects_many(con, pools), views.routed_requests_many(con, pools)
+    gates, evidence = views.last_gate_with_many(con, pools), latest_evidence_of(con, pools)
+    return {p: Facts(Telemetry(*spans[p], fatal[p], memory[p]), metrics[p], heard[p], rejects[p], routed[p], gates[p],
+                     evidence[p]) for p in pools}

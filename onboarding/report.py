@@ -6,7 +6,7 @@ import time
 
 import duckdb
 
-from onboarding.facts import read_facts
+from onboarding.facts import read_facts_of
 from onboarding.tracker import Track, track
 from pool_registry import Registry
 from store.views.window import data_span
@@ -21,4 +21,5 @@ def now_ms(con: duckdb.DuckDBPyConnection) -> int:
 def tracks(con: duckdb.DuckDBPyConnection, reg: Registry, pools: tuple[str, ...]) -> tuple[Track, ...]:
     """Track each pool on one connection, all as of the same moment."""
     now = now_ms(con)
-    return tuple(track(reg, p, read_facts(con, p), now) for p in pools)
+    facts = read_facts_of(con, pools)  # a few queries for all of them, not a few per pool
+    return tuple(track(reg, p, facts[p], now) for p in pools)

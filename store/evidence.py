@@ -49,5 +49,19 @@ def latest_evidence(con: duckdb.DuckDBPyConnection, pool: str | None = None) -> 
     return tuple(StoredEvidence(int(r[0]), r[1], r[2], r[3], r[4], r[5], _utc(r[6]), r[7]) for r in rows)
 
 
+def latest_evidence_of(con: duckdb.DuckDBPyConnection,
+                       pools: tuple[str, ...]) -> dict[str, tuple[StoredEvidence, ...]]:
+    """The newest file of every item and role of each pool, in one query."""
+    rows = con.execute("""
+        SELECT evidence_id, pool, item, role, name, body, produced_at, source FROM onboarding_evidence
+        WHERE pool IN (SELECT unnest(?::VARCHAR[]))
+        QUALIFY row_number() OVER (PARTITION BY pool, item, role ORDER BY evidence_id DESC) = 1
+        ORDER BY pool, item, role""", [list(pools)]).fetchall()
+    out: dict[str, list[StoredEvidence]] = {p: [] for p in pools}
+    for r in rows:
+        out[r[1]].append(StoredEvidence(int(r[0]), r[1], r[2], r[3], r[4], r[5], _utc(r[6]), r[7]))
+    return {p: tuple(files) for p, files in out.items()}
+
+
 def _utc(value: dt.datetime) -> dt.datetime:
     return value.astimezone(dt.UTC) if value.tzinfo else value.replace(tzinfo=dt.UTC)

@@ -21,6 +21,7 @@ import pytest
 
 from app.cli import main
 from onboarding import read_facts
+from onboarding.facts import read_facts_of
 from onboarding.gates import FAIL, PASS, PENDING
 from onboarding.stability import growth, stability
 from pool_registry import Registry
@@ -28,6 +29,7 @@ from replay.bench import closed_loop, default_requests
 from replay.candidate import Candidate
 from replay.fleet import resolve_pools
 from store import Held, IngestRun, commit_run, connect, save_registry
+from store.evidence import add_evidence
 from tests.conftest import FLEET, REPO
 
 T0 = int(dt.datetime(2026, 11, 25, tzinfo=dt.UTC).timestamp() * 1000)
@@ -91,6 +93,46 @@ def test_a_memory_leak_fails_stability_and_a_short_run_is_pending(store_db: Path
     assert stability(leak, 24, 0.10).status == PASS
     pending = stability(short, 24, 0.05)
     assert pending.status == PENDING and pending.reason.startswith("5.9 h of sustained operation of 24 h needed")
+
+
+def test_facts_of_many_pools_read_at_once_are_each_pools_own(store_db: Path) -> None:
+    con = connect(store_db)
+    run_ = IngestRun("file", "hand-built rejects")
+    run_.add_read(3)
+    run_.add_rejects(pl.DataFrame({"line": [1, 2, 3], "record": ["mlu370-a-01 gpu_foo 1", "gaudi3-a-01 x NaN",
+                                                                 "mlu370-a-01 y"],
+                                   "reason": ["unmapped metric 'gpu_foo'", "value NaN is not a number",
+                                              "unparsable line"]}))
+    commit_run(Held(con), run_)
+    day = dt.datetime(2026, 11, 25, tzinfo=dt.UTC)
+    add_evidence(con, pool="mlu370-a", item="operators", role="file", name="old.csv", body="op,status\n",
+                 produced_at=day)
+    add_evidence(con, pool="mlu370-a", item="operators", role="file", name="new.csv", body="op,status\na,pass\n",
+                 produced_at=day)
+    con.close()
+    pools = ("mlu370-a", "gaudi3-a", "ascend-a", "no-such-pool")
+    ro = connect(store_db, read_only=True)
+    together = read_facts_of(ro, pools)
+    alone = {p: read_facts(ro, p) for p in pools}
+    ro.close()
+    # two unexplained rejects name mlu370-a's node (the first as the example); gaudi3-a's NaN is explained
+    assert [together[p].rejects for p in pools] == [(2, "unmapped metric 'gpu_foo'"), (0, ""), (0, ""), (0, "")]
+    assert [len(together[p].evidence) for p in pools] == [1, 0, 0, 0]
+    assert together["mlu370-a"].files("operators")["file"].name == "new.csv"
+    # hourly memory: 2 devices x 30 h, 1 x 30 h, 1 x 6 h, and an empty frame with the same columns
+    assert [together[p].telemetry.memory.height for p in pools] == [60, 30, 6, 0]
+    assert [together[p].devices_heard for p in pools] == [2, 1, 1, 0]
+    assert together["mlu370-a"].telemetry.fatal["device"].to_list() == ["1"]
+    assert together["gaudi3-a"].telemetry.fatal.is_empty()
+    for p in pools:
+        a, b = together[p], alone[p]
+        assert (a.telemetry.first_ms, a.telemetry.last_ms, a.devices_heard, a.rejects, a.routed, a.gate,
+                a.evidence) == (b.telemetry.first_ms, b.telemetry.last_ms, b.devices_heard, b.rejects, b.routed,
+                                b.gate, b.evidence)
+        for x, y in ((a.metrics, b.metrics), (a.telemetry.fatal, b.telemetry.fatal),
+                     (a.telemetry.memory, b.telemetry.memory)):
+            assert x.schema == y.schema and x.equals(y)
+    assert together["no-such-pool"].telemetry.memory.columns == ["bucket", "node", "device", "used"]
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:

@@ -10,7 +10,7 @@ from typing import Any
 
 from app.commands._base import Context, add_command
 from app.errors import UsageError
-from onboarding import Track, onboarding_pools
+from onboarding import Item, Stage, Track, onboarding_pools
 from onboarding.files import cli_files, store_files
 from onboarding.report import tracks
 from onboarding.tracker import BAR_DAYS
@@ -51,7 +51,10 @@ def run(ctx: Context) -> int:
         if words and words[0] not in {p.id for p in reg.pools}:
             raise UsageError(f"unknown pool {words[0]!r}; known: {', '.join(p.id for p in reg.pools)}")
         found = tracks(con, reg, tuple(words) or onboarding_pools(reg))
-    ctx.emit([_json(t) for t in found], "\n\n".join(_text(t) for t in found) or "no pool is being onboarded")
+    if ctx.as_json:  # only the form printed is built: 10,000 pools make either one sizeable
+        ctx.emit([_json(t) for t in found], "")
+    else:
+        ctx.emit(None, "\n\n".join(_text(t) for t in found) or "no pool is being onboarded")
     return 0
 
 
@@ -79,9 +82,14 @@ def _json(t: Track) -> dict[str, Any]:
     return {"pool": t.pool, "chip": t.chip, "vendor": t.vendor, "declared_stage": t.declared,
             "started": t.started.isoformat() if t.started else None, "stage": t.stage, "stages_done": t.reached,
             "elapsed_days": t.elapsed_days, "bringup": {"days": days, "bar_days": BAR_DAYS, "met": met},
-            "stages": [dataclasses.asdict(s) for s in t.stages],
-            "items": [{**dataclasses.asdict(i), "files": [{"role": r, "name": n} for r, n in i.files]}
-                      for i in t.items]}
+            "stages": [_fields(s) for s in t.stages],
+            "items": [{**_fields(i), "files": [{"role": r, "name": n} for r, n in i.files]} for i in t.items]}
+
+
+def _fields(obj: Stage | Item) -> dict[str, Any]:
+    """A stage's or item's fields by name: dataclasses.asdict without its deep copy, as every field is a scalar
+    (an item's files are replaced by the caller)."""
+    return {f.name: getattr(obj, f.name) for f in dataclasses.fields(obj)}
 
 
 def _day(ms: int | None) -> str:

@@ -13,76 +13,140 @@ from typing import Any
 import duckdb
 import polars as pl
 
-from store.db import fetch_one
 from store.views.health import ERRORS, MEM_USED
 from store.views.window import frame
 
 EXPLAINED = ("value ", "duplicate series")  # reject reasons of values that were read and refused
 RUNS_SCANNED = 200
+# Every question is asked of many pools at once, one query each, so that tracking 10,000 pools costs a few
+# queries rather than 90,000; the one-pool answers are the same queries with a list of one.
+POOLS = "SELECT unnest(?::VARCHAR[])"
+
+
+def pool_spans(con: duckdb.DuckDBPyConnection, pools: tuple[str, ...]) -> dict[str, tuple[int | None, int | None]]:
+    """(first, newest) sample time of each pool, from the hourly rollup."""
+    rows = con.execute(f"SELECT pool, min(bucket), max(last_ts) FROM rollup_1h WHERE pool IN ({POOLS}) GROUP BY pool",
+                       [list(pools)]).fetchall()
+    found = {r[0]: (int(r[1]), int(r[2])) for r in rows if r[1] is not None}
+    return {p: found.get(p, (None, None)) for p in pools}
 
 
 def pool_span(con: duckdb.DuckDBPyConnection, pool: str) -> tuple[int | None, int | None]:
     """(first, newest) sample time of the pool, from the hourly rollup."""
-    row = fetch_one(con, "SELECT min(bucket), max(last_ts) FROM rollup_1h WHERE pool = ?", [pool])
-    return (None, None) if not row or row[0] is None else (int(row[0]), int(row[1]))
+    return pool_spans(con, (pool,))[pool]
+
+
+def _frames(con: duckdb.DuckDBPyConnection, sql: str, pools: tuple[str, ...],
+            params: list[object]) -> dict[str, pl.DataFrame]:
+    """A query with a leading pool column, split into one frame per pool (empty, with the columns, for none)."""
+    whole = frame(con, sql, [list(pools), *params])
+    parts = whole.partition_by("pool", as_dict=True, include_key=False, maintain_order=True)
+    empty = whole.clear().drop("pool")
+    return {p: parts.get((p,), empty) for p in pools}
+
+
+def metrics_seen_many(con: duckdb.DuckDBPyConnection, pools: tuple[str, ...]) -> dict[str, pl.DataFrame]:
+    """Each pool's canonical metrics: the hour each first arrived and how many devices sent it."""
+    return _frames(con, f"""
+        SELECT pool, metric, min(bucket) AS first_ms,
+               count(DISTINCT (node, device)) FILTER (WHERE device <> '') AS devices
+        FROM rollup_1h WHERE pool IN ({POOLS}) GROUP BY pool, metric ORDER BY pool, metric""", pools, [])
 
 
 def metrics_seen(con: duckdb.DuckDBPyConnection, pool: str) -> pl.DataFrame:
     """Each canonical metric of the pool: the hour it first arrived and how many devices sent it."""
-    return frame(con, """
-        SELECT metric, min(bucket) AS first_ms, count(DISTINCT (node, device)) FILTER (WHERE device <> '') AS devices
-        FROM rollup_1h WHERE pool = ? GROUP BY metric ORDER BY metric""", [pool])
+    return metrics_seen_many(con, (pool,))[pool]
+
+
+def devices_heard_many(con: duckdb.DuckDBPyConnection, pools: tuple[str, ...]) -> dict[str, int]:
+    """Distinct devices of each pool that sent an accelerator metric."""
+    rows = con.execute(f"SELECT pool, count(DISTINCT (node, device)) FROM rollup_1h WHERE pool IN ({POOLS}) "
+                       "AND device <> '' AND metric LIKE 'accelerator.%' GROUP BY pool", [list(pools)]).fetchall()
+    found = {r[0]: int(r[1]) for r in rows}
+    return {p: found.get(p, 0) for p in pools}
 
 
 def devices_heard(con: duckdb.DuckDBPyConnection, pool: str) -> int:
     """Distinct devices that sent an accelerator metric."""
-    row = fetch_one(con, "SELECT count(DISTINCT (node, device)) FROM rollup_1h WHERE pool = ? AND device <> '' "
-                         "AND metric LIKE 'accelerator.%'", [pool])
-    return int(row[0]) if row else 0
+    return devices_heard_many(con, (pool,))[pool]
+
+
+def unexplained_rejects_many(con: duckdb.DuckDBPyConnection, pools: tuple[str, ...]) -> dict[str, tuple[int, str]]:
+    """For each pool: how many rejects of its nodes are unexplained (see the module doc), and one as an example."""
+    explained = " AND ".join("NOT starts_with(reason, ?)" for _ in EXPLAINED)
+    rows = con.execute(f"""
+        WITH nodes AS (SELECT DISTINCT pool, node FROM rollup_1h WHERE pool IN ({POOLS})),
+        bad AS (SELECT rowid AS rid, source, record, reason FROM rejects
+                WHERE {explained} AND NOT contains(reason, '(value ')),
+        hits AS (SELECT DISTINCT n.pool, b.rid, b.reason FROM bad b JOIN nodes n
+                 ON contains(b.source, n.node) OR contains(b.record, n.node))
+        SELECT pool, count(*), arg_min(reason, rid) FROM hits GROUP BY pool""", [list(pools), *EXPLAINED]).fetchall()
+    found = {r[0]: (int(r[1]), r[2] or "") for r in rows}
+    return {p: found.get(p, (0, "")) for p in pools}
 
 
 def unexplained_rejects(con: duckdb.DuckDBPyConnection, pool: str) -> tuple[int, str]:
     """How many rejects of the pool's nodes are unexplained (see the module doc), and one reason as an example."""
-    explained = " AND ".join("NOT starts_with(r.reason, ?)" for _ in EXPLAINED)
-    row = fetch_one(con, f"""
-        WITH nodes AS (SELECT DISTINCT node FROM rollup_1h WHERE pool = ?)
-        SELECT count(*), any_value(r.reason) FROM rejects r
-        WHERE EXISTS (SELECT 1 FROM nodes n WHERE contains(r.source, n.node) OR contains(r.record, n.node))
-          AND {explained} AND NOT contains(r.reason, '(value ')""", [pool, *EXPLAINED])
-    return (int(row[0]), row[1] or "") if row else (0, "")
+    return unexplained_rejects_many(con, (pool,))[pool]
+
+
+def fatal_hours_many(con: duckdb.DuckDBPyConnection, pools: tuple[str, ...]) -> dict[str, pl.DataFrame]:
+    """Each pool's 1-hour buckets holding fatal error events: bucket, node, device, error_class, code, events."""
+    return _frames(con, f"""
+        SELECT pool, bucket, node, device,
+               coalesce(json_extract_string(attributes, '$.error_class'), 'unknown') AS error_class,
+               coalesce(json_extract_string(attributes, '$.code'), '') AS code, sum(sum) AS events
+        FROM rollup_1h WHERE pool IN ({POOLS}) AND metric = ?
+          AND json_extract_string(attributes, '$.severity') = 'fatal' AND sum > 0
+        GROUP BY ALL ORDER BY pool, bucket, node, device""", pools, [ERRORS])
 
 
 def fatal_hours(con: duckdb.DuckDBPyConnection, pool: str) -> pl.DataFrame:
     """The 1-hour buckets holding fatal error events: bucket, node, device, error_class, code, events."""
-    return frame(con, """
-        SELECT bucket, node, device,
-               coalesce(json_extract_string(attributes, '$.error_class'), 'unknown') AS error_class,
-               coalesce(json_extract_string(attributes, '$.code'), '') AS code, sum(sum) AS events
-        FROM rollup_1h WHERE pool = ? AND metric = ? AND json_extract_string(attributes, '$.severity') = 'fatal'
-          AND sum > 0
-        GROUP BY ALL ORDER BY bucket, node, device""", [pool, ERRORS])
+    return fatal_hours_many(con, (pool,))[pool]
+
+
+def hourly_memory_many(con: duckdb.DuckDBPyConnection, pools: tuple[str, ...]) -> dict[str, pl.DataFrame]:
+    """Each pool's hourly mean HBM used per device: bucket, node, device, used (bytes)."""
+    return _frames(con, f"""
+        SELECT pool, bucket, node, device, sum(sum) / sum(count) AS used FROM rollup_1h
+        WHERE pool IN ({POOLS}) AND metric = ? AND device <> '' GROUP BY ALL ORDER BY pool, node, device, bucket""",
+                   pools, [MEM_USED])
 
 
 def hourly_memory(con: duckdb.DuckDBPyConnection, pool: str) -> pl.DataFrame:
     """Hourly mean HBM used per device: bucket, node, device, used (bytes)."""
-    return frame(con, """
-        SELECT bucket, node, device, sum(sum) / sum(count) AS used FROM rollup_1h
-        WHERE pool = ? AND metric = ? AND device <> '' GROUP BY ALL ORDER BY node, device, bucket""", [pool, MEM_USED])
+    return hourly_memory_many(con, (pool,))[pool]
+
+
+def routed_requests_many(con: duckdb.DuckDBPyConnection, pools: tuple[str, ...]) -> dict[str, tuple[int, int | None]]:
+    """Observed requests each pool served, and the first one's arrival."""
+    rows = con.execute(f"SELECT obs_pool, count(*), min(arrival_ms) FROM requests WHERE obs_pool IN ({POOLS}) "
+                       "GROUP BY obs_pool", [list(pools)]).fetchall()
+    found = {r[0]: (int(r[1]), None if r[2] is None else int(r[2])) for r in rows}
+    return {p: found.get(p, (0, None)) for p in pools}
 
 
 def routed_requests(con: duckdb.DuckDBPyConnection, pool: str) -> tuple[int, int | None]:
     """Observed requests the pool served, and the first one's arrival."""
-    row = fetch_one(con, "SELECT count(*), min(arrival_ms) FROM requests WHERE obs_pool = ?", [pool])
-    return (int(row[0]), None if row[1] is None else int(row[1])) if row else (0, None)
+    return routed_requests_many(con, (pool,))[pool]
+
+
+def last_gate_with_many(con: duckdb.DuckDBPyConnection, pools: tuple[str, ...]) -> dict[str, dict[str, Any] | None]:
+    """For each pool, the newest gated replay whose candidate sent requests to it: run_id, name, created_at,
+    verdict, reasons (None when none of the last runs did)."""
+    rows = con.execute("SELECT run_id, name, created_at, verdict, reasons, summary FROM replay_runs "
+                       "WHERE verdict IS NOT NULL ORDER BY run_id DESC LIMIT ?", [RUNS_SCANNED]).fetchall()
+    out: dict[str, dict[str, Any] | None] = dict.fromkeys(pools)
+    for run_id, name, created, verdict, reasons, summary in rows:  # newest first: the first run found stays
+        served = (json.loads(summary).get("candidate") or {}).get("pools") or {}
+        for pool, stats in served.items():
+            if pool in out and out[pool] is None and (stats or {}).get("requests", 0) > 0:
+                out[pool] = {"run_id": int(run_id), "name": name, "created_at": created, "verdict": verdict,
+                             "reasons": json.loads(reasons)}
+    return out
 
 
 def last_gate_with(con: duckdb.DuckDBPyConnection, pool: str) -> dict[str, Any] | None:
     """The newest gated replay whose candidate sent requests to the pool: run_id, name, created_at, verdict, reasons."""
-    rows = con.execute("SELECT run_id, name, created_at, verdict, reasons, summary FROM replay_runs "
-                       "WHERE verdict IS NOT NULL ORDER BY run_id DESC LIMIT ?", [RUNS_SCANNED]).fetchall()
-    for run_id, name, created, verdict, reasons, summary in rows:
-        pools = (json.loads(summary).get("candidate") or {}).get("pools") or {}
-        if (pools.get(pool) or {}).get("requests", 0) > 0:
-            return {"run_id": int(run_id), "name": name, "created_at": created, "verdict": verdict,
-                    "reasons": json.loads(reasons)}
-    return None
+    return last_gate_with_many(con, (pool,))[pool]
