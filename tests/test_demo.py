@@ -238,3 +238,17 @@ def test_scaling_keeps_prices_and_replica_widths(fleet: Registry) -> None:
     assert [lay.takes_traffic for lay in lays.values()] == [True, True, True, True, False]
     one = dataclasses.replace(fleet, pools=fleet.pools[:1])
     assert scale_registry(one, 1).pools[0].nodes == 1
+
+
+def test_the_demo_fleet_file_loads_with_its_evidence_beside_it(demo_db: Path, tmp_path: Path,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    # the file `hetpool demo` writes names its evidence relative to itself, in a folder beside it, so
+    # `hetpool registry load` reads it under the file's own folder as it reads any registry's evidence
+    fleet = demo_db.with_name(f"{demo_db.stem}.fleet.yaml")
+    text = fleet.read_text(encoding="utf-8")
+    assert f"file: {demo_db.stem}.evidence/mlu370-a/operators.csv" in text
+    assert "file: /" not in text and "baseline: /" not in text
+    copy = tmp_path / "copy.duckdb"
+    copy.write_bytes(demo_db.read_bytes())
+    capsys.readouterr()
+    assert main(["--db", str(copy), "registry", "load", str(fleet)]) == 0, capsys.readouterr().err

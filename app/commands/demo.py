@@ -12,6 +12,7 @@ import yaml
 from app.commands._base import Context, add_command, duration_ms, timestamp_ms
 from app.demo.build import DemoSpec, build_demo, demo_fleet
 from app.demo.errors import DemoError
+from app.demo.onboarding import localize_evidence
 from pool_registry import load_registry, registry_to_dict
 from store import Held, connect, schema_version
 from store.replace import building_path, discard, refuse_held_data, remove_stale, replace_database
@@ -94,7 +95,8 @@ def run(ctx: Context) -> int:
     fleet_file = path.with_name(f"{path.stem}.fleet.yaml")
     fleet_file.write_text(f"# The demo's fleet: {args.registry} scaled to {spec.devices_per_pool} devices per pool.\n"
                           "# Edit it and load it with 'hetpool registry load' to see the change in the console.\n"
-                          + yaml.safe_dump(registry_to_dict(demo_fleet(registry, spec, args.registry)),
+                          + yaml.safe_dump(registry_to_dict(localize_evidence(
+                              demo_fleet(registry, spec, args.registry), fleet_file.parent, f"{path.stem}.evidence")),
                                            sort_keys=False), encoding="utf-8")
     ctx.emit({**report.__dict__, "db": str(path), "schema_version": version, "fleet": str(fleet_file)},
              f"demo: {report.pools} pools, {report.devices} devices; {report.rows:,} samples stored from "

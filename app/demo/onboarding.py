@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import shutil
 from pathlib import Path
 
 from pool_registry import Registry
@@ -29,4 +30,27 @@ def plant_onboarding(reg: Registry, end_ms: int, base: Path) -> Registry:
             files={role: str((base / f).resolve()) for role, f in c.files.items()}) for k, c in ob.checks.items()}
         started = ob.started + shift if ob.started else None
         pools.append(dataclasses.replace(p, onboarding=dataclasses.replace(ob, started=started, checks=checks)))
+    return dataclasses.replace(reg, pools=tuple(pools))
+
+
+def localize_evidence(reg: Registry, folder: Path, sub: str) -> Registry:
+    """The registry with every evidence file copied under folder/sub/POOL and named relative to folder, so a
+    fleet file written in folder loads from there (evidence is read only under the registry file's folder)."""
+    pools = []
+    for p in reg.pools:
+        ob = p.onboarding
+        if not ob.checks:
+            pools.append(p)
+            continue
+        target = folder / sub / p.id
+        target.mkdir(parents=True, exist_ok=True)
+        checks = {}
+        for k, c in ob.checks.items():
+            files = {}
+            for role, f in c.files.items():
+                copy = target / Path(f).name
+                shutil.copyfile(f, copy)
+                files[role] = copy.relative_to(folder).as_posix()
+            checks[k] = dataclasses.replace(c, files=files)
+        pools.append(dataclasses.replace(p, onboarding=dataclasses.replace(ob, checks=checks)))
     return dataclasses.replace(reg, pools=tuple(pools))
