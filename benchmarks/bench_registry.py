@@ -1,19 +1,32 @@
-"""Registry load time against its size: a fleet of N identical pools, validated as `hetpool registry load` does,
-with libyaml's parser (the default) and with the pure-Python one (the baseline, measured in the same run), and
-the stored snapshot read back as every other command reads it.
+"""Registry commands against the registry's size: a fleet of N identical pools, each being onboarded.
 
-Run: .venv/bin/python -m benchmarks.bench_registry [--pools 1000,10000,100000]
+For each size it times, in one process and on the same file:
+  yaml.load   a plain `yaml.load` of the file with PyYAML's C loader;
+  baseline    the same with the cyclic garbage collector paused, as the registry loader pauses it (the floor:
+              libyaml parsing and building Python objects, with no positions, no checks and no messages);
+  validate    `hetpool registry validate FILE` (parse with positions, every check, the evidence files);
+  load        `hetpool registry load FILE` into a fresh DuckDB file (validate, then store the snapshot);
+  tracker     `hetpool onboarding` on that store (read the snapshot back, read every pool's facts, judge and
+              print every pool's checklist);
+and prints each as seconds, per 10,000 pools, and as a ratio to the baseline.
+
+Run: .venv/bin/python -m benchmarks.bench_registry [--pools 10000,100000]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import os
+import tempfile
 import time
-from unittest import mock
+from collections.abc import Callable
+
+import yaml
 
 from benchmarks.common import report
-from pool_registry import load_registry_text, registry_from_json, registry_to_json, yamlread
+from pool_registry.yamlread import no_gc_pauses
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 POOL = """  - id: p{i}
@@ -26,40 +39,60 @@ POOL = """  - id: p{i}
     stack: {{driver: "550.144.03", vllm: "0.15.1"}}
     serving: {{model: llama-3.1-70b, engine: vllm, replicas: 2, devices_per_replica: 4, max_concurrency: 64}}
     cost_model: {{mfu: 0.45, mem_bw_eff: 0.75}}
+    onboarding: {{stage: exporter, started: 2026-11-24, checks: {{devices: {{by: lee, at: 2026-11-24}}}}}}
 """
 
 
 def fleet_text(n: int) -> str:
-    """The example fleet's chips and models with n pools."""
+    """The example fleet's chips and models with n pools, every one of them being onboarded."""
     with open(os.path.join(REPO, "examples", "fleet.yaml"), encoding="utf-8") as f:
         head = f.read().split("pools:")[0]
     return head + "pools:\n" + "".join(POOL.format(i=i) for i in range(n))
 
 
-def seconds(text: str) -> float:
+def seconds(fn: Callable[[], object]) -> float:
+    """Wall time of one call."""
     start = time.perf_counter()
-    load_registry_text(text, "fleet.yaml")
+    fn()
     return time.perf_counter() - start
 
 
+def hetpool(*argv: str) -> None:
+    """One CLI command in this process, its output discarded; a non-zero exit is an error."""
+    from app.cli import main
+
+    with contextlib.redirect_stdout(io.StringIO()):
+        code = main(list(argv))
+    if code != 0:
+        raise SystemExit(f"hetpool {' '.join(argv)} exited {code}")
+
+
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--pools", default="1000,10000,100000")
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--pools", default="10000,100000")
     args = parser.parse_args()
-    for n in (int(x) for x in args.pools.split(",")):
-        text = fleet_text(n)
-        fast = seconds(text)
-        if n <= 10_000:
-            with mock.patch.object(yamlread, "FAST_LOADER", None):
-                slow = seconds(text)
-            report(f"registry load, {n:,} pools (libyaml)", fast, "s", slow, "of the pure-Python parser")
-        else:
-            report(f"registry load, {n:,} pools (libyaml)", fast, "s")
-        report("  per 10,000 pools", fast * 10_000 / n, "s")
-        snapshot = registry_to_json(load_registry_text(text))
-        start = time.perf_counter()
-        registry_from_json(snapshot)
-        report(f"stored snapshot read back, {n:,} pools", time.perf_counter() - start, "s", fast, "of the YAML load")
+    hetpool("registry", "validate", os.path.join(REPO, "examples", "fleet.yaml"))  # imports, out of the timings
+    with tempfile.TemporaryDirectory(prefix="bench-registry-") as tmp:
+        for n in (int(x) for x in args.pools.split(",")):
+            path, db = os.path.join(tmp, f"fleet-{n}.yaml"), os.path.join(tmp, f"fleet-{n}.duckdb")
+            with open(path, "w", encoding="utf-8") as f:
+                f.write(fleet_text(n))
+
+            def baseline(path: str = path) -> None:
+                with open(path, encoding="utf-8") as f:
+                    yaml.load(f.read(), Loader=yaml.CSafeLoader)
+
+            plain = seconds(baseline)
+            report(f"yaml.load (C loader), {n:,} pools", plain, "s")
+            with no_gc_pauses():
+                base = seconds(baseline)
+            report("baseline: the same, collector paused", base, "s", plain, "of the plain load")
+            for name, argv in (("registry validate", ("registry", "validate", path)),
+                               ("registry load", ("--db", db, "registry", "load", path)),
+                               ("onboarding (tracker)", ("--db", db, "onboarding"))):
+                took = seconds(lambda argv=argv: hetpool(*argv))  # type: ignore[misc]
+                report(f"{name}, {n:,} pools", took, "s", base, "of the baseline")
+                report("  per 10,000 pools", took * 10_000 / n, "s")
 
 
 if __name__ == "__main__":
