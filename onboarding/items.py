@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 
 from canonical.metrics import CORE_METRICS
@@ -124,7 +125,8 @@ def _files(spec: ItemSpec, check: Check | None, reg: Registry, pool: Pool, facts
         out = gates.regression(frames["baseline"], frames["candidate"], params["tolerance"],
                                check.steps if check else ())
     else:
-        specs = {s.id: s for s in resolve_pools(reg, Candidate(name="onboarding"))}
+        # this pool alone: resolving the whole registry for each pool's item made the tracker quadratic
+        specs = {s.id: s for s in resolve_pools(dataclasses.replace(reg, pools=(pool,)), Candidate(name="onboarding"))}
         if pool.id not in specs:
             return Outcome(PENDING, "the pool has no serving config to benchmark")
         out, _ = gates.benchmark(frames["file"], specs[pool.id], params["tolerance"])
