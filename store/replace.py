@@ -11,11 +11,24 @@ import contextlib
 import os
 from pathlib import Path
 
-from store.db import Store, connect
+import duckdb
+
+from store.db import Store, connect, fetch_one
 from store.errors import StoreError
-from store.queries import table_counts
 
 _BUILDING = ".building-"
+
+
+MAIN_TABLES = ("samples", "rejects", "versions", "requests", "replay_runs", "registry_snapshots")
+
+
+def table_counts(con: duckdb.DuckDBPyConnection) -> dict[str, int]:
+    """Row counts of the main tables, to say what a replaced database held."""
+    out = {}
+    for table in MAIN_TABLES:
+        row = fetch_one(con, f"SELECT count(*) FROM {table}")  # table names are constants
+        out[table] = int(row[0]) if row else 0
+    return out
 
 
 def building_path(target: Path) -> Path:

@@ -29,10 +29,10 @@ from onboarding.files import EvidenceFile, store_files
 from pool_registry import Registry
 from pool_registry.compat import compatibility
 from status.evaluate import Facts
-from store import ENV_DB, Store, StoreBusy, StoreError, latest_registry, queries, replay_runs, resolve_db_path
+from store import ENV_DB, Store, StoreBusy, StoreError, latest_registry, replay_runs, resolve_db_path
 from store import requests as stored
 from store.locks import timeout_from_env
-from store.views import cost, coverage, drift, export, faults, health, markers, reliability, runs, versions
+from store.views import cost, coverage, drift, export, faults, fleet, health, markers, reliability, runs, versions
 from store.views.window import Window, data_span
 
 CACHE_TTL_S = 60
@@ -131,7 +131,7 @@ def query(fn: Callable[..., T]) -> Callable[..., T]:
 @query
 def fleet_overview(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
     """Pools of the newest registry."""
-    return queries.fleet_overview(con)
+    return fleet.fleet_overview(con)
 
 
 @query

@@ -1,11 +1,10 @@
-"""Read queries shared by the console, exports and the CLI."""
+"""Fleet registry page: one row per pool of the newest registry."""
 
 from __future__ import annotations
 
 import duckdb
 import polars as pl
 
-from store.db import fetch_one
 from store.snapshots import latest_registry
 
 
@@ -27,12 +26,3 @@ def fleet_overview(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
             "onboarding": p.onboarding.stage,
         })
     return pl.DataFrame(rows)
-
-
-def table_counts(con: duckdb.DuckDBPyConnection) -> dict[str, int]:
-    """Row counts of the main tables, for status lines and empty states."""
-    out = {}
-    for table in ("samples", "rejects", "versions", "requests", "replay_runs", "registry_snapshots"):
-        row = fetch_one(con, f"SELECT count(*) FROM {table}")  # table names are constants
-        out[table] = int(row[0]) if row else 0
-    return out
