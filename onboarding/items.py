@@ -17,7 +17,7 @@ from onboarding.stability import stability
 from pool_registry import Pool, Registry
 from pool_registry.onboarding import MANUAL, Check, ItemSpec
 from replay.candidate import Candidate
-from replay.fleet import resolve_pools
+from replay.fleet import pools_by_id
 
 
 def judge(spec: ItemSpec, check: Check | None, reg: Registry, pool: Pool, facts: Facts) -> Outcome:
@@ -126,7 +126,7 @@ def _files(spec: ItemSpec, check: Check | None, reg: Registry, pool: Pool, facts
                                check.steps if check else ())
     else:
         # this pool alone: resolving the whole registry for each pool's item made the tracker quadratic
-        specs = {s.id: s for s in resolve_pools(dataclasses.replace(reg, pools=(pool,)), Candidate(name="onboarding"))}
+        specs = pools_by_id(dataclasses.replace(reg, pools=(pool,)), Candidate(name="onboarding"))
         if pool.id not in specs:
             return Outcome(PENDING, "the pool has no serving config to benchmark")
         out, _ = gates.benchmark(frames["file"], specs[pool.id], params["tolerance"])

@@ -38,7 +38,7 @@ from replay.costmodel import StepModel
 from replay.engine import prepare_traffic
 from replay.errors import ReplayError
 from replay.fitting import Coefficient, apply, fit, prior
-from replay.fleet import PoolSpec, resolve_pools
+from replay.fleet import PoolSpec, pools_by_id
 from replay.plan import build_plan
 from replay.policies import get_policy
 from replay.simulator import simulate
@@ -369,7 +369,7 @@ def calibrate(requests: pl.DataFrame | None, registry: Registry, *, bench: pl.Da
         observed = requests.filter(pl.col("obs_pool").is_not_null())
     if observed is None and bench is None:
         raise ReplayError("nothing to calibrate from: give observed requests or a benchmark table")
-    specs = {s.id: s for s in resolve_pools(registry, base or Candidate(name="calibrate"))}
+    specs = pools_by_id(registry, base or Candidate(name="calibrate"))
     unknown: dict[str, int] = {}
     by_pool: dict[str, pl.DataFrame] = {}
     if observed is not None:

@@ -17,7 +17,7 @@ from pool_registry import Interconnect, Registry
 from replay.candidate import load_candidate_text, predictor_to_data
 from replay.config import Candidate, PredictorSpec
 from replay.errors import CandidateError, ReplayError
-from replay.fleet import resolve_pools
+from replay.fleet import pools_by_id, resolve_pools
 
 POOL_FIELDS = ("replicas", "max_concurrency", "pp", "max_num_batched_tokens", "gpu_memory_utilization",
                "kv_cache_dtype", "step_overhead_ms", "seq_overhead_us", "collective_us", "mfu", "mem_bw_eff",
@@ -68,8 +68,8 @@ def form_of(registry: Registry, candidate: Candidate | None = None) -> Candidate
     """The form showing a candidate's values (the registry's where it overrides nothing)."""
     cand = candidate or Candidate(name="candidate")
     pools = registry_values(registry)
-    effective = {p.id: p for p in resolve_pools(registry, dataclasses.replace(cand, pools={
-        k: dataclasses.replace(o, enabled=True) for k, o in cand.pools.items()}))}
+    effective = pools_by_id(registry, dataclasses.replace(cand, pools={
+        k: dataclasses.replace(o, enabled=True) for k, o in cand.pools.items()}))
     for pool_id, values in pools.items():
         spec = effective[pool_id]
         values.update({f: getattr(spec, f) for f in POOL_FIELDS})

@@ -144,6 +144,11 @@ def resolve_pools(registry: Registry, candidate: Candidate) -> tuple[PoolSpec, .
     return tuple(specs)
 
 
+def pools_by_id(registry: Registry, candidate: Candidate) -> dict[str, PoolSpec]:
+    """The candidate's pools by id (resolve_pools as a mapping)."""
+    return {s.id: s for s in resolve_pools(registry, candidate)}
+
+
 def _check(p: PoolSpec, candidate: str) -> None:
     """The serving rules the registry enforces, again after the candidate's overrides."""
     if p.devices_per_replica % p.pp:

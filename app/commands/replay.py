@@ -29,7 +29,7 @@ from replay import (
     read_traffic,
     run_sweep,
 )
-from replay.fleet import resolve_pools
+from replay.fleet import pools_by_id
 from replay.sweep import EXECUTORS
 from replay.whatif import Traffic, file_traffic, run_whatif, stored_traffic
 from replay.whatif import fmt_s as _fmt
@@ -288,7 +288,7 @@ def bench_cmd(ctx: Context) -> int:
     with ctx.store().read() as con:
         registry = require_registry(con)
         candidate = load_candidate(args.candidate, registry) if args.candidate else None
-    pools = {p.id: p for p in resolve_pools(registry, candidate or Candidate(name="bench"))}
+    pools = pools_by_id(registry, candidate or Candidate(name="bench"))
     if args.pool not in pools:
         raise UsageError(f"unknown pool {args.pool!r}; replayable: {', '.join(pools)}")
     spec = pools[args.pool]

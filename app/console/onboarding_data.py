@@ -18,7 +18,7 @@ from onboarding.report import tracks
 from onboarding.stability import growth, sustained_start
 from pool_registry.onboarding import item_spec
 from replay.candidate import Candidate
-from replay.fleet import resolve_pools
+from replay.fleet import pools_by_id
 from store import latest_registry
 
 
@@ -60,7 +60,7 @@ def onboarding_detail(con: duckdb.DuckDBPyConnection, pool: str) -> dict[str, An
         with contextlib.suppress(EvidenceError):  # a bad report: the checklist says what is wrong with it
             out["unmapped"] = parse_check_report(report.body, report.name).unmapped
     bench = facts.files("benchmark").get("file")
-    specs = {s.id: s for s in resolve_pools(reg, Candidate(name="onboarding"))}
+    specs = pools_by_id(reg, Candidate(name="onboarding"))
     if bench is not None and pool in specs:
         check = reg.pool(pool).onboarding.checks.get("benchmark")
         tol = (check.params if check else {}).get("tolerance", item_spec("benchmark").params["tolerance"])

@@ -20,7 +20,7 @@ from replay.config import OVERRIDE_FIELDS, Candidate, PoolOverride
 from replay.editor import check_form, form_of
 from replay.engine import run_replay
 from replay.errors import GridError
-from replay.fleet import resolve_pools
+from replay.fleet import pools_by_id
 from replay.policies import POLICIES
 from replay.sweep import expand, load_grid_text, run_sweep
 
@@ -65,7 +65,7 @@ def calibration(path: str, registry: Registry, pick: Pick | None) -> None:
                 st.error(str(exc))
                 return
             status.update(label=f"Fitted {len(fits)} pools", state="complete", expanded=False)
-        st.session_state["wi.calib"] = (fits, scatter, {s.id: s for s in resolve_pools(registry, base)})
+        st.session_state["wi.calib"] = (fits, scatter, pools_by_id(registry, base))
     kept = st.session_state.get("wi.calib")
     if kept is None:
         return
@@ -169,7 +169,7 @@ def capacity(registry: Registry, candidate: Candidate | None) -> None:
     """Closed-loop benchmark curves (TTFT and TPOT against concurrency) of one replica of each pool."""
     st.caption("One replica of each pool, run closed-loop at fixed concurrency as `hetpool replay bench` (and "
                "`vllm bench serve --max-concurrency`) does, with the candidate's values.")
-    specs = {s.id: s for s in resolve_pools(registry, candidate or Candidate(name="registry"))}
+    specs = pools_by_id(registry, candidate or Candidate(name="registry"))
     st.session_state.setdefault("wi.bench_pools", list(specs))
     st.session_state.setdefault("wi.bench_concurrency", "1, 2, 4, 8, 16, 32, 64")
     c1, c2, c3, c4 = st.columns([3, 2, 1, 1])

@@ -35,7 +35,7 @@ from app.demo.story import (
 from pool_registry import CostModel, Registry
 from replay import Candidate, PoolOverride, run_replay
 from replay.costmodel import StepModel
-from replay.fleet import PoolSpec, resolve_pools
+from replay.fleet import PoolSpec, pools_by_id
 
 
 @dataclass(frozen=True)
@@ -161,7 +161,7 @@ def serve(layouts: list[PoolLayout], signals: dict[str, Signals], ts_ms: np.ndar
     keep = {lay.pool.id for lay in pools}
     candidate = Candidate(name="demo", policy="observed", pools={
         lay.pool.id: PoolOverride(enabled=False) for lay in layouts if lay.pool.id not in keep and lay.pool.serving})
-    specs = {s.id: s for s in resolve_pools(fleet, candidate)}
+    specs = pools_by_id(fleet, candidate)
     traffic = pl.concat([_pool_traffic(lay, specs[lay.pool.id], rng, start_ms, end_ms) for lay in pools]).sort(
         "arrival_ms", maintain_order=True).with_row_index("seq").with_columns(pl.col("seq").cast(pl.Int64))
     result = run_replay(candidate, traffic.drop("code"), fleet, seed=0)
