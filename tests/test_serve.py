@@ -34,9 +34,20 @@ RECENT = FixtureFleet(hours=HOURS, t0_s=NOW_S - HOURS * 3600)
 
 
 def serve(config: Path, db: Path) -> subprocess.Popen[str]:
-    return subprocess.Popen([sys.executable, "-m", "app.cli", "--db", str(db), "serve", "--config", str(config)],
-                            cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
+    """`hetpool serve` in its own session, its log to a file: a pipe nobody reads while the test waits would fill
+    and stall the service on its next log line."""
+    log = db.with_name(f"{db.name}.serve-{time.monotonic_ns()}.log")
+    with log.open("w") as sink:
+        proc = subprocess.Popen([sys.executable, "-m", "app.cli", "--db", str(db), "serve", "--config", str(config)],
+                                cwd=REPO, stdout=subprocess.DEVNULL, stderr=sink, text=True, start_new_session=True)
+    proc.log = log  # type: ignore[attr-defined]
+    return proc
+
+
+def stopped(proc: subprocess.Popen[str], timeout_s: float = 60) -> str:
+    """Wait for a service that was told to stop; its log."""
+    proc.wait(timeout=timeout_s)
+    return Path(proc.log).read_text()  # type: ignore[attr-defined]
 
 
 def health(url: str) -> tuple[int, dict[str, object]] | None:
@@ -95,7 +106,7 @@ def test_serve_runs_collectors_console_and_health_and_sigterm_stops_them(fleet_d
         assert len(streamlit) == 1
     finally:
         proc.send_signal(signal.SIGTERM)
-        _, err = proc.communicate(timeout=60)
+        err = stopped(proc)
     assert proc.returncode == 0, err
     assert "stopping; runs under way finish or roll back" in err and "Traceback" not in err
     assert not alive(streamlit[0]) and not _ok(console_port) and health(url) is None
@@ -164,7 +175,7 @@ def test_kill_9_then_restart_ends_as_an_uninterrupted_run(recent_prom: Prometheu
         wait_for(lambda: digest(db)[0] >= clean[0], 480, "the restarted pull to catch up")
     finally:
         proc.send_signal(signal.SIGTERM)
-        _, err = proc.communicate(timeout=60)
+        err = stopped(proc)
     assert proc.returncode == 0, err
     assert digest(db) == clean
     with Store(db).read() as c:
