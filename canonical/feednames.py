@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from canonical.metrics import METRICS
-from canonical.prometheus import COUNTER_SUFFIX
+from canonical.prometheus import COUNTER_SUFFIX, HISTOGRAM_PARTS
 
 # Prometheus naming conventions: base units, spelled out, plural; counts and booleans carry no unit suffix.
 UNIT_SUFFIXES: dict[str, str] = {
@@ -55,3 +55,41 @@ def feed_labels(pool: str, node: str, device: str, vendor: str, attributes: dict
     for key, value in sorted(attributes.items()):
         labels.setdefault(label_name(key), str(value))
     return labels
+
+
+# Error events, histograms and versions under canonical names: what the feed serves, what `hetpool rules`
+# records and what `--canonical` ingest reads back.
+ERRORS_FAMILY = "accelerator_errors"  # a counter: the events of one device, class, severity and code so far
+ERRORS_SAMPLE = ERRORS_FAMILY + COUNTER_SUFFIX
+ERROR_STATE = "accelerator_error_state"  # a gauge: 1 while a sticky code or bitmask bit is held, else 0
+ERROR_LABELS = ("error_class", "severity", "code")
+VERSION_FAMILY = "hetpool_software_version"  # an info series per component: value 1, the version a label
+VERSION_SAMPLE = VERSION_FAMILY + "_info"
+VERSION_LABELS = ("component", "version")
+# labels a Prometheus between adds to what it scrapes (scrape the feed with honor_labels: true to keep the
+# feed's own); canonical ingest drops them
+SCRAPE_LABELS = ("job", "instance")
+_BY_SAMPLE: dict[str, tuple[str, str]] = {}
+
+
+def canonical_of(name: str) -> tuple[str, str] | None:
+    """A feed sample name as (canonical metric, part): part is '' or a histogram's '_bucket'/'_sum'/'_count'."""
+    if not _BY_SAMPLE:
+        for metric, canon in METRICS.items():
+            if canon.kind == "histogram":
+                for part in HISTOGRAM_PARTS:
+                    _BY_SAMPLE[family_name(metric) + part] = (metric, part)
+            elif canon.kind in FEED_KINDS:
+                _BY_SAMPLE[sample_name(metric)] = (metric, "")
+    return _BY_SAMPLE.get(name)
+
+
+def attributes_of(labels: dict[str, str], skip: tuple[str, ...] = ()) -> dict[str, str]:
+    """The attributes of a feed label set: feed_labels' inverse for every label not a base, scrape or `skip` one."""
+    out: dict[str, str] = {}
+    for name, value in labels.items():
+        if name in BASE_LABELS or name in SCRAPE_LABELS or name in skip or name == "__name__":
+            continue
+        key = name[len("attr_"):] if name.startswith("attr_") and name[len("attr_"):] in BASE_LABELS else name
+        out[key] = value
+    return out

@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from canonical.feednames import UNIT_SUFFIXES, family_name, feed_labels, label_name, sample_name
+from canonical.feednames import (
+    UNIT_SUFFIXES,
+    attributes_of,
+    canonical_of,
+    family_name,
+    feed_labels,
+    label_name,
+    sample_name,
+)
 from canonical.metrics import METRICS
 
 NAMES = [
@@ -52,3 +60,25 @@ def test_label_names(key: str, label: str) -> None:
 def test_feed_labels_keep_the_base_labels() -> None:
     assert feed_labels("p", "n", "d", "nvidia", {"pool": "other", "engine": "vllm"}) == {
         "pool": "p", "node": "n", "device": "d", "vendor": "nvidia", "attr_pool": "other", "engine": "vllm"}
+
+
+@pytest.mark.parametrize(("name", "expected"), [
+    ("accelerator_power_watts", ("accelerator.power", "")),
+    ("accelerator_energy_joules_total", ("accelerator.energy", "")),
+    ("serving_time_to_first_token_seconds_bucket", ("serving.time_to_first_token", "_bucket")),
+    ("serving_request_duration_seconds_count", ("serving.request.duration", "_count")),
+    ("accelerator_energy_joules", None),  # a counter is read only under its _total sample
+    ("serving_time_to_first_token_seconds", None),  # a histogram only in its parts
+    ("accelerator_errors_total", None),  # events have their own names
+    ("DCGM_FI_DEV_POWER_USAGE", None),
+])
+def test_canonical_of_inverts_the_sample_names(name: str, expected: tuple[str, str] | None) -> None:
+    assert canonical_of(name) == expected
+
+
+def test_attributes_of_inverts_feed_labels() -> None:
+    attrs = {"pool": "shadowed", "engine": "vllm", "gpu_uuid": "GPU-1"}
+    labels = feed_labels("h100-a", "n1", "0", "nvidia", attrs)
+    labels.update({"job": "hetpool", "instance": "127.0.0.1:9400"})
+    assert attributes_of(labels) == attrs
+    assert attributes_of({"le": "0.5", "engine": "x"}, skip=("le",)) == {"engine": "x"}
