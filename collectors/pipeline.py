@@ -32,6 +32,7 @@ from normalizers import (
     RawBatch,
     load_profiles,
 )
+from normalizers.canonical_in import CanonicalNormalizer
 from normalizers.normalize import DEFAULT_MAX_AGE_DAYS
 from normalizers.reasons import MAX_AGE_ENV
 from store import Access, IngestCounts, IngestRun, commit_run, latest_registry
@@ -54,6 +55,7 @@ class IngestOptions:
     profiles_dirs: tuple[Path, ...] = ()
     node: str | None = None
     at_ms: int | None = None  # timestamp for samples without one (default: the ingest time)
+    canonical: bool = False  # feed names and labels (normalizers.canonical_in), no vendor profile
 
 
 def clock_options(default_ts_ms: int, now_ms: int, env: Mapping[str, str] = os.environ) -> Options:
@@ -95,6 +97,8 @@ class IngestReport:
 
 def make_context(store: Access, options: IngestOptions, profiles: ProfileSet | None = None) -> Context:
     """Profiles, forced profile and pool checked against what exists, before any run starts."""
+    if options.canonical:
+        return canonical_context(store, options)
     profiles = profiles or load_profiles(options.profiles_dirs)
     forced = profiles.get(options.profile) if options.profile else None
     with store.read() as con:
@@ -107,6 +111,26 @@ def make_context(store: Access, options: IngestOptions, profiles: ProfileSet | N
         raise NormalizerError("no registry loaded, so samples cannot be placed in pools; run "
                               "'hetpool registry load examples/fleet.yaml' or pass --pool")
     return Context(profiles, forced, pools, options.pool, options.node)
+
+
+def canonical_context(store: Access, options: IngestOptions) -> Context:
+    """The context of canonical input: the registry's pools, which every series' pool label must name."""
+    chosen = [flag for flag, value in (("--pool", options.pool), ("--profile", options.profile),
+                                        ("--profiles-dir", options.profiles_dirs)) if value]
+    if chosen:
+        raise NormalizerError(f"canonical input names its pool in each series and needs no profile; "
+                              f"{' and '.join(chosen)} do not apply with --canonical")
+    with store.read() as con:
+        snap = latest_registry(con)
+    if snap is None:
+        raise NormalizerError("no registry loaded, so the pool labels of canonical series cannot be checked; run "
+                              "'hetpool registry load examples/fleet.yaml' first")
+    return Context(ProfileSet({}), None, snap.registry.pools, None, None)
+
+
+def new_normalizer(ctx: Context, options: IngestOptions, clock: Options) -> Normalizer:
+    """The normalizer of a run: the vendor profiles', or the canonical one for --canonical input."""
+    return CanonicalNormalizer(ctx, clock) if options.canonical else Normalizer(ctx, clock)
 
 
 class StatePrior:
@@ -189,7 +213,7 @@ def ingest(store: Access, source: Source, *, options: IngestOptions, clock: Cloc
     ctx = context or make_context(store, options)
     now_ms = int(clock() * 1000)
     default_ts = options.at_ms if options.at_ms is not None else now_ms
-    normalizer = normalizer or Normalizer(ctx, clock_options(default_ts, now_ms))
+    normalizer = normalizer or new_normalizer(ctx, options, clock_options(default_ts, now_ms))
     mark = normalizer.mark()
     with store.writing(f"hetpool {source.kind} ingest of {source.name}"):
         for attempt in range(1, RESTAGES + 1):
