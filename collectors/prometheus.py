@@ -17,6 +17,7 @@ from urllib.parse import urlparse
 import duckdb
 import polars as pl
 
+from canonical.feednames import ERROR_STATE, ERRORS_SAMPLE, VERSION_SAMPLE, canonical_of
 from canonical.prometheus import SAMPLE_SUFFIXES
 from canonical.schemas import REJECT_SCHEMA
 from canonical.timeunits import HOUR_MS
@@ -24,10 +25,13 @@ from collectors.errors import CollectorError
 from collectors.pipeline import IngestOptions, IngestReport, clock_options, ingest, make_context
 from collectors.promhttp import ChunkFailed, PromClient, PromUnavailable
 from collectors.promjson import RangeVector
-from normalizers import Context, Normalizer, Profile, RawBatch
+from normalizers import Normalizer, Profile, RawBatch
+from normalizers.canonical_in import CanonicalNormalizer
 from store import Access, IngestRun, commit_run
 from store.watermarks import Coverage, extend_coverage, get_coverage
 
+# the watermark key of a canonical pull, beside the profiles' (no profile name has parentheses)
+CANONICAL_KEY = "(canonical)"
 MAX_POINTS_PER_SERIES = 11_000  # Prometheus refuses range queries with more points per series
 FETCHERS = 2  # chunks fetched ahead in parallel: Prometheus encodes each query on one core
 
@@ -45,6 +49,7 @@ class PullOptions:
     chunk_ms: int = HOUR_MS                 # at most this much time per query
     profiles_dirs: tuple[Path, ...] = ()
     pool: str | None = None
+    canonical: bool = False  # feed names and labels, one point per step (a range query), no profile
 
 
 @dataclass
@@ -92,8 +97,18 @@ def known_names(profile: Profile, server_names: list[str]) -> list[str]:
     return sorted(out)
 
 
-def to_batch(vectors: list[RangeVector]) -> RawBatch:
-    """Raw samples of one chunk: one key per series, samples numbered for rejects."""
+def canonical_names(server_names: list[str]) -> list[str]:
+    """Server metric names that are canonical feed names: metrics, histogram parts, errors, states, versions."""
+    own = {ERRORS_SAMPLE, ERROR_STATE, VERSION_SAMPLE}
+    return sorted(n for n in server_names if n in own or canonical_of(n) is not None)
+
+
+def to_batch(vectors: list[RangeVector], *, node_from_instance: bool = True) -> RawBatch:
+    """Raw samples of one chunk: one key per series, samples numbered for rejects.
+
+    Series without a node label take the host of their `instance` unless `node_from_instance` is False (canonical
+    series name their node, and one without it is a reject).
+    """
     series: dict[str, tuple[str, dict[str, str]]] = {}
     frames = []
     for vector in vectors:
@@ -102,7 +117,7 @@ def to_batch(vectors: list[RangeVector]) -> RawBatch:
             labels = dict(raw)
             name = labels.pop("__name__", "")
             # exporters without a node label (npu-exporter, vLLM) are placed by the scrape target's host
-            if "node" not in labels and "instance" in labels:
+            if node_from_instance and "node" not in labels and "instance" in labels:
                 labels["node"] = labels["instance"].rsplit(":", 1)[0]
             key = f"{name}{sorted(labels.items())}"
             series[key] = (name, labels)
@@ -128,47 +143,60 @@ def pull(store: Access, client: PromClient, options: PullOptions, *,
     """
     url = source_key(options.url)
     client.check()
-    ctx = make_context(store, IngestOptions(pool=options.pool, profiles_dirs=options.profiles_dirs))
+    base = IngestOptions(pool=options.pool, profiles_dirs=options.profiles_dirs, canonical=options.canonical)
+    ctx = make_context(store, base)
     server_names = client.metric_names()
+    now_ms = int(clock() * 1000)
+    end = options.end_ms if options.end_ms is not None else now_ms - now_ms % options.step_ms - options.step_ms
+    report = PullReport()
+    stopping = stop or (lambda: False)
+    if options.canonical:
+        names = canonical_names(server_names)
+        if not names:
+            raise CollectorError(f"no canonical series on {url}: none of its metric names is a feed name "
+                                 f"(canonical/feednames.py); pull vendor series without --canonical")
+        with store.writing(f"hetpool canonical pull from {url}"):
+            _pull_series(store, client, options, CANONICAL_KEY, names, CanonicalNormalizer(ctx, clock_options(
+                now_ms, now_ms)), url, end, report, on_chunk, stopping)
+        return report
     wanted = [ctx.profiles.get(n) for n in options.profiles] if options.profiles else [
         p for p in ctx.profiles.profiles.values() if known_names(p, server_names)]
     if not wanted:
         raise CollectorError(f"no metric on {url} is known to any profile; known profiles: "
                              f"{', '.join(sorted(ctx.profiles.profiles))}")
-    now_ms = int(clock() * 1000)
-    end = options.end_ms if options.end_ms is not None else now_ms - now_ms % options.step_ms - options.step_ms
-    report = PullReport()
     with store.writing(f"hetpool pull from {url}"):
         for profile in wanted:
-            _pull_profile(store, client, options, ctx, profile, server_names, url, end, now_ms, report, on_chunk,
-                          stop or (lambda: False))
+            # read each pulled series with the profile it was asked for; one normalizer keeps series resolved
+            normalizer = Normalizer(replace(ctx, profile=profile), clock_options(now_ms, now_ms))
+            _pull_series(store, client, options, profile.name, known_names(profile, server_names), normalizer, url,
+                         end, report, on_chunk, stopping)
     return report
 
 
-def _pull_profile(store: Access, client: PromClient, options: PullOptions, ctx: Context, profile: Profile,
-                  server_names: list[str], url: str, end: int, now_ms: int, report: PullReport,
-                  on_chunk: Callable[[str, int, int], None] | None, stop: Callable[[], bool]) -> None:
-    names = known_names(profile, server_names)
-    start = _start(_coverage(store, url, profile.name), options, end)
-    # read each pulled series with the profile it was asked for; one normalizer keeps series resolved
-    normalizer = Normalizer(replace(ctx, profile=profile), clock_options(now_ms, now_ms))
-    for (lo, hi), fetched in _prefetched(client, names, chunks(start, end, options.step_ms, options.chunk_ms)):
+def _pull_series(store: Access, client: PromClient, options: PullOptions, key: str, names: list[str],
+                 normalizer: Normalizer, url: str, end: int, report: PullReport,
+                 on_chunk: Callable[[str, int, int], None] | None, stop: Callable[[], bool]) -> None:
+    """The chunks of one watermark key (a profile, or the canonical pull) from its watermark up to `end`."""
+    start = _start(_coverage(store, url, key), options, end)
+    step = options.step_ms if options.canonical else None
+    canonical = options.canonical
+    for (lo, hi), fetched in _prefetched(client, names, chunks(start, end, options.step_ms, options.chunk_ms), step):
         if stop():
             break
         try:
             vectors = fetched.result()
         except ChunkFailed as exc:
-            report.missing.append((profile.name, lo, hi))
-            _record_failure(store, url, profile.name, lo, hi, str(exc))
+            report.missing.append((key, lo, hi))
+            _record_failure(store, url, key, lo, hi, str(exc))
             continue
         # coverage only grows over contiguous stored data: never past a missing chunk
-        advance = not any(m[0] == profile.name for m in report.missing)
-        report.reports.append(_store_chunk(store, url, profile.name, vectors, normalizer, lo, hi,
-                                           advance=advance))
+        advance = not any(m[0] == key for m in report.missing)
+        report.reports.append(_store_chunk(store, url, key, vectors, normalizer, lo, hi, advance=advance,
+                                           canonical=canonical))
         if on_chunk is not None:
-            on_chunk(profile.name, lo, hi)
-    cov = _coverage(store, url, profile.name)
-    report.watermarks[profile.name] = cov.watermark if cov else start
+            on_chunk(key, lo, hi)
+    cov = _coverage(store, url, key)
+    report.watermarks[key] = cov.watermark if cov else start
 
 
 def _coverage(store: Access, url: str, profile: str) -> Coverage | None:
@@ -185,13 +213,16 @@ def _start(cov: Coverage | None, options: PullOptions, end: int) -> int:
     return options.start_ms
 
 
-def _prefetched(client: PromClient, names: list[str], windows: Iterator[tuple[int, int]]
+def _prefetched(client: PromClient, names: list[str], windows: Iterator[tuple[int, int]], step_ms: int | None = None
                 ) -> Iterator[tuple[tuple[int, int], Future[list[RangeVector]]]]:
     """Each window with its fetch already under way, the next one started before this one is stored.
 
-    Waiting on Prometheus then overlaps with normalizing and storing the previous chunk.
+    Waiting on Prometheus then overlaps with normalizing and storing the previous chunk. With `step_ms`, one
+    point per step (a range query) instead of every raw sample.
     """
     def fetch(lo: int, hi: int) -> list[RangeVector]:
+        if step_ms is not None:
+            return [client.step_vector(f'{{__name__="{n}"}}', lo, hi, step_ms) for n in names]
         return [client.range_vector(f'{{__name__="{n}"}}', lo, hi) for n in names]
 
     with ThreadPoolExecutor(max_workers=FETCHERS, thread_name_prefix="prom-fetch") as pool:
@@ -212,6 +243,7 @@ class PromChunk:
     name: str
     vectors: list[RangeVector]
     when_empty: str | None = None  # an empty chunk is normal: nothing was scraped then
+    node_from_instance: bool = True  # False for canonical series, which name their node
 
     @property
     def warnings(self) -> list[str]:
@@ -220,7 +252,7 @@ class PromChunk:
 
     def batches(self, default_ts_ms: int) -> Iterator[RawBatch]:
         """The chunk's raw samples (each Prometheus sample carries its own timestamp)."""
-        yield to_batch(self.vectors)
+        yield to_batch(self.vectors, node_from_instance=self.node_from_instance)
 
     def again(self) -> bool:
         """The vectors are kept until the chunk commits."""
@@ -228,10 +260,11 @@ class PromChunk:
 
 
 def _store_chunk(store: Access, url: str, profile: str, vectors: list[RangeVector], normalizer: Normalizer,
-                 lo: int, hi: int, *, advance: bool) -> IngestReport:
+                 lo: int, hi: int, *, advance: bool, canonical: bool = False) -> IngestReport:
     hooks = [lambda con, _run: _extend(con, url, profile, lo, hi)] if advance else []
-    return ingest(store, PromChunk("prometheus", f"{url} {profile}", vectors), options=IngestOptions(),
-                  context=normalizer.ctx, normalizer=normalizer, hooks=hooks)
+    chunk = PromChunk("prometheus", f"{url} {profile}", vectors, node_from_instance=not canonical)
+    return ingest(store, chunk, options=IngestOptions(canonical=canonical), context=normalizer.ctx,
+                  normalizer=normalizer, hooks=hooks)
 
 
 def _extend(con: duckdb.DuckDBPyConnection, url: str, profile: str, lo: int, hi: int) -> None:

@@ -130,13 +130,31 @@ class PromClient:
         # Prometheus 2.x range selectors include both ends and 3.x excludes the start, so the points at
         # exactly start_ms are dropped here to get (start, end] from either.
         query = f"{selector}[{end_ms - start_ms}ms]"
-        params = {"query": query, "time": f"{end_ms / 1000:.3f}"}
+        return self._matrix("/api/v1/query", {"query": query, "time": f"{end_ms / 1000:.3f}"}, query,
+                            f"{selector} ({start_ms}, {end_ms}]", start_ms)
+
+    def step_vector(self, selector: str, start_ms: int, end_ms: int, step_ms: int) -> RangeVector:
+        """One point per step: the selector evaluated at every multiple of `step_ms` in (start_ms, end_ms].
+
+        A range query: each point is the newest sample at or before its step (within the server's lookback),
+        stamped with the step's time, so any chunking of a window gives the same points.
+        """
+        first = start_ms - start_ms % step_ms + step_ms
+        if end_ms < first:
+            return RangeVector.empty()
+        params = {"query": selector, "start": f"{first / 1000:.3f}", "end": f"{end_ms / 1000:.3f}",
+                  "step": f"{step_ms / 1000:.3f}"}
+        return self._matrix("/api/v1/query_range", params, selector,
+                            f"{selector} ({start_ms}, {end_ms}] every {step_ms} ms", start_ms)
+
+    def _matrix(self, path: str, params: dict[str, str], query: str, what: str, after_ms: int) -> RangeVector:
+        """A matrix answer, retried with backoff on errors a later attempt may not meet."""
         last = ""
         for attempt in range(self.retry.attempts):
             if attempt:
                 self.sleep(min(self.retry.backoff_s * 2 ** (attempt - 1), self.retry.max_backoff_s))
             try:
-                resp = self._get("/api/v1/query", params)
+                resp = self._get(path, params)
             except requests.RequestException as exc:
                 last = _describe(exc)
                 continue
@@ -148,8 +166,7 @@ class PromClient:
             if resp.status_code != 200:
                 raise ChunkFailed(f"query {query!r} failed: HTTP {resp.status_code}: {resp.text[:200]}")
             try:
-                return parse_matrix(resp.content, after_ms=start_ms)
+                return parse_matrix(resp.content, after_ms=after_ms)
             except ResponseError as exc:
                 raise ChunkFailed(f"query {query!r}: {exc}") from None
-        raise ChunkFailed(
-            f"query {selector} ({start_ms}, {end_ms}] failed after {self.retry.attempts} attempts: {last}")
+        raise ChunkFailed(f"query {what} failed after {self.retry.attempts} attempts: {last}")
