@@ -21,13 +21,19 @@ def _common(p: argparse.ArgumentParser) -> None:
                    help="extra profile YAML files (repeatable); a profile here replaces a shipped one of the "
                         "same name")
     p.add_argument("--node", help="node of samples that carry no node label")
+    p.add_argument("--canonical", action="store_true",
+                   help="the input is canonical series, as 'hetpool serve-feed' serves them and 'hetpool rules' "
+                        "records them: no vendor profile, values already in canonical units, pool, node and device "
+                        "from the labels (the pool must be in the registry), every other label an attribute")
 
 
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
     """Add `ingest file` and `ingest scrape`."""
     p = add_command(sub, "file", help="ingest an exporter's /metrics text (Prometheus or OpenMetrics format) from "
                                       "a file, streaming, with vendor profiles detected per metric",
-                    example="hetpool ingest file dcgm.prom --at 2026-11-29T08:00:00Z", handler=run_file,
+                    example="hetpool ingest file dcgm.prom --at 2026-11-29T08:00:00Z\n"
+                            "  hetpool ingest file feed.prom --canonical  # a saved scrape of 'hetpool serve-feed'",
+                    handler=run_file,
                     common=common)
     p.add_argument("path", help="exposition file (.gz is read compressed)")
     _common(p)
@@ -35,7 +41,8 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
                    help="time of samples without a timestamp (default: now)")
     p = add_command(sub, "scrape", help="scrape a live /metrics endpoint, once or every interval; each scrape "
                                         "is its own ingest run",
-                    example="hetpool ingest scrape http://gpu-node-1:9400/metrics --every 15s --count 4",
+                    example="hetpool ingest scrape http://gpu-node-1:9400/metrics --every 15s --count 4\n"
+                            "  hetpool ingest scrape http://hetpool-edge:9464/metrics --canonical  # another feed",
                     handler=run_scrape, common=common)
     p.add_argument("url", help="http(s) URL of the endpoint")
     _common(p)
@@ -45,9 +52,11 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
 
 
 def _options(args: argparse.Namespace) -> IngestOptions:
+    if args.canonical and args.node is not None:
+        raise UsageError("--node does not apply with --canonical: a canonical series names its node")
     return IngestOptions(pool=args.pool, profile=args.profile,
                          profiles_dirs=tuple(Path(d) for d in args.profiles_dir), node=args.node,
-                         at_ms=getattr(args, "at", None))
+                         at_ms=getattr(args, "at", None), canonical=args.canonical)
 
 
 def _text(report: IngestReport) -> list[str]:

@@ -22,7 +22,8 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
         help=f"pull the series every profile knows from a Prometheus-API store (Prometheus, Thanos, Mimir, "
              f"VictoriaMetrics), chunk by chunk from the last watermark; credentials come from ${ENV_TOKEN} "
              f"or ${ENV_USER}/${ENV_PASSWORD}",
-        example="hetpool ingest prometheus --url http://prometheus:9090 --since 6h --step 15s",
+        example="hetpool ingest prometheus --url http://prometheus:9090 --since 6h --step 15s\n"
+                "  hetpool ingest prometheus --url http://prometheus:9090 --canonical --step 1m  # recorded rules",
         handler=run, common=common)
     p.add_argument("--url", required=True, help="base URL of the Prometheus HTTP API")
     window = p.add_mutually_exclusive_group()
@@ -32,13 +33,20 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
                         help="pull this exact window instead of continuing from the watermark (with --end)")
     p.add_argument("--end", type=timestamp_ms, metavar="ISO_TIME", help="end of the window (default: now - step)")
     p.add_argument("--step", type=duration_ms, default=15_000, metavar="DURATION",
-                   help="scrape interval of the data; sizes chunks and --follow's polling (default 15s)")
+                   help="scrape interval of the data; sizes chunks and --follow's polling (default 15s); with "
+                        "--canonical also the resolution stored: one sample per step, the value at each multiple "
+                        "of the step (a range query), so with --step 1m raw 15 s series stay in the TSDB and the "
+                        "store holds canonical minutes")
     p.add_argument("--chunk", type=duration_ms, default=HOUR_MS, metavar="DURATION",
                    help="longest time window per query (default 1h; capped at 11,000 steps)")
     p.add_argument("--profile", action="append", default=[], metavar="NAME",
                    help="pull only this profile's metrics (repeatable; default: every profile with metrics there)")
     p.add_argument("--profiles-dir", action="append", default=[], metavar="DIR", help="extra profile YAML files")
     p.add_argument("--pool", help="put every sample in this pool (default: the registry's assign rules)")
+    p.add_argument("--canonical", action="store_true",
+                   help="pull canonical series (what 'hetpool rules' records, or a scraped 'hetpool serve-feed') "
+                        "instead of vendor series: no profile, pool, node and device from the labels (the pool "
+                        "must be in the registry), one watermark for the whole pull")
     p.add_argument("--follow", action="store_true", help="keep polling every step until interrupted")
     p.add_argument("--timeout", type=duration_ms, default=60_000, metavar="DURATION",
                    help="per-request timeout (default 60s)")
@@ -71,11 +79,15 @@ def run(ctx: Context) -> int:
     args = ctx.args
     if args.retries < 1:
         raise UsageError(f"--retries must be at least 1, got {args.retries}")
+    if args.canonical and (args.profile or args.profiles_dir or args.pool):
+        raise UsageError("--profile, --profiles-dir and --pool do not apply with --canonical: canonical series name "
+                         "their pool and need no profile")
     if args.start is not None and args.end is not None and args.end <= args.start:
         raise UsageError(f"--end {_when(args.end)} is not after --start {_when(args.start)}")
     options = PullOptions(url=args.url, profiles=tuple(args.profile), start_ms=args.start, end_ms=args.end,
                           since_ms=args.since, step_ms=args.step, chunk_ms=args.chunk,
-                          profiles_dirs=tuple(Path(d) for d in args.profiles_dir), pool=args.pool)
+                          profiles_dirs=tuple(Path(d) for d in args.profiles_dir), pool=args.pool,
+                          canonical=args.canonical)
     client = PromClient(args.url, PromAuth.from_env(), verify=not args.insecure,
                         retry=RetryPolicy(attempts=args.retries, timeout_s=args.timeout / 1000))
     store = ctx.store().ensure("hetpool ingest prometheus")
