@@ -6,10 +6,15 @@
     collectors:
       - {name: prom, kind: prometheus, url: http://prometheus:9090, every: 15s, since: 1h}
       - {name: gpu-1, kind: scrape, url: http://gpu-node-1:9400/metrics, every: 15s}
+      - {name: edge, kind: scrape, url: http://edge:9464/metrics, canonical: true}   # another hetpool's feed
       - {name: drop, kind: folder, path: ../demo/drop, every: 10s}
     export: {out: ../demo/lake, every: 1h, pools: [h100-a], metrics: [accelerator.power]}   # optional
     feed: {enabled: true, address: 127.0.0.1, port: 9464, window: 5m}                      # optional
     alertmanager: {url: http://alertmanager:9093, every: 1m, console_url: https://hetpool.example}  # optional
+
+`canonical: true` on a prometheus or scrape collector reads canonical series (the names and labels of the feed
+and of `hetpool rules`, as `hetpool ingest ... --canonical`): no profile, the pool from each series' label,
+and for a pull one sample per `every`. Such a collector takes no profile, profiles_dir, pool or node.
 
 Relative paths are relative to the file, as Prometheus reads its own configuration. Credentials are never
 part of this file: a Prometheus pull takes them from HETPOOL_PROM_TOKEN or HETPOOL_PROM_USER/PASSWORD, and
@@ -100,8 +105,8 @@ _FIELDS = {
     "prometheus": ("url",), "scrape": ("url",), "folder": ("path",),
 }
 _OPTIONAL = {
-    "prometheus": (*_COMMON, "since", "chunk", "profiles", "insecure", "timeout"),
-    "scrape": (*_COMMON, "profile", "node"),
+    "prometheus": (*_COMMON, "since", "chunk", "profiles", "insecure", "timeout", "canonical"),
+    "scrape": (*_COMMON, "profile", "node", "canonical"),
     "folder": (*_COMMON, "profile", "node"),
 }
 
@@ -228,6 +233,13 @@ def _collector(r: Reader, node: Node, path: str, here: Path) -> Collector | None
             r.fail(node, f"{path}.{key}", f"missing required field of a {kind} collector")
     if r.problems:
         return None
+    canonical = r.optional(head, "canonical", path, r.boolean, False)
+    for key in ("profiles", "profiles_dir", "profile", "pool", "node"):
+        if canonical and key in head:
+            r.fail(head[key], f"{path}.{key}", f"'{key}' does not apply with canonical: true; canonical series "
+                                               f"name their pool and node and need no profile")
+    if r.problems:
+        return None
     every = r.optional(head, "every", path, lambda n, p: _duration(r, n, p), 15.0 if kind != "folder" else 10.0)
     lag = r.optional(head, "max_lag", path, lambda n, p: _duration(r, n, p), None)
     pool = r.optional(head, "pool", path, r.string, None)
@@ -240,13 +252,13 @@ def _collector(r: Reader, node: Node, path: str, here: Path) -> Collector | None
             chunk_ms=int(1000 * r.optional(head, "chunk", path, lambda n, p: _duration(r, n, p), 3600.0)),
             profiles=r.optional(head, "profiles", path, r.string_list, no_dirs), profiles_dirs=dirs, pool=pool,
             insecure=r.optional(head, "insecure", path, r.boolean, False),
-            timeout_s=r.optional(head, "timeout", path, lambda n, p: _duration(r, n, p), 30.0))
+            timeout_s=r.optional(head, "timeout", path, lambda n, p: _duration(r, n, p), 30.0), canonical=canonical)
     profile = r.optional(head, "profile", path, r.string, None)
     node_name = r.optional(head, "node", path, r.string, None)
     if kind == "scrape":
         return ScrapeTarget(name=name, url=_url(r, head["url"], f"{path}.url"), every_s=every,
                             max_lag_s=lag or max(30.0, 4 * every), pool=pool, profile=profile, node=node_name,
-                            profiles_dirs=dirs)
+                            profiles_dirs=dirs, canonical=canonical)
     folder = DropFolder(name=name, path=_path(here, r.string(head["path"], f"{path}.path")), every_s=every, pool=pool,
                         profile=profile, node=node_name, profiles_dirs=dirs)
     return folder if lag is None else dataclasses.replace(folder, max_lag_s=lag)

@@ -27,13 +27,14 @@ class PrometheusPull:
     pool: str | None = None
     insecure: bool = False
     timeout_s: float = 30.0
+    canonical: bool = False  # canonical series (feed names), one sample per `every_s`; no profile or pool
     expects_data: bool = True
     kind: str = "prometheus"
     auth: PromAuth = field(default_factory=PromAuth.from_env, repr=False)
 
     def describe(self) -> str:
         """The store's URL (credentials never are part of it)."""
-        return f"pull from {source_key(self.url)}"
+        return f"{'canonical ' if self.canonical else ''}pull from {source_key(self.url)}"
 
     def run(self, store: Access, stop: StopCheck) -> Outcome:
         """One pull from the watermarks up to now minus a step."""
@@ -41,7 +42,7 @@ class PrometheusPull:
                             retry=RetryPolicy(timeout_s=self.timeout_s))
         options = PullOptions(url=self.url, profiles=self.profiles, since_ms=self.since_ms,
                               step_ms=int(self.every_s * 1000), chunk_ms=self.chunk_ms,
-                              profiles_dirs=self.profiles_dirs, pool=self.pool)
+                              profiles_dirs=self.profiles_dirs, pool=self.pool, canonical=self.canonical)
         report = pull(store, client, options, stop=stop)
         totals = report.totals()
         warnings = tuple(w for r in report.reports for w in r.warnings)

@@ -22,16 +22,18 @@ class ScrapeTarget:
     profile: str | None = None
     node: str | None = None
     profiles_dirs: tuple[Path, ...] = ()
+    canonical: bool = False  # canonical series (a feed), read without a profile
     expects_data: bool = True
     kind: str = "scrape"
 
     def describe(self) -> str:
         """The endpoint's URL."""
-        return f"scrape of {self.url}"
+        return f"{'canonical ' if self.canonical else ''}scrape of {self.url}"
 
     def run(self, store: Access, stop: StopCheck) -> Outcome:
         """One scrape, one ingest run."""
-        options = IngestOptions(pool=self.pool, profile=self.profile, profiles_dirs=self.profiles_dirs, node=self.node)
+        options = IngestOptions(pool=self.pool, profile=self.profile, profiles_dirs=self.profiles_dirs, node=self.node,
+                                canonical=self.canonical)
         (report,) = ingest_scrapes(store, self.url, options, count=1)
         c = report.counts
         return Outcome(c.read, c.stored, c.rejected, c.duplicates, 1, None, tuple(report.warnings), c.ignored,
