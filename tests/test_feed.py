@@ -13,12 +13,15 @@ import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
+from prometheus_client.core import CollectorRegistry
+from prometheus_client.openmetrics.exposition import generate_latest as openmetrics_latest
+from prometheus_client.openmetrics.parser import text_string_to_metric_families as openmetrics_families
 from prometheus_client.parser import text_string_to_metric_families
 
 from store import connect
+from store.feed import FeedRead
 from tests.conftest import REPO
 from tests.promserver import PrometheusServer
 
@@ -32,7 +35,7 @@ ROWS = [  # ts, pool, node, device, metric, value, attributes
     (T - 2 * MIN, "mi300x-a", "mi300x-a-01", "gpu0", "accelerator.memory.used", 1.5e9, '{"pool_kind": "hbm"}'),
     (T, "h100-a", "h100-a-01", "", "serving.requests", 42.0, '{"code": "200", "engine": "vllm"}'),
     (T, "lab-x", "box", "d0", "accelerator.power", 300.0, "{}"),  # a pool the registry does not know
-    (T, "h100-a", "h100-a-01", "", "serving.time_to_first_token", 3.5, '{"stat": "sum"}'),  # histograms: not served
+    (T, "h100-a", "h100-a-01", "", "serving.time_to_first_token", 3.5, '{"stat": "sum"}'),  # a histogram's sum
 ]
 TOKEN = "s3cret-feed-token-0123456789"
 
@@ -105,7 +108,9 @@ def test_latest_values_with_names_units_and_labels(feed: Feed) -> None:
         key("serving_requests_total", pool="h100-a", node="h100-a-01", device="", vendor="nvidia", code="200",
             engine="vllm"): 42.0,
         key("accelerator_power_watts", pool="lab-x", node="box", device="d0", vendor=""): 300.0,
-        key("hetpool_feed_series"): 5.0, key("hetpool_feed_series_dropped"): 0.0,  # the feed's own two gauges
+        key("serving_time_to_first_token_seconds_sum", pool="h100-a", node="h100-a-01", device="", vendor="nvidia"):
+            3.5,
+        key("hetpool_feed_series"): 6.0, key("hetpool_feed_series_dropped"): 0.0,  # the feed's own two gauges
     }
     assert "# TYPE serving_requests_total counter" in text and "# TYPE accelerator_power_watts gauge" in text
 
@@ -123,10 +128,10 @@ def test_a_wider_window_brings_back_a_stale_series(feed_db: Path) -> None:
     assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1
     from app.serve.feed import FeedCollector, store_reader
     from store import Store
-    rows, total = store_reader(Store(feed_db), 15 * MIN)(None)
-    got = {(r.node, r.metric, r.value) for r in rows}
-    assert ("mi300x-a-01", "accelerator.utilization", 0.9) in got and total == len(rows) == 6
-    assert len(list(FeedCollector(rows, total).collect())) == 4 + 2  # and the feed's own two gauges
+    read = store_reader(Store(feed_db), 15 * MIN)(None)
+    got = {(r.node, r.metric, r.value) for r in read.rows}
+    assert ("mi300x-a-01", "accelerator.utilization", 0.9) in got and read.total == len(read.rows) == 7
+    assert len(list(FeedCollector(read).collect())) == 5 + 2  # and the feed's own two gauges
 
 
 def test_bearer_token(feed_db: Path) -> None:
@@ -198,7 +203,7 @@ def test_the_series_served_are_capped_and_the_dropped_ones_counted(feed_db: Path
     finally:
         server.stop()
     assert got[key("hetpool_feed_series")] == 50
-    assert got[key("hetpool_feed_series_dropped")] == 205 - 50  # 200 planted and the 5 fresh series of the fixture
+    assert got[key("hetpool_feed_series_dropped")] == 206 - 50  # 200 planted and the 6 fresh series of the fixture
     assert len([k for k in got if not k[0].startswith("hetpool_feed")]) == 50
 
 
@@ -209,10 +214,10 @@ def test_scrapes_close_together_share_one_read() -> None:
     now = [0.0]
     calls = []
 
-    def read(limit: int | None) -> tuple[list[Any], int]:
+    def read(limit: int | None) -> FeedRead:
         calls.append(limit)
         time.sleep(0.2)  # a slow store: the other scrapes wait for this read rather than start their own
-        return [], 0
+        return FeedRead([], [], 0)
 
     snap = Snapshot(read, max_series=7, refresh_s=5.0, clock=lambda: now[0])
     threads = [threading.Thread(target=snap.body, args=("",)) for _ in range(8)]
@@ -255,3 +260,115 @@ def test_slow_and_surplus_clients_are_dropped(feed_db: Path) -> None:
         for s in idle:
             s.close()
         server.stop()
+
+
+# -- error events, histograms and versions ---------------------------------------------------------------------
+
+H = 3_600_000
+XID79 = '{"code":"79","error_class":"device_lost","severity":"fatal"}'
+XID79_MIG = '{"code":"79","error_class":"device_lost","mig_instance":"2","severity":"fatal"}'
+DBE = '{"code":"ecc_dbe_volatile","error_class":"memory_uncorrectable","severity":"fatal"}'
+EVENTS = [  # ts, pool, node, device, metric, value (events at that instant), attributes: as the normalizer stores them
+    (T - 48 * H, "h100-a", "h100-a-01", "nvidia0", "accelerator.errors", 1.0, XID79),  # long before the window
+    (T - 30 * MIN, "h100-a", "h100-a-01", "nvidia0", "accelerator.errors", 1.0, XID79),
+    (T - MIN, "h100-a", "h100-a-01", "nvidia0", "accelerator.errors", 1.0, XID79),
+    (T - H, "h100-a", "h100-a-01", "nvidia0", "accelerator.errors", 5.0, DBE),           # a counter rose by 5
+    (T, "h100-a", "h100-a-01", "nvidia0", "accelerator.errors", 2.0, DBE),               # ... then by 2
+    (T - 2 * H, "h100-a", "h100-a-01", "nvidia1", "accelerator.errors", 1.0, XID79_MIG),
+]
+HIST = [  # the buckets, sum and count of one histogram series at two scrapes, and one stale series
+    *((ts, "h100-a", "h100-a-01", "", "serving.time_to_first_token", v,
+       f'{{"engine":"vllm","le":"{le}","stat":"bucket"}}')
+      for ts, le, v in ((T - MIN, "0.1", 1.0), (T, "0.1", 4.0), (T, "0.5", 7.0), (T, "+Inf", 9.0))),
+    (T, "h100-a", "h100-a-01", "", "serving.time_to_first_token", 3.25, '{"engine":"vllm","stat":"sum"}'),
+    (T, "h100-a", "h100-a-01", "", "serving.time_to_first_token", 9.0, '{"engine":"vllm","stat":"count"}'),
+    (T - 20 * MIN, "h100-a", "h100-a-02", "", "serving.time_to_first_token", 1.0, '{"engine":"vllm","stat":"count"}'),
+    (T, "h100-a", "h100-a-01", "nvidia0", "accelerator.power", 300.0, "{}"),
+]
+VERSIONS = [  # pool, node, device, component, version, first_seen, last_seen
+    ("h100-a", "h100-a-01", "", "driver", "535.129.03", T - 48 * H, T - H),  # upgraded an hour ago: not served
+    ("h100-a", "h100-a-01", "", "driver", "550.144.03", T - H, T),
+    ("h100-a", "h100-a-01", "nvidia0", "vbios", "96.00.74.00.01", T - 48 * H, T - 4 * MIN),
+    ("mi300x-a", "mi300x-a-01", "", "driver", "6.12.12", T - H, T - 6 * MIN),  # last seen before the window
+]
+
+
+@pytest.fixture
+def events_db(fleet_db: Path) -> Path:
+    con = connect(fleet_db)
+    con.executemany("INSERT INTO samples (ts, pool, node, device, metric, value, attributes) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?)", EVENTS + HIST)
+    con.executemany("INSERT INTO versions VALUES (?, ?, ?, ?, ?, ?, ?)", VERSIONS)
+    con.close()
+    return fleet_db
+
+
+Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
+
+
+def served_families(db: Path, max_series: int = 1000) -> tuple[dict[str, str], Samples]:
+    """One scrape of a feed server on loopback over the store: family types and samples."""
+    from app.serve.feed import FeedServer, store_reader
+    from store import Store
+    server = FeedServer("127.0.0.1", 0, store_reader(Store(db)), refresh_s=0.0, max_series=max_series).start()
+    try:
+        text = scrape(server.url)
+    finally:
+        server.stop()
+    return {f.name: f.type for f in text_string_to_metric_families(text)}, samples(text)
+
+
+NV = {"pool": "h100-a", "node": "h100-a-01", "vendor": "nvidia"}
+
+
+def test_error_events_histograms_and_versions_are_served(events_db: Path) -> None:
+    types, got = served_families(events_db)
+    fatal = {"error_class": "device_lost", "severity": "fatal", "code": "79"}
+    assert got == {
+        # every stored event counts, however old: 1 + 1 + 1, 5 + 2, and one on a MIG instance
+        key("accelerator_errors_total", **NV, device="nvidia0", **fatal): 3.0,
+        key("accelerator_errors_total", **NV, device="nvidia0", error_class="memory_uncorrectable", severity="fatal",
+            code="ecc_dbe_volatile"): 7.0,
+        key("accelerator_errors_total", **NV, device="nvidia1", mig_instance="2", **fatal): 1.0,
+        # the newest value of each part; the series of h100-a-02 is stale
+        key("serving_time_to_first_token_seconds_bucket", **NV, device="", engine="vllm", le="0.1"): 4.0,
+        key("serving_time_to_first_token_seconds_bucket", **NV, device="", engine="vllm", le="0.5"): 7.0,
+        key("serving_time_to_first_token_seconds_bucket", **NV, device="", engine="vllm", le="+Inf"): 9.0,
+        key("serving_time_to_first_token_seconds_sum", **NV, device="", engine="vllm"): 3.25,
+        key("serving_time_to_first_token_seconds_count", **NV, device="", engine="vllm"): 9.0,
+        key("accelerator_power_watts", **NV, device="nvidia0"): 300.0,
+        # the versions last seen within 5 minutes of the newest sample
+        key("hetpool_software_version_info", **NV, device="", component="driver", version="550.144.03"): 1.0,
+        key("hetpool_software_version_info", **NV, device="nvidia0", component="vbios", version="96.00.74.00.01"): 1.0,
+        key("hetpool_feed_series"): 11.0, key("hetpool_feed_series_dropped"): 0.0,
+    }
+    assert types["accelerator_errors"] == "counter" and types["serving_time_to_first_token_seconds"] == "histogram"
+    assert types["hetpool_software_version_info"] == "gauge"  # the 0.0.4 text format has no info type
+
+
+def test_the_error_total_grows_with_new_events_and_openmetrics_types(events_db: Path) -> None:
+    con = connect(events_db)
+    con.execute("INSERT INTO samples (ts, pool, node, device, metric, value, attributes) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                [T + MIN, "h100-a", "h100-a-01", "nvidia0", "accelerator.errors", 4.0, DBE])
+    con.close()
+    _, got = served_families(events_db)
+    assert got[key("accelerator_errors_total", **NV, device="nvidia0", error_class="memory_uncorrectable",
+                   severity="fatal", code="ecc_dbe_volatile")] == 11.0
+    from app.serve.feed import FeedCollector, store_reader
+    from store import Store
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(FeedCollector(store_reader(Store(events_db))(None)))
+    text = openmetrics_latest(registry).decode()
+    assert "# TYPE accelerator_errors counter\n" in text and "# TYPE hetpool_software_version info\n" in text
+    assert "# TYPE serving_time_to_first_token_seconds histogram\n" in text
+    families = {f.name: f for f in openmetrics_families(text)}
+    assert {s.labels["le"]: s.value for s in families["serving_time_to_first_token_seconds"].samples
+            if s.name.endswith("_bucket")} == {"0.1": 4.0, "0.5": 7.0, "+Inf": 9.0}
+
+
+def test_the_cap_counts_versions_and_error_totals(events_db: Path) -> None:
+    _, got = served_families(events_db, max_series=4)
+    # in metric order the three error totals come first, then the power; the versions are dropped
+    assert got[key("hetpool_feed_series")] == 4 and got[key("hetpool_feed_series_dropped")] == 11 - 4
+    assert sorted(k[0] for k in got if not k[0].startswith("hetpool_feed")) == [
+        "accelerator_errors_total"] * 3 + ["accelerator_power_watts"]

@@ -1,5 +1,9 @@
 """The scrape endpoint: the newest canonical values as Prometheus/OpenMetrics text, optionally behind a token.
 
+It serves gauges and counters under their feed names, histograms as their `_bucket`, `_sum` and `_count`
+parts, error events as the counter `accelerator_errors_total` (the events of one device, class, severity and
+code so far) and the versions seen in the window as `hetpool_software_version_info` (value 1).
+
 A scrape reads the shared store once (a short read under its shared lock) and renders what it finds, so the
 endpoint holds nothing open between scrapes and never keeps a writer out for longer than one read. What one
 bad source can do to it is bounded: the rendered body is a snapshot that scrapes within `refresh_s` of it
@@ -18,14 +22,28 @@ from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from prometheus_client.core import CollectorRegistry, CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.core import (
+    CollectorRegistry,
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    InfoMetricFamily,
+    Metric,
+)
 from prometheus_client.exposition import choose_encoder
 
-from canonical.feednames import FEED_KINDS, family_name, feed_labels, sample_name
-from canonical.metrics import METRICS
+from canonical.feednames import (
+    ERRORS_FAMILY,
+    ERRORS_SAMPLE,
+    VERSION_FAMILY,
+    VERSION_SAMPLE,
+    family_name,
+    feed_labels,
+    sample_name,
+)
+from canonical.metrics import ERRORS_METRIC, METRICS
 from canonical.redact import redact
 from store import Access
-from store.feed import Latest, latest_values_capped
+from store.feed import FeedRead, Latest, feed_read
 
 ENV_TOKEN = "HETPOOL_FEED_TOKEN"
 DEFAULT_WINDOW_MS = 5 * 60_000
@@ -35,44 +53,92 @@ MAX_CONNECTIONS = 32
 TIMEOUT_S = 10.0
 
 # a read gives the series to serve (at most a limit) and how many there were
-Reader = Callable[[int | None], tuple[list[Latest], int]]
+Reader = Callable[[int | None], FeedRead]
+STAT = "stat"  # the attribute naming a histogram row's part: bucket, sum or count
 
 
 def store_reader(store: Access, window_ms: int = DEFAULT_WINDOW_MS) -> Reader:
     """A reader that opens the store for one read per snapshot."""
-    def read(limit: int | None) -> tuple[list[Latest], int]:
+    def read(limit: int | None) -> FeedRead:
         with store.read() as con:
-            return latest_values_capped(con, window_ms, FEED_KINDS, limit)
+            return feed_read(con, window_ms, limit)
     return read
 
 
 class FeedCollector:
-    """A prometheus_client collector yielding one family per canonical metric present in a read, and the feed's
-    own two gauges: series served and series dropped over the cap."""
+    """A prometheus_client collector yielding one family per canonical metric present in a read, the versions,
+    and the feed's own two gauges: series served and series dropped over the cap."""
 
-    def __init__(self, rows: list[Latest], total: int):
-        self.rows, self.total = rows, total
+    def __init__(self, read: FeedRead):
+        self.read = read
 
     def describe(self) -> list[Metric]:
         """Nothing up front: the families depend on what the store holds at scrape time."""
         return []
 
     def collect(self) -> Iterator[Metric]:
-        """Gauge and counter families built from one store read."""
+        """Gauge, counter, histogram and info families built from one store read."""
         families: dict[str, Metric] = {}
-        for row in self.rows:
-            canon = METRICS[row.metric]
+        for row in self.read.rows:
+            named = _sample(row)
+            if named is None:
+                continue
+            name, attributes = named
             family = families.get(row.metric)
             if family is None:
-                doc = f"hetpool canonical {canon.name} ({canon.unit})"
-                kind = CounterMetricFamily if canon.kind == "counter" else GaugeMetricFamily
-                family = families[row.metric] = kind(family_name(row.metric), doc)
-            labels = feed_labels(row.pool, row.node, row.device, row.vendor, row.attributes)
-            family.add_sample(sample_name(row.metric), labels, row.value)
+                family = families[row.metric] = _family(row.metric)
+            family.add_sample(name, feed_labels(row.pool, row.node, row.device, row.vendor, attributes), row.value)
+        for family in families.values():
+            if family.type == "histogram":
+                family.samples.sort(key=_histogram_order)
         yield from families.values()
-        yield GaugeMetricFamily("hetpool_feed_series", "series this scrape serves", value=len(self.rows))
+        if self.read.versions:
+            info = InfoMetricFamily(VERSION_FAMILY, "software and firmware versions seen in the feed's window")
+            for v in self.read.versions:
+                labels = feed_labels(v.pool, v.node, v.device, v.vendor, {"component": v.component,
+                                                                           "version": v.version})
+                info.add_sample(VERSION_SAMPLE, labels, 1.0)
+            yield info
+        served = self.read.served
+        yield GaugeMetricFamily("hetpool_feed_series", "series this scrape serves", value=served)
         yield GaugeMetricFamily("hetpool_feed_series_dropped", "fresh series left out over the feed's series cap",
-                                value=max(0, self.total - len(self.rows)))
+                                value=max(0, self.read.total - served))
+
+
+def _family(metric: str) -> Metric:
+    """The empty family of a canonical metric, of its Prometheus type."""
+    canon = METRICS[metric]
+    if metric == ERRORS_METRIC:
+        return CounterMetricFamily(ERRORS_FAMILY, "hetpool error events of one device, class, severity and code "
+                                                  "so far")
+    doc = f"hetpool canonical {canon.name} ({canon.unit})"
+    if canon.kind == "histogram":
+        return Metric(family_name(metric), doc, "histogram")
+    kind = CounterMetricFamily if canon.kind == "counter" else GaugeMetricFamily
+    return kind(family_name(metric), doc)
+
+
+def _histogram_order(sample: Any) -> tuple[list[tuple[str, str]], bool, float]:
+    """OpenMetrics order: the parts of one series together, buckets first and in increasing `le`."""
+    labels = sorted((k, v) for k, v in sample.labels.items() if k != "le")
+    bucket = sample.name.endswith("_bucket")
+    try:
+        bound = float(sample.labels.get("le", "nan"))
+    except ValueError:
+        bound = math.nan
+    return labels, not bucket, bound
+
+
+def _sample(row: Latest) -> tuple[str, dict[str, str]] | None:
+    """A row's sample name and the attributes its labels carry; None for a histogram row without its part."""
+    if row.metric == ERRORS_METRIC:
+        return ERRORS_SAMPLE, row.attributes
+    if METRICS[row.metric].kind != "histogram":
+        return sample_name(row.metric), row.attributes
+    stat = row.attributes.get(STAT)
+    if stat not in ("bucket", "sum", "count"):
+        return None
+    return f"{family_name(row.metric)}_{stat}", {k: v for k, v in row.attributes.items() if k != STAT}
 
 
 class Snapshot:
@@ -92,10 +158,10 @@ class Snapshot:
         encoder, content_type = choose_encoder(accept)
         with self._lock:  # one scrape reads and renders; the others wait for it and share what it made
             if self._registry is None or self.clock() - self._at >= self.refresh_s:
-                rows, total = self.read(self.max_series)
+                read = self.read(self.max_series)
                 self.reads += 1
                 registry = CollectorRegistry(auto_describe=False)
-                registry.register(FeedCollector(rows, total))
+                registry.register(FeedCollector(read))
                 self._registry, self._bodies = registry, {}
                 self._bodies[content_type] = encoder(registry)
                 self._at = self.clock()  # fresh from when it is ready, however long the read and rendering took
