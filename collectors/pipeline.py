@@ -119,7 +119,8 @@ def canonical_context(store: Access, options: IngestOptions) -> Context:
                                         ("--profiles-dir", options.profiles_dirs)) if value]
     if chosen:
         raise NormalizerError(f"canonical input names its pool in each series and needs no profile; "
-                              f"{' and '.join(chosen)} do not apply with --canonical")
+                              f"{' and '.join(chosen)} {'does' if len(chosen) == 1 else 'do'} not apply with "
+                              f"--canonical")
     with store.read() as con:
         snap = latest_registry(con)
     if snap is None:

@@ -76,3 +76,66 @@ def test_scrape_command_counts_every_scrape(capsys: pytest.CaptureFixture[str], 
     assert {k: data[k] for k in ("read", "stored", "rejected", "duplicates")} == {
         "read": 21, "stored": 19, "rejected": 0, "duplicates": 2}  # the XID is one event over three scrapes
     assert len(data["runs"]) == 3 and err.count("scrape ") == 3
+
+
+CANONICAL = (
+    'accelerator_power_watts{pool="h100-a",node="h100-a-01",device="nvidia0",vendor="nvidia"} 612.4\n'
+    'accelerator_memory_used_bytes{pool="h100-a",node="h100-a-01",device="nvidia0",vendor="nvidia"} 74694639616\n'
+    'accelerator_power_watts{pool="b200-z",node="b200-z-01",device="0"} 700\n'
+    'accelerator_power_watts{device="nvidia1",vendor="nvidia"} 598.1\n'  # no pool, no node: not the URL's host
+    'DCGM_FI_DEV_GPU_TEMP{gpu="0",Hostname="h100-a-01"} 71\n'
+    'hetpool_feed_series 3\n'
+)
+
+
+def test_canonical_file_and_scrape(capsys: pytest.CaptureFixture[str], fleet_db: Path, tmp_path: Path) -> None:
+    feed = tmp_path / "feed.prom"
+    feed.write_text(CANONICAL)
+    code, out, err = run(capsys, "--db", str(fleet_db), "--json", "ingest", "file", str(feed), "--canonical",
+                         "--at", "2026-11-29T08:00:00Z")
+    assert code == 0, err
+    data = json.loads(out)
+    assert {k: data[k] for k in ("read", "stored", "rejected", "duplicates", "ignored")} == {
+        "read": 6, "stored": 2, "rejected": 3, "duplicates": 0, "ignored": 1}
+    code, out, _ = run(capsys, "--db", str(fleet_db), "ingest", "file", str(feed), "--canonical")
+    assert "rejected 1: no pool label: a canonical series names its pool" in out
+    assert "rejected 1: pool 'b200-z' is not in the registry; known: ascend-a, gaudi3-a, h100-a, mi300x-a" in out
+    assert "rejected 1: metric 'DCGM_FI_DEV_GPU_TEMP' is not a canonical feed name" in out
+    exporter = Exporter()
+    try:
+        exporter.bodies["/metrics"] = CANONICAL.encode()
+        code, out, err = run(capsys, "--db", str(fleet_db), "--json", "ingest", "scrape", exporter.url("/metrics"),
+                             "--canonical", "--every", "10ms", "--count", "2")
+    finally:
+        exporter.close()
+    assert code == 0, err
+    data = json.loads(out)
+    assert (data["read"], data["stored"], data["rejected"], data["ignored"]) == (12, 4, 6, 2)
+    con = duckdb.connect(str(fleet_db), read_only=True)
+    assert con.execute("SELECT DISTINCT pool, node, device, metric FROM samples ORDER BY ALL").fetchall() == [
+        ("h100-a", "h100-a-01", "nvidia0", "accelerator.memory.used"),
+        ("h100-a", "h100-a-01", "nvidia0", "accelerator.power")]
+    assert con.execute("SELECT value FROM samples WHERE metric = 'accelerator.memory.used' LIMIT 1").fetchall() == [
+        (74694639616.0,)]  # already bytes: no unit conversion
+    con.close()
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--pool", "h100-a"], "--pool does not apply with --canonical"),
+    (["--profile", "dcgm"], "--profile does not apply with --canonical"),
+    (["--node", "h100-a-01"], "--node does not apply with --canonical: a canonical series names its node"),
+])
+def test_canonical_refuses_the_vendor_options(capsys: pytest.CaptureFixture[str], fleet_db: Path, tmp_path: Path,
+                                              args: list[str], message: str) -> None:
+    feed = tmp_path / "feed.prom"
+    feed.write_text(CANONICAL)
+    code, out, err = run(capsys, "--db", str(fleet_db), "ingest", "file", str(feed), "--canonical", *args)
+    assert code == 2 and out == "" and message in err and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("command", ["file", "scrape"])
+def test_the_help_explains_canonical_input_with_an_example(capsys: pytest.CaptureFixture[str], command: str) -> None:
+    code, out, _ = run(capsys, "ingest", command, "--help")
+    assert code == 0 and "--canonical" in out and "no vendor profile" in " ".join(out.split())
+    example = out[out.index("example:"):]
+    assert f"hetpool ingest {command} " in example and "--canonical" in example

@@ -71,6 +71,21 @@ console: {enabled: false}
     assert not cfg.console.enabled and cfg.health.enabled and cfg.database is None
 
 
+def test_canonical_collectors(tmp_path: Path) -> None:
+    cfg = load_serve_text("""
+collectors:
+  - {name: rules, kind: prometheus, url: "http://p:9090", every: 1m, canonical: true}
+  - {name: edge, kind: scrape, url: "http://edge:9464/metrics", canonical: true}
+  - {name: raw, kind: prometheus, url: "http://p:9090"}
+""", "serve.yaml", tmp_path)
+    rules, edge, raw = cfg.collectors
+    assert isinstance(rules, PrometheusPull) and rules.canonical and rules.every_s == 60.0
+    assert rules.describe() == "canonical pull from http://p:9090"
+    assert isinstance(edge, ScrapeTarget) and edge.canonical and edge.describe() == (
+        "canonical scrape of http://edge:9464/metrics")
+    assert isinstance(raw, PrometheusPull) and not raw.canonical
+
+
 FOLDER = "collectors:\n  - {name: a, kind: folder, path: x}\n"
 BAD = [
     ("", "serve.yaml: empty file; expected a mapping with 'collectors'"),
@@ -118,6 +133,15 @@ BAD = [
     (f"{FOLDER}alertmanager: {{url: 'am:9093'}}\n", "serve.yaml:3: alertmanager.url: bad URL 'am:9093'"),
     (f"{FOLDER}alertmanager: {{url: 'http://am:9093', every: 60}}\n",
      "serve.yaml:3: alertmanager.every: bad duration '60'"),
+    ("collectors:\n  - {name: a, kind: prometheus, url: 'http://p:9090', canonical: true, profiles: [dcgm]}\n",
+     "serve.yaml:2: collectors[0].profiles: 'profiles' does not apply with canonical: true; canonical series name "
+     "their pool and node and need no profile"),
+    ("collectors:\n  - {name: a, kind: scrape, url: 'http://h:1/m', canonical: true, node: n1}\n",
+     "serve.yaml:2: collectors[0].node: 'node' does not apply with canonical: true"),
+    ("collectors:\n  - {name: a, kind: folder, path: x, canonical: true}\n",
+     "serve.yaml:2: collectors[0].canonical: 'canonical' is not a field of a folder collector"),
+    ("collectors:\n  - {name: a, kind: scrape, url: 'http://h:1/m', canonical: maybe}\n",
+     "serve.yaml:2: collectors[0].canonical:"),
     (f"{FOLDER}alertmanager: {{url: 'http://am:9093', console_url: console}}\n",
      "serve.yaml:3: alertmanager.console_url: bad URL 'console'"),
 ]
