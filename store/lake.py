@@ -8,9 +8,10 @@ file in its folder and renamed into place: a killed export leaves no partial fil
 
 Partitions whose rows the store no longer holds (pruned raw days, or outside this run's window or pools)
 are kept as they are: the lake outlives the store's retention. A window (--start/--end) picks the whole days
-it touches; a lake holds one resolution and one set of metrics, named in its manifest. `ts` is epoch
-milliseconds (UTC, int64), as in every other export; `pool` is in each file too, so a file read alone still
-names its pool.
+it touches; a lake holds one resolution and one set of metrics, named in its manifest. `ts` is a Parquet
+TIMESTAMP (milliseconds, UTC) and `attributes` a map of strings (store.lakeparquet, lake schema version 2); a
+run first rewrites the files an earlier version wrote, so a lake never mixes types. `pool` is in each file too,
+so a file read alone still names its pool.
 """
 
 from __future__ import annotations
@@ -30,26 +31,25 @@ from canonical.metrics import CATALOG_VERSION, METRICS
 from canonical.timeunits import DAY_MS
 from store.db import Access
 from store.errors import StoreError
-from store.exports import RESOLUTIONS, SOURCES, ExportFilter, check_names, sql_literal
+from store.exports import RESOLUTIONS, SOURCES, ExportFilter, check_names
 from store.lakefiles import (
     SCHEMA_FILE,
+    SCHEMA_VERSION,
     Fingerprint,
     Manifest,
     Replace,
     read_manifest,
+    read_schema_version,
     remove_leftovers,
     temp_name,
     write_json,
     write_manifest,
     writer_lock,
 )
+from store.lakeparquet import ATTRIBUTES_SQL, columns, upgrade, write_rows
 from store.rollups import raw_horizon
 
 PART_FILE = "part-0.parquet"
-# The columns of every partition file, in order, with their DuckDB types (Parquet: INT64, BYTE_ARRAY/UTF8, DOUBLE).
-COLUMNS = (("ts", "BIGINT"), ("pool", "VARCHAR"), ("node", "VARCHAR"), ("device", "VARCHAR"),
-           ("metric", "VARCHAR"), ("value", "DOUBLE"), ("attributes", "VARCHAR"))
-ROLLUP_COLUMNS = (("min", "DOUBLE"), ("max", "DOUBLE"), ("last", "DOUBLE"), ("count", "BIGINT"))
 PARTITION_COLUMNS = (("date", "DATE"), ("pool", "VARCHAR"))
 
 
@@ -63,6 +63,7 @@ class LakeResult:
     written: int
     unchanged: int
     kept: int
+    upgraded: int = 0  # files an earlier lake schema version wrote, rewritten in this one
 
 
 def hetpool_version() -> str:
@@ -73,20 +74,17 @@ def hetpool_version() -> str:
         return "unknown"
 
 
-def columns(resolution: str) -> tuple[tuple[str, str], ...]:
-    """The file columns of a lake at this resolution."""
-    return COLUMNS if resolution == "raw" else COLUMNS + ROLLUP_COLUMNS
-
-
 def schema_body(resolution: str, version: str) -> dict[str, Any]:
-    """_schema.json: the layout, the columns and types, the metric catalog's version and metrics, hetpool's version."""
+    """_schema.json: the lake schema version, the layout, the columns with their DuckDB and Arrow types, the metric
+    catalog's version and metrics, hetpool's version."""
     return {
+        "schema_version": SCHEMA_VERSION,
         "layout": f"date=YYYY-MM-DD/pool=ID/{PART_FILE}",
         "resolution": resolution,
-        "columns": [{"name": n, "type": t} for n, t in columns(resolution)],
+        "columns": [{"name": n, "type": t, "arrow": str(a)} for n, t, a in columns(resolution)],
         "partition_columns": [{"name": n, "type": t} for n, t in PARTITION_COLUMNS],
-        "ts": "epoch milliseconds, UTC" + ("" if resolution == "raw" else ", the bucket's start"),
-        "attributes": "JSON object as text, keys sorted",
+        "ts": "Parquet TIMESTAMP, milliseconds, UTC" + ("" if resolution == "raw" else ", the bucket's start"),
+        "attributes": "Parquet MAP of string to string, keys sorted",
         "metric_catalog": {"version": CATALOG_VERSION,
                            "metrics": {m.name: {"unit": m.unit, "kind": m.kind} for m in METRICS.values()}},
         "hetpool_version": version,
@@ -122,13 +120,13 @@ def fingerprints(con: duckdb.DuckDBPyConnection, flt: ExportFilter, resolution: 
 
 
 def _copy(con: duckdb.DuckDBPyConnection, flt: ExportFilter, resolution: str, day: int, pool: str,
-          target: Path) -> None:
+          target: Path, final: Path) -> None:
     table, time_col, value, stats, where, params = _source(resolution, flt)
-    cols = f"{time_col} AS ts, pool, node, device, metric, {value} AS value, attributes{stats}"
+    cols = f"{time_col} AS ts, pool, node, device, metric, {value} AS value, {ATTRIBUTES_SQL} AS attributes{stats}"
+    # the table's own attributes (JSON text) order the rows, not the map the select makes of them
     query = (f"SELECT {cols} FROM {table} WHERE {where} AND {time_col} >= ? AND {time_col} < ? AND pool = ? "
-             "ORDER BY ts, node, device, metric, attributes")
-    con.execute(f"COPY ({query}) TO {sql_literal(target)} (FORMAT parquet)",
-                [*params, day * DAY_MS, (day + 1) * DAY_MS, pool])
+             f"ORDER BY ts, node, device, metric, {table}.attributes")
+    write_rows(con, query, [*params, day * DAY_MS, (day + 1) * DAY_MS, pool], target, resolution, final)
 
 
 def write_lake(store: Access, out: str | Path, flt: ExportFilter | None = None, *,
@@ -166,7 +164,14 @@ def write_lake(store: Access, out: str | Path, flt: ExportFilter | None = None, 
         if manifest.metrics != metrics:
             raise StoreError(f"the lake {str(folder)!r} holds {_names(manifest.metrics)}, this export asks for "
                              f"{_names(metrics)}; pick another folder for another set of metrics")
+        stored = read_schema_version(folder)
+        if stored is not None and stored > SCHEMA_VERSION:
+            raise StoreError(f"the lake {str(folder)!r} has lake schema version {stored} (its {SCHEMA_FILE}); this "
+                             f"hetpool writes version {SCHEMA_VERSION}: update hetpool or pick another folder")
         write_manifest(folder, manifest, replace)  # a new lake is one from its first file on, even if killed
+        # older files first, and _schema.json names the new version only once none is left: a killed run resumes
+        upgraded = 0 if stored == SCHEMA_VERSION else upgrade(sorted(folder.glob(f"date=*/pool=*/{PART_FILE}")),
+                                                               resolution, replace)
         write_json(folder / SCHEMA_FILE, schema_body(resolution, version or hetpool_version()), replace)
         parts = dict(manifest.partitions)
         todo = []
@@ -187,7 +192,7 @@ def write_lake(store: Access, out: str | Path, flt: ExportFilter | None = None, 
         finally:
             write_manifest(folder, Manifest(resolution, metrics, parts), replace)
     kept = len(set(parts) - {partition_key(d, p) for d, p in found})
-    return LakeResult(rows, str(folder), resolution, done, len(found) - len(todo), kept)
+    return LakeResult(rows, str(folder), resolution, done, len(found) - len(todo), kept, upgraded)
 
 
 def _names(metrics: tuple[str, ...]) -> str:
@@ -202,11 +207,7 @@ def _write_partition(store: Access, flt: ExportFilter, resolution: str, day: int
     tmp = temp_name(final)
     with store.read() as con:
         fp = fingerprints(con, flt, resolution, only=(day, pool)).get((day, pool), Fingerprint(0, "0"))
-        try:
-            _copy(con, flt, resolution, day, pool, tmp)
-        except duckdb.Error as exc:
-            tmp.unlink(missing_ok=True)
-            raise StoreError(f"export to {str(final)!r} failed: {exc}") from exc
+        _copy(con, flt, resolution, day, pool, tmp, final)  # a failure removes tmp
     try:
         replace(tmp, final)
     except BaseException:

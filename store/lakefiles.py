@@ -21,6 +21,9 @@ SCHEMA_FILE = "_schema.json"
 MANIFEST_FILE = "_manifest.json"
 LOCK_FILE = ".lock"
 MANIFEST_FORMAT = 1
+# The lake schema version _schema.json names: 2 since ts is a UTC millisecond TIMESTAMP and attributes a map of
+# strings; 1 (int64 milliseconds and JSON text) when _schema.json names none. store.lakeparquet tells them apart.
+SCHEMA_VERSION = 2
 
 Replace = Callable[[Path, Path], None]  # os.replace, or a test's failing stand-in
 
@@ -80,6 +83,20 @@ def read_manifest(folder: Path) -> Manifest | None:
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
         why = f"no field {exc.args[0]!r}" if isinstance(exc, KeyError) else str(exc)
         raise StoreError(f"{str(path)!r} is not a lake manifest ({why}); move it away to write the lake anew") from None
+
+
+def read_schema_version(folder: Path) -> int | None:
+    """The lake schema version the folder's _schema.json names (1 when it names none); None without one."""
+    path = folder / SCHEMA_FILE
+    if not path.exists():
+        return None
+    try:
+        version = json.loads(path.read_text()).get("schema_version", 1)
+        if not isinstance(version, int) or isinstance(version, bool):
+            raise ValueError(f"schema_version {version!r} is not a number")
+        return version
+    except (ValueError, AttributeError) as exc:
+        raise StoreError(f"{str(path)!r} is not a lake schema ({exc}); move it away to write the lake anew") from None
 
 
 def write_manifest(folder: Path, manifest: Manifest, replace: Replace = os.replace) -> bool:

@@ -231,9 +231,11 @@ def test_serve_runs_the_lake_export_and_the_feed_behind_its_token(fed_db: Path, 
         _, err = proc.communicate(timeout=60)
     assert proc.returncode == 0, err
     assert "Traceback" not in err and TOKEN not in err and f"export: lake {lake} every 3600s" in err
-    got = duckdb.sql(f"SELECT ts, pool, node, device, metric, value, attributes FROM "
+    got = duckdb.sql(f"SELECT epoch_ms(ts), pool, node, device, metric, value, attributes FROM "
                      f"read_parquet('{lake}/**/*.parquet', hive_partitioning = true)").fetchall()
-    assert sorted(got) == sorted(FEED_ROWS)
+    # the lake's ts is a UTC timestamp and its attributes a map: the stored JSON text's pairs, keys sorted
+    assert sorted((*r[:-1], list(r[-1].items())) for r in got) == sorted(
+        (*r[:-1], sorted(json.loads(r[-1]).items())) for r in FEED_ROWS)
     assert sorted(str(p.relative_to(lake).parent) for p in lake.rglob("*.parquet")) == [
         "date=2026-11-30/pool=h100-a", "date=2026-11-30/pool=lab-x", "date=2026-11-30/pool=mi300x-a"]
     assert health(url) is None and not _answers(feed_url)

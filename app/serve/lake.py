@@ -86,6 +86,9 @@ class LakeExport:
             self.status.runs += 1
             self.status.last_run_at = self.status.last_ok_at = started
             self.status.last_error, self.status.last = None, result
+        if result.upgraded:
+            self.log(f"export: rewrote {result.upgraded} partitions of an earlier lake schema version in "
+                     f"{result.path}")
         if result.written:
             self.log(f"export: wrote {result.rows} rows in {result.written} partitions to {result.path}")
 
