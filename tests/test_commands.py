@@ -6,11 +6,12 @@ import argparse
 import json
 import subprocess
 import sys
+from typing import Any
 
 import pytest
 
 from app.cli import build_parser
-from app.commands import COMMANDS, Command, LazyCommands
+from app.commands import COMMANDS, Command, LazyCommands, _choices
 from tests.conftest import REPO
 
 
@@ -25,6 +26,28 @@ def in_fresh_python(code: str) -> list[str]:
     return list(json.loads(done.stdout.strip().splitlines()[-1]))
 
 
+def lazy_sets(parser: argparse.ArgumentParser, path: str = "hetpool") -> dict[str, LazyCommands]:
+    """Every lazily listed set of subcommands in the tree, by the command path it belongs to."""
+    found: dict[str, LazyCommands] = {}
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            if isinstance(action, LazyCommands):
+                found[path] = action
+            for name, child in action.choices.items():
+                found.update(lazy_sets(child, f"{path} {name}"))
+    return found
+
+
+def help_paths(parser: argparse.ArgumentParser, path: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
+    """Every command path that prints a help: the top level, each group and each leaf command."""
+    found = [path]
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, child in action.choices.items():
+                found += help_paths(child, (*path, name))
+    return found
+
+
 def test_the_table_lists_every_command_with_the_help_its_module_gives() -> None:
     full = commands_of(build_parser())
     assert full.pending == {}
@@ -33,6 +56,51 @@ def test_the_table_lists_every_command_with_the_help_its_module_gives() -> None:
     for name, command in COMMANDS.items():
         assert listed[name] == command.help, (f"app/commands/{command.module}.py gives '{name}' other help than "
                                               "COMMANDS in app/commands/__init__.py")
+
+
+def test_every_group_table_lists_its_commands_with_the_help_their_modules_give() -> None:
+    sets = lazy_sets(build_parser())
+    assert set(sets) == {"hetpool", "hetpool ingest"}
+    for path, lazy in sets.items():
+        assert lazy.pending == {}
+        listed = {a.dest: a.help for a in lazy._choices_actions}
+        assert list(listed) == list(lazy.table), f"a module registered a command under {path} its table lacks"
+        for name, command in lazy.table.items():
+            assert listed[name] == command.help, (f"app/commands/{command.module}.py gives '{path} {name}' other "
+                                                  "help than its table")
+
+
+def test_a_group_builds_only_the_parser_of_the_source_named() -> None:
+    parser = build_parser(lazy=True)
+    args = parser.parse_args(["ingest", "traffic", "trace.csv", "--format", "azure"])
+    assert (args.command, args.ingest_command, args.path, args.format) == ("ingest", "traffic", "trace.csv", "azure")
+    ingest = lazy_sets(parser)["hetpool ingest"]
+    assert set(ingest.pending) == {"file", "scrape", "prometheus"}
+    assert list(ingest.choices) == ["traffic", "file", "scrape", "prometheus"]
+
+
+def test_a_bad_source_name_lists_them_all(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        build_parser(lazy=True).parse_args(["ingest", "bogus"])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("hetpool ingest: error: argument COMMAND: invalid choice: 'bogus'")
+    assert all(f"'{name}'" in err for name in ("traffic", "file", "scrape", "prometheus"))
+
+
+# What the parsers show in place of a layer's names; each must be that layer's value.
+def test_the_parsers_names_are_the_layers() -> None:
+    from replay.planner import DEFAULT_CONCURRENCY
+    from replay.sweep import EXECUTORS
+    from replay.traffic import DEFAULT_START, FORMATS
+    from store.exports import FORMATS as EXPORT_FORMATS
+    from store.exports import RESOLUTIONS
+
+    assert tuple(sorted(FORMATS)) == _choices.TRACE_FORMATS
+    assert DEFAULT_START.isoformat() == _choices.TRACE_START
+    assert _choices.SWEEP_EXECUTORS == EXECUTORS
+    assert _choices.PLAN_CONCURRENCY == DEFAULT_CONCURRENCY
+    assert (_choices.EXPORT_FORMATS, _choices.EXPORT_RESOLUTIONS) == (EXPORT_FORMATS, RESOLUTIONS)
 
 
 def test_help_reads_the_same_whether_the_modules_are_loaded_or_not() -> None:
@@ -62,19 +130,30 @@ def test_a_module_that_does_not_register_its_name_fails_helpfully(monkeypatch: p
         build_parser(lazy=True).parse_args(["bogus"])
 
 
-HEAVY = {"duckdb", "polars", "streamlit", "scipy", "numpy", "requests", "replay", "store", "onboarding", "normalizers",
-         "collectors", "status", "pool_registry"}
+HEAVY = {"duckdb", "polars", "streamlit", "scipy", "numpy", "requests", "yaml", "replay", "store", "onboarding",
+         "normalizers", "collectors", "status", "access", "pool_registry"}
+
+# Commands whose modules still import their layers at the top, so their --help waits for them. Take a command out
+# of this set once its module imports them in its handlers (the test then passes, and XPASS fails the run).
+LOADS_LAYERS = {("ingest", "file"), ("ingest", "scrape"), ("ingest", "prometheus"), ("rules",), ("serve-feed",)}
 
 
-# The commands whose modules import their layers in their handlers; the others load theirs to print --help.
-@pytest.mark.parametrize("argv", [["--help"], ["init", "--help"], ["prune", "--help"],
-                                  ["profile", "validate", "--help"], ["registry", "load", "--help"]], ids=" ".join)
-def test_importing_the_cli_and_printing_help_load_no_layer(argv: list[str]) -> None:
+def help_cases() -> list[Any]:
+    return [pytest.param(path, id=" ".join(path) or "hetpool",
+                         marks=[pytest.mark.xfail(strict=True, reason="its module imports its layers at the top")]
+                         if path in LOADS_LAYERS else [])
+            for path in help_paths(build_parser())]
+
+
+@pytest.mark.parametrize("path", help_cases())
+def test_importing_the_cli_and_printing_help_load_no_layer(path: tuple[str, ...]) -> None:
     loaded = in_fresh_python(
         "import contextlib, io, json, sys\n"
         "from app.cli import main\n"
-        "with contextlib.suppress(SystemExit), contextlib.redirect_stdout(io.StringIO()):\n"
-        f"    main({argv!r})\n"
+        "out = io.StringIO()\n"
+        "with contextlib.suppress(SystemExit), contextlib.redirect_stdout(out):\n"
+        f"    main({[*path, '--help']!r})\n"
+        "assert out.getvalue().startswith('usage: hetpool'), out.getvalue()\n"
         f"print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in {sorted(HEAVY)!r})))")
     assert loaded == []
 

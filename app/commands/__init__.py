@@ -2,7 +2,9 @@
 
 To add a command: one entry in COMMANDS (its name, its module under app/commands/, and the help line that
 `hetpool --help` lists, the same text the module's register(subparsers, common) gives add_command or add_group;
-tests/test_commands.py checks that the two agree).
+tests/test_commands.py checks that the two agree). A group whose subcommands live in several modules (`ingest`)
+lists them in a table of its own the same way, through add_commands. A module imports its layers in its
+handlers, so that its --help loads none of them; tests/test_commands.py checks every command for that.
 """
 
 from __future__ import annotations
@@ -62,17 +64,19 @@ COMMANDS: dict[str, Command] = {
 
 
 class LazyCommands(argparse._SubParsersAction):
-    """The top-level subcommands: each listed from COMMANDS at once, its parser built by its module when named."""
+    """A set of subcommands (the top level's, or a group's such as `ingest`): each listed from its table at once,
+    its parser built by its module when named."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.common = argparse.ArgumentParser(add_help=False)
         self.pending: dict[str, str] = {}
+        self.table: dict[str, Command] = {}
 
-    def list_commands(self, common: argparse.ArgumentParser) -> None:
+    def list_commands(self, common: argparse.ArgumentParser, table: dict[str, Command]) -> None:
         """A stand-in for every command, so that --help and a bad name read as if every module were loaded."""
-        self.common = common
-        for name, command in COMMANDS.items():
+        self.common, self.table = common, table
+        for name, command in table.items():
             super().add_parser(name, help=command.help)
             self.pending[name] = command.module
 
@@ -99,9 +103,13 @@ class LazyCommands(argparse._SubParsersAction):
                 raise RuntimeError(f"app.commands.{module} did not register the command {name!r}")
 
     def load_all(self) -> None:
-        """Every command's real parser, for what walks the whole tree (documentation checks)."""
+        """Every command's real parser, for what walks the whole tree (documentation checks), groups' too."""
         for name in list(self.pending):
             self.load(name)
+        for parser in self.choices.values():
+            for action in parser._actions:
+                if isinstance(action, LazyCommands):
+                    action.load_all()
 
     def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
                  values: str | Sequence[Any] | None, option_string: str | None = None) -> None:
@@ -110,9 +118,11 @@ class LazyCommands(argparse._SubParsersAction):
         super().__call__(parser, namespace, values, option_string)
 
 
-def add_commands(parser: argparse.ArgumentParser, common: argparse.ArgumentParser) -> LazyCommands:
-    """Give parser every command of COMMANDS (as `COMMAND`, required), none of their modules imported yet."""
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True, action=LazyCommands)
+def add_commands(parser: argparse.ArgumentParser, common: argparse.ArgumentParser,
+                 table: dict[str, Command] | None = None, dest: str = "command") -> LazyCommands:
+    """Give parser every command of table (default COMMANDS; as `COMMAND`, required, its name in args.<dest>),
+    none of their modules imported yet."""
+    sub = parser.add_subparsers(dest=dest, metavar="COMMAND", required=True, action=LazyCommands)
     assert isinstance(sub, LazyCommands)
-    sub.list_commands(common)
+    sub.list_commands(common, COMMANDS if table is None else table)
     return sub

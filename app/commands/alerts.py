@@ -7,14 +7,9 @@ import dataclasses
 import datetime as dt
 import time
 
-from app.alertmanager import Alertmanager, AlertmanagerError
 from app.commands._base import Context, add_command
 from app.errors import UsageError
-from app.status_read import judge
 from canonical.timeunits import parse_duration_ms
-from status.alerts import alerts_of, batch
-from status.rules import load_rules
-from status.verdict import verdict
 
 
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
@@ -38,6 +33,12 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
 
 def run(ctx: Context) -> int:
     """Read the window's facts in one short read, judge them, print (and send), and exit 1 on anything critical."""
+    from app.alertmanager import Alertmanager, AlertmanagerError  # here, not at the top: --help loads no layer
+    from app.status_read import judge
+    from status.alerts import alerts_of, batch
+    from status.rules import load_rules
+    from status.verdict import verdict
+
     rules = load_rules(ctx.args.rules)
     hold_ms = _hold(ctx.args.hold) if ctx.args.send else 0
     judged = judge(ctx.store(), rules)

@@ -4,17 +4,17 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any
-
-import requests
+from typing import TYPE_CHECKING, Any
 
 from app.commands._base import Context, add_command
-from collectors.errors import CollectorError
-from collectors.files import read_chunks
-from collectors.scrape import ACCEPT, check_url
-from normalizers import load_profiles
-from normalizers.coverage import Covered, cover
-from normalizers.lint import Report, lint
+
+if TYPE_CHECKING:
+    import requests
+
+    from normalizers.coverage import Covered
+    from normalizers.lint import Report
+
+# The functions import the layers (and requests) they use, so that `hetpool check --help` loads none of them.
 
 MAX_BYTES = 256 << 20  # an exporter's answer larger than this is refused rather than held in memory
 SHOWN = 50             # problems printed per kind (--json lists them all)
@@ -40,6 +40,11 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
 
 def fetch(url: str, session: requests.Session | None = None, timeout: float = 10.0) -> tuple[bytes, str]:
     """GET an exporter's /metrics as hetpool's scrape asks for it; the body and its content type."""
+    import requests
+
+    from collectors.errors import CollectorError
+    from collectors.scrape import ACCEPT, check_url
+
     http = session or requests.Session()
     try:
         with http.get(check_url(url), headers={"Accept": ACCEPT, "User-Agent": "hetpool"}, timeout=timeout,
@@ -61,6 +66,9 @@ def fetch(url: str, session: requests.Session | None = None, timeout: float = 10
 
 def read(source: str, session: requests.Session | None = None) -> tuple[bytes, str]:
     """The bytes of a file or URL, and the content type a URL was served with."""
+    from collectors.errors import CollectorError
+    from collectors.files import read_chunks
+
     if source.startswith(("http://", "https://")):
         return fetch(source, session)
     body = bytearray()
@@ -74,6 +82,10 @@ def read(source: str, session: requests.Session | None = None) -> tuple[bytes, s
 def check(source: str, *, profile: str | None = None, profiles_dirs: tuple[str, ...] = (), strict: bool = False,
           session: requests.Session | None = None) -> dict[str, Any]:
     """The `--json` report of one source."""
+    from normalizers import load_profiles
+    from normalizers.coverage import cover
+    from normalizers.lint import lint
+
     profiles = load_profiles(profiles_dirs)
     forced = profiles.get(profile) if profile else None
     data, kind = read(source, session)

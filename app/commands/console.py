@@ -7,11 +7,9 @@ import os
 import sys
 from pathlib import Path
 
-from access.policy import beyond_loopback
 from app.commands import _child
 from app.commands._base import Context, add_command
 from app.errors import UsageError
-from store import ENV_DB
 
 CONSOLE_MAIN = Path(__file__).resolve().parent.parent / "console" / "main.py"
 
@@ -37,6 +35,9 @@ def streamlit_command(port: int, address: str, secrets: Path | None = None) -> l
 
 def run(ctx: Context) -> int:
     """Run streamlit in the foreground until interrupted."""
+    from access.policy import beyond_loopback  # here, not at the top: `hetpool console --help` loads no layer
+    from store import ENV_DB
+
     db = ctx.db_path.resolve()
     if not db.exists():
         ctx.note(f"note: {db} does not exist yet; the console will show how to create it")

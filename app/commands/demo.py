@@ -7,15 +7,7 @@ import time
 from pathlib import Path
 from typing import TextIO
 
-import yaml
-
 from app.commands._base import Context, add_command, duration_ms, timestamp_ms
-from app.demo.build import DemoSpec, build_demo, demo_fleet
-from app.demo.errors import DemoError
-from app.demo.onboarding import localize_evidence
-from pool_registry import load_registry, registry_to_dict
-from store import Held, connect, schema_version
-from store.replace import building_path, discard, refuse_held_data, remove_stale, replace_database
 
 FLEET = Path(__file__).resolve().parents[2] / "examples" / "fleet.yaml"
 
@@ -64,6 +56,15 @@ class ProgressBar:
 def run(ctx: Context) -> int:
     """Build the demo into a file beside --db, then swap it into place (refusing to replace held samples
     unless --replace, and refusing --replace while another process writes to the database)."""
+    import yaml  # here, not at the top: `hetpool demo --help` loads no layer
+
+    from app.demo.build import DemoSpec, build_demo, demo_fleet
+    from app.demo.errors import DemoError
+    from app.demo.onboarding import localize_evidence
+    from pool_registry import load_registry, registry_to_dict
+    from store import Held, connect, schema_version
+    from store.replace import building_path, discard, refuse_held_data, remove_stale, replace_database
+
     args = ctx.args
     end = args.end if args.end is not None else int(time.time() * 1000) // args.interval * args.interval
     spec = DemoSpec(end_ms=end, days=args.days, devices_per_pool=args.devices_per_pool, interval_ms=args.interval,

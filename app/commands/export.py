@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
 from app.commands._base import Context, add_command, timestamp_ms
+from app.commands._choices import EXPORT_FORMATS, EXPORT_RESOLUTIONS
 from app.errors import UsageError
-from store.exports import FORMATS, RESOLUTIONS, ExportFilter, export_samples
-from store.lake import write_lake
+
+if TYPE_CHECKING:
+    from store.exports import ExportFilter
 
 
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
@@ -17,7 +20,7 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
                                         "date=/pool= that each re-run brings up to date",
                     example="hetpool export --format parquet --out lake/ --partition",
                     handler=run, common=common)
-    p.add_argument("--format", required=True, choices=FORMATS, help="output format")
+    p.add_argument("--format", required=True, choices=EXPORT_FORMATS, help="output format")
     p.add_argument("--out", required=True, metavar="PATH", help="output file, or folder for partitioned Parquet")
     p.add_argument("--start", type=timestamp_ms, metavar="ISO_TIME", help="first time included (UTC when no zone)")
     p.add_argument("--end", type=timestamp_ms, metavar="ISO_TIME", help="first time excluded")
@@ -26,7 +29,7 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     p.add_argument("--partition", action="store_true",
                    help="write DIR/date=YYYY-MM-DD/pool=ID/part-0.parquet with _schema.json and _manifest.json; "
                         "a re-run writes only new and changed partitions, each atomically")
-    p.add_argument("--resolution", choices=RESOLUTIONS, default="auto",
+    p.add_argument("--resolution", choices=EXPORT_RESOLUTIONS, default="auto",
                    help="raw samples, or 1m/1h rollups (value = bucket average, plus min, max, last, count); "
                         "auto: raw up to 2 days if still kept, 1m up to 14 days, else 1h (default); "
                         "with --partition, auto is raw")
@@ -34,6 +37,8 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
 
 def run(ctx: Context) -> int:
     """Export through DuckDB's COPY, streaming."""
+    from store.exports import ExportFilter, export_samples  # here, not at the top: --help needs no DuckDB
+
     a = ctx.args
     flt = ExportFilter(a.start, a.end, tuple(a.pool), tuple(a.metric), a.resolution)
     if a.partition:
@@ -49,6 +54,8 @@ def run(ctx: Context) -> int:
 
 def _lake(ctx: Context, flt: ExportFilter) -> int:
     """The incremental, partitioned export: each partition is its own short read of the store."""
+    from store.lake import write_lake
+
     if ctx.args.format != "parquet":
         raise UsageError(f"--partition writes Parquet; got --format {ctx.args.format}")
     r = write_lake(ctx.store(), ctx.args.out, flt)

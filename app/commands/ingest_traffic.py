@@ -5,17 +5,25 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from app.commands._base import Context, add_command
+from app.commands._choices import TRACE_FORMATS, TRACE_START
 from app.errors import UsageError
-from collectors.traffic import ingest_traffic
-from replay.traffic import DEFAULT_START, FORMATS, ParseOptions, epoch_ms, read_traffic
+
+if TYPE_CHECKING:
+    from replay.traffic import ParseOptions
+
+# The layers are imported in the functions that run the command, so that this --help, and replay's that shares
+# add_traffic_options, load none of them.
 
 SHOW_REJECTS = 5
 
 
 def parse_time(text: str, flag: str) -> int:
     """Epoch ms of an ISO 8601 argument (UTC when it has no zone)."""
+    from replay.traffic import epoch_ms
+
     try:
         return epoch_ms(dt.datetime.fromisoformat(text))
     except ValueError:
@@ -43,19 +51,21 @@ def time_scale(text: str) -> float:
 
 def add_traffic_options(p: argparse.ArgumentParser) -> None:
     """--format, --model, --sla-tier, --time-scale and --start-at, shared with the replay commands."""
-    p.add_argument("--format", default="auto", choices=("auto", *sorted(FORMATS)),
+    p.add_argument("--format", default="auto", choices=("auto", *TRACE_FORMATS),
                    help="trace format (default: detect from the name and first bytes)")
     p.add_argument("--model", help="model of requests that name none (Azure and BurstGPT never do)")
     p.add_argument("--sla-tier", help="SLA tier of requests that name none (default: standard)")
     p.add_argument("--time-scale", type=time_scale, default=1.0, metavar="X",
                    help="divide every arrival's offset from the first by X (2 = twice the request rate)")
-    p.add_argument("--start-at", metavar="ISO", default=DEFAULT_START.isoformat(),
+    p.add_argument("--start-at", metavar="ISO", default=TRACE_START,
                    help="time of offset 0 in relative traces (Mooncake, BurstGPT); default "
-                        f"{DEFAULT_START.isoformat()}, fixed so that re-ingest is idempotent")
+                        f"{TRACE_START}, fixed so that re-ingest is idempotent")
 
 
 def parse_options(args: argparse.Namespace) -> ParseOptions:
     """ParseOptions from the shared traffic flags."""
+    from replay.traffic import ParseOptions
+
     return ParseOptions(model=args.model, sla_tier=args.sla_tier, start_ms=parse_time(args.start_at, "--start-at"),
                         time_scale=args.time_scale)
 
@@ -73,6 +83,9 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
 
 def run(ctx: Context) -> int:
     """Parse, then store new requests and every reject in one transaction."""
+    from collectors.traffic import ingest_traffic
+    from replay.traffic import read_traffic
+
     args = ctx.args
     fmt, parsed = read_traffic(args.path, args.format, parse_options(args))
     trace = args.trace or Path(args.path).name

@@ -6,15 +6,15 @@ import argparse
 import dataclasses
 import datetime as dt
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from app.commands._base import Context, add_command
 from app.errors import UsageError
-from onboarding import Item, Stage, Track, onboarding_pools
-from onboarding.files import cli_files, store_files
-from onboarding.report import tracks
-from onboarding.tracker import BAR_DAYS
-from store import require_registry
+
+if TYPE_CHECKING:
+    from onboarding import Item, Stage, Track
+
+# The functions import the layers they use, so that `hetpool onboarding --help` loads none of them.
 
 ADD = "add-evidence"
 MARK = {"pass": "PASS", "fail": "FAIL", "pending": "....", "done": "[x]", "current": "[>]", "todo": "[ ]"}
@@ -38,6 +38,10 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
 
 def run(ctx: Context) -> int:
     """Dispatch on the first word: add-evidence, else print the tracker."""
+    from onboarding import onboarding_pools
+    from onboarding.report import tracks
+    from store import require_registry
+
     words = ctx.args.words
     if words and words[0] == ADD:
         return _add(ctx, words[1:])
@@ -59,6 +63,9 @@ def run(ctx: Context) -> int:
 
 
 def _add(ctx: Context, words: list[str]) -> int:
+    from onboarding.files import cli_files, store_files
+    from store import require_registry
+
     if len(words) < 3:
         raise UsageError(f"usage: hetpool onboarding {ADD} POOL ITEM FILE [FILE]")
     pool, item, paths = words[0], words[1], words[2:]
@@ -78,6 +85,8 @@ def _add(ctx: Context, words: list[str]) -> int:
 
 
 def _json(t: Track) -> dict[str, Any]:
+    from onboarding.tracker import BAR_DAYS
+
     days, met = t.bringup()
     return {"pool": t.pool, "chip": t.chip, "vendor": t.vendor, "declared_stage": t.declared,
             "started": t.started.isoformat() if t.started else None, "stage": t.stage, "stages_done": t.reached,

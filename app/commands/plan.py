@@ -4,28 +4,16 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any
-
-import yaml
+from typing import TYPE_CHECKING, Any
 
 from app.commands._base import Context, add_command
+from app.commands._choices import PLAN_CONCURRENCY
 from app.errors import UsageError
-from pool_registry import Registry, RegistryError, load_registry, registry_to_dict
-from pool_registry.yamlread import read_text
-from replay import load_candidate
-from replay.planner import (
-    DEFAULT_CONCURRENCY,
-    PlanError,
-    PlanSettings,
-    Targets,
-    coefficients_of,
-    plan_model,
-    rebase_evidence,
-    registry_with_plan,
-    report_dict,
-    report_lines,
-)
-from store import latest_registry
+
+if TYPE_CHECKING:
+    from pool_registry import Registry
+
+# The functions import the layers they use, so that `hetpool plan --help` loads none of them.
 
 NO_PLAN = 1  # no layout fits, or none meets the targets
 
@@ -46,9 +34,9 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     p.add_argument("--osl", type=int, default=128, metavar="N", help="output tokens per request (default 128)")
     p.add_argument("--ttft-ms", type=float, metavar="MS", help="target median time to first token")
     p.add_argument("--tpot-ms", type=float, metavar="MS", help="target median time per output token")
-    p.add_argument("--concurrency", type=_int_list, default=list(DEFAULT_CONCURRENCY), metavar="N[,N...]",
+    p.add_argument("--concurrency", type=_int_list, default=list(PLAN_CONCURRENCY), metavar="N[,N...]",
                    help="running sequences per replica, as replay bench counts them (default "
-                        f"{','.join(map(str, DEFAULT_CONCURRENCY))})")
+                        f"{','.join(map(str, PLAN_CONCURRENCY))})")
     p.add_argument("--registry", metavar="FILE", help="plan on this registry file instead of the stored one")
     p.add_argument("--candidate", metavar="FILE", help="a calibrated candidate (replay calibrate --out) whose "
                                                        "coefficients replace the registry's")
@@ -70,6 +58,12 @@ def _int_list(text: str) -> list[int]:
 
 def _registry(ctx: Context) -> tuple[Registry, dict[str, Any], Path | None]:
     """The registry to plan on, its data in the file's shape, and the folder its evidence paths are relative to."""
+    import yaml
+
+    from pool_registry import RegistryError, load_registry, registry_to_dict
+    from pool_registry.yamlread import read_text
+    from store import latest_registry
+
     path = ctx.args.registry
     if path:
         reg = load_registry(path)
@@ -86,6 +80,19 @@ def _registry(ctx: Context) -> tuple[Registry, dict[str, Any], Path | None]:
 
 def run(ctx: Context) -> int:
     """Plan, print best first, optionally write the best plan into a registry copy; exit 1 when nothing serves."""
+    from replay import load_candidate
+    from replay.planner import (
+        PlanError,
+        PlanSettings,
+        Targets,
+        coefficients_of,
+        plan_model,
+        rebase_evidence,
+        registry_with_plan,
+        report_dict,
+        report_lines,
+    )
+
     args = ctx.args
     reg, data, base = _registry(ctx)
     candidate = load_candidate(args.candidate, reg) if args.candidate else None

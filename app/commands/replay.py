@@ -6,37 +6,21 @@ import argparse
 import dataclasses
 import json
 from pathlib import Path
-
-import duckdb
-import yaml
+from typing import TYPE_CHECKING
 
 from app.commands._base import Context, add_command, add_group
+from app.commands._choices import SWEEP_EXECUTORS
 from app.commands.ingest_traffic import add_traffic_options, parse_options, parse_time
 from app.errors import UsageError
-from replay import (
-    Candidate,
-    ReplayError,
-    calibrate,
-    calibrated_candidate,
-    candidate_to_dict,
-    closed_loop,
-    default_requests,
-    expand,
-    load_candidate,
-    load_gate,
-    load_grid,
-    read_bench_table,
-    read_traffic,
-    run_sweep,
-)
-from replay.fleet import pools_by_id
-from replay.sweep import EXECUTORS
-from replay.whatif import Traffic, file_traffic, run_whatif, stored_traffic
-from replay.whatif import fmt_s as _fmt
-from store import require_registry
-from store.replay_runs import save_replay_run
-from store.requests import read_history, read_requests
-from store.views.faults import telemetry_for
+
+if TYPE_CHECKING:
+    import duckdb
+
+    from replay import Candidate
+    from replay.whatif import Traffic
+
+# Each handler imports the layers it uses, so that `hetpool replay ... --help` loads none of them (the replay
+# package brings Polars and SciPy, the store DuckDB).
 
 GATE_FAILED = 1
 
@@ -88,7 +72,7 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     p.add_argument("--candidate", required=True, metavar="FILE", help="base candidate YAML")
     p.add_argument("--grid", required=True, metavar="FILE", help="grid YAML")
     p.add_argument("--workers", type=int, default=1, help="parallel processes (default 1; the process executor)")
-    p.add_argument("--executor", choices=EXECUTORS, default="process",
+    p.add_argument("--executor", choices=SWEEP_EXECUTORS, default="process",
                    help="where the points run: local processes (default) or a Ray cluster")
     p.add_argument("--address", metavar="ADDR", help="Ray cluster to join, as host:port or ray://host:port "
                                                      "(default with --executor ray: a local cluster for this sweep)")
@@ -133,6 +117,10 @@ def _int_list(text: str) -> list[int]:
 def _traffic(ctx: Context, con: duckdb.DuckDBPyConnection, history: bool = False) -> Traffic:
     """The requests to replay: a trace file, or a window of stored ones (with history, also the stored requests
     before the window, which the online predictor starts from)."""
+    from replay import read_traffic
+    from replay.whatif import file_traffic, stored_traffic
+    from store.requests import read_history, read_requests
+
     args = ctx.args
     if getattr(args, "traffic", None):
         if args.trace or args.start or args.end:
@@ -152,6 +140,8 @@ def _traffic(ctx: Context, con: duckdb.DuckDBPyConnection, history: bool = False
 
 def with_fault_telemetry(con: duckdb.DuckDBPyConnection, traffic: Traffic, candidate: Candidate) -> Traffic:
     """The traffic with each pool's failure and throttling record (store.views.faults.telemetry_for)."""
+    from store.views.faults import telemetry_for
+
     if candidate.faults.mode == "off":
         return traffic
     frame = telemetry_for(con, traffic.first_ms, traffic.last_ms, candidate.faults.window_days)
@@ -160,6 +150,11 @@ def with_fault_telemetry(con: duckdb.DuckDBPyConnection, traffic: Traffic, candi
 
 def run(ctx: Context) -> int:
     """Replay, compare, gate, save; exit 1 when the gate fails."""
+    from replay import load_candidate, load_gate
+    from replay.whatif import run_whatif
+    from store import require_registry
+    from store.replay_runs import save_replay_run
+
     args = ctx.args
     if args.gate and not args.baseline:
         raise UsageError("--gate compares against a baseline; pass --baseline FILE too")
@@ -195,6 +190,12 @@ def run(ctx: Context) -> int:
 
 def calibrate_cmd(ctx: Context) -> int:
     """Fit coefficients from observations and/or a benchmark table and write them as a candidate file."""
+    import yaml
+
+    from replay import calibrate, calibrated_candidate, candidate_to_dict, load_candidate, read_bench_table
+    from replay.whatif import fmt_s as _fmt
+    from store import require_registry
+
     args = ctx.args
     bench = read_bench_table(args.bench) if args.bench else None
     with ctx.store().read() as con:
@@ -239,6 +240,8 @@ def calibrate_cmd(ctx: Context) -> int:
 
 def _calibration_traffic(ctx: Context, con: duckdb.DuckDBPyConnection, have_bench: bool) -> Traffic | None:
     """The observed requests to fit; with a benchmark table, none stored is no error (the table alone is fitted)."""
+    from replay import ReplayError
+
     try:
         return _traffic(ctx, con)
     except ReplayError:
@@ -251,6 +254,10 @@ def _calibration_traffic(ctx: Context, con: duckdb.DuckDBPyConnection, have_benc
 
 def sweep_cmd(ctx: Context) -> int:
     """Expand the grid over the base candidate, replay every point, mark the Pareto front."""
+    from replay import expand, load_candidate, load_grid, run_sweep
+    from replay.whatif import fmt_s as _fmt
+    from store import require_registry
+
     args = ctx.args
     if args.workers < 1:
         raise UsageError(f"--workers must be >= 1, got {args.workers}")
@@ -284,6 +291,10 @@ def sweep_cmd(ctx: Context) -> int:
 
 def bench_cmd(ctx: Context) -> int:
     """Run the closed-loop benchmark on one replica of a pool at each concurrency."""
+    from replay import Candidate, closed_loop, default_requests, load_candidate
+    from replay.fleet import pools_by_id
+    from store import require_registry
+
     args = ctx.args
     with ctx.store().read() as con:
         registry = require_registry(con)

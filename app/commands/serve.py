@@ -9,19 +9,19 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from app.alertmanager import ENV_URL as ENV_ALERTMANAGER_URL
 from app.commands import _child
 from app.commands._base import Context, add_command
 from app.commands.console import streamlit_command
 from app.errors import UsageError
-from app.serve.alerting import AlertSender
-from app.serve.config import ServeConfig, load_serve_config
-from app.serve.feed import ENV_TOKEN, FeedServer, store_reader
-from app.serve.health import HealthServer, health_report
-from app.serve.lake import LakeExport
-from collectors.service import Runner
-from store import ENV_DB, Store
+
+if TYPE_CHECKING:
+    from app.serve.config import ServeConfig
+    from app.serve.feed import FeedServer
+    from store import Store
+
+# The functions import the services and layers they use, so that `hetpool serve --help` loads none of them.
 
 ENV_HEALTH_URL = "HETPOOL_HEALTH_URL"
 RESTART_AFTER_S = 5.0
@@ -39,6 +39,8 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
 
 def _database(ctx: Context, configured: Path | None) -> Path:
     """--db, then $HETPOOL_DB, then the file's `database`, then ./hetpool.duckdb."""
+    from store import ENV_DB
+
     if getattr(ctx.args, "db", None) or os.environ.get(ENV_DB) or configured is None:
         return ctx.db_path
     return configured
@@ -46,6 +48,14 @@ def _database(ctx: Context, configured: Path | None) -> Path:
 
 def run(ctx: Context) -> int:
     """Serve until SIGTERM or Ctrl-C; then let runs under way finish, stop the console, and exit 0."""
+    from app.alertmanager import ENV_URL as ENV_ALERTMANAGER_URL
+    from app.serve.alerting import AlertSender
+    from app.serve.config import load_serve_config
+    from app.serve.health import HealthServer, health_report
+    from app.serve.lake import LakeExport
+    from collectors.service import Runner
+    from store import ENV_DB, Store
+
     config = load_serve_config(ctx.args.config)
     db = _database(ctx, config.database).resolve()
     store = Store(db, on_wait=lambda m: ctx.note(f"hetpool serve: {m}")).ensure("hetpool serve")
@@ -124,6 +134,8 @@ def run(ctx: Context) -> int:
 
 def _feed(config: ServeConfig, store: Store, log: Callable[[str], None]) -> FeedServer | None:
     """The feed endpoint when the file has one; its token comes from the environment only."""
+    from app.serve.feed import ENV_TOKEN, FeedServer, store_reader
+
     f = config.feed
     if not f.enabled:
         return None

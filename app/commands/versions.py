@@ -6,19 +6,20 @@ import argparse
 import dataclasses
 import datetime as dt
 import time
-from typing import Any
-
-import polars as pl
+from typing import TYPE_CHECKING, Any
 
 from app.commands._base import Context, add_command, duration_ms
 from app.errors import UsageError
 from canonical.timeunits import DAY_MS, HOUR_MS
-from pool_registry.compat import FRAMEWORK_INCOMPATIBLE, Compat, compatibility
-from pool_registry.components import GROUP_TITLES
-from store import require_registry
-from store.views.coverage import exporter_coverage, vanished_metrics
-from store.views.versions import Cell, version_matrix
-from store.views.window import Window, data_span
+
+if TYPE_CHECKING:
+    import polars as pl
+
+    from pool_registry.compat import Compat
+    from store.views.versions import Cell
+    from store.views.window import Window
+
+# The functions import the layers they use, so that `hetpool versions --help` loads none of them.
 
 COMPAT_COLUMNS = ("model", "pool", "status", "serves", "requirement")
 
@@ -38,6 +39,8 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
 
 def window(con: Any, since_ms: int, pools: tuple[str, ...]) -> Window:
     """The last `since_ms` up to the end of the hour holding the newest sample (now when nothing is stored)."""
+    from store.views.window import Window, data_span
+
     span = data_span(con)
     newest = span[1] if span else int(time.time() * 1000)
     end = newest - newest % HOUR_MS + HOUR_MS
@@ -46,6 +49,11 @@ def window(con: Any, since_ms: int, pools: tuple[str, ...]) -> Window:
 
 def run(ctx: Context) -> int:
     """Read everything in one short read, print it, and exit 1 when anything would block a rollout."""
+    from pool_registry.compat import compatibility
+    from store import require_registry
+    from store.views.coverage import exporter_coverage, vanished_metrics
+    from store.views.versions import version_matrix
+
     a = ctx.args
     with ctx.store().read() as con:
         reg = require_registry(con)
@@ -71,6 +79,8 @@ def run(ctx: Context) -> int:
 
 
 def _write_csv(path: str, compat: tuple[Compat, ...]) -> None:
+    import polars as pl
+
     rows = [(c.model, c.pool, c.status, c.serves, c.requirement) for c in compat]
     try:
         with open(path, "w", encoding="utf-8", newline="") as out:
@@ -93,6 +103,9 @@ def _when(ms: int) -> str:
 
 def _text(w: Window, cells: tuple[Cell, ...], compat: tuple[Compat, ...], coverage: pl.DataFrame,
           vanished: pl.DataFrame, ok: bool) -> str:
+    from pool_registry.compat import FRAMEWORK_INCOMPATIBLE
+    from pool_registry.components import GROUP_TITLES
+
     lines = [f"version matrix, {_when(w.start_ms)} to {_when(w.end_ms)} UTC"]
     for c in cells:
         flag = f"   DRIFT: {c.reason}" if c.drift else ""

@@ -1,0 +1,13 @@
+"""Names and defaults the parsers show, written here so that a command's --help needs no layer to build them.
+
+Each is a copy of a layer's value; tests/test_commands.py checks that every one equals it, so they cannot drift.
+"""
+
+from __future__ import annotations
+
+TRACE_FORMATS = ("azure", "burstgpt", "csv", "jsonl", "mooncake", "parquet")  # sorted(replay.traffic.FORMATS)
+TRACE_START = "2025-01-01T00:00:00+00:00"  # replay.traffic.DEFAULT_START.isoformat()
+SWEEP_EXECUTORS = ("process", "ray")  # replay.sweep.EXECUTORS
+PLAN_CONCURRENCY = (1, 16, 64)  # replay.planner.DEFAULT_CONCURRENCY
+EXPORT_FORMATS = ("csv", "jsonl", "parquet")  # store.exports.FORMATS
+EXPORT_RESOLUTIONS = ("auto", "raw", "1m", "1h")  # store.exports.RESOLUTIONS
