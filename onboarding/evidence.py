@@ -11,8 +11,6 @@
 
 from __future__ import annotations
 
-import csv
-import io
 import math
 import re
 from collections.abc import Callable, Iterator
@@ -22,6 +20,7 @@ import polars as pl
 from onboarding.check_report import parse_families
 from onboarding.errors import EvidenceError
 from onboarding.plan_report import looks_like_plan, parse_plan_report
+from pool_registry.csvtext import csv_records
 from replay.benchtable import parse_bench_table
 from replay.errors import BenchTableError
 
@@ -34,15 +33,7 @@ Rows = list[tuple[int, list[str]]]  # (line, values)
 
 def _records(text: str, source: str) -> Iterator[tuple[int, list[str]]]:
     """(line, values) of each CSV record; a record the csv module cannot read is an EvidenceError at its line."""
-    reader = csv.reader(io.StringIO(text, newline=""))  # newline="": a lone CR ends a record, as in a file
-    while True:
-        try:
-            values = next(reader)
-        except StopIteration:
-            return
-        except csv.Error as exc:
-            raise EvidenceError(source, max(reader.line_num, 1), None, f"not valid CSV: {exc}") from None
-        yield reader.line_num, values
+    return csv_records(text, lambda line, message: EvidenceError(source, line, None, message))
 
 
 def _table(text: str, source: str, required: tuple[str, ...], *, extra: bool = False) -> tuple[list[str], Rows]:

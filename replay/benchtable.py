@@ -10,13 +10,12 @@ Every value is checked; a bad one is an error naming the file, line and column.
 
 from __future__ import annotations
 
-import csv
-import io
 from collections.abc import Iterator
 from pathlib import Path
 
 import polars as pl
 
+from pool_registry.csvtext import csv_records
 from replay.errors import BenchTableError
 
 REQUIRED = ("pool", "isl", "osl", "concurrency", "ttft_ms", "tpot_ms")
@@ -43,15 +42,7 @@ def read_bench_table(path: str | Path) -> pl.DataFrame:
 
 def _records(text: str, source: str) -> Iterator[tuple[int, list[str]]]:
     """(line, values) of each CSV record; a record the csv module cannot read is an error at its line."""
-    reader = csv.reader(io.StringIO(text, newline=""))  # newline="": a lone CR ends a record, as in a file
-    while True:
-        try:
-            values = next(reader)
-        except StopIteration:
-            return
-        except csv.Error as exc:
-            raise BenchTableError(f"{source}:{max(reader.line_num, 1)}: not valid CSV: {exc}") from None
-        yield reader.line_num, values
+    return csv_records(text, lambda line, message: BenchTableError(f"{source}:{line}: {message}"))
 
 
 def parse_bench_table(text: str, source: str = "<bench>") -> pl.DataFrame:
