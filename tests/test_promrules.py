@@ -5,7 +5,12 @@ are served live on loopback, each file from a 127.0.0.x host of its own so that 
 label get a node of their own. A real Prometheus scrapes them and evaluates the rules every second; hetpool
 scrapes the same endpoints into a real DuckDB file. The newest value of every gauge and counter series the
 feed would serve, every histogram part, and every fatal error event must come out of Prometheus too, under
-the same name and labels, with the same value, and nothing else may.
+the same name and labels, with the same value, and nothing else may; so must every version.
+
+Error events are compared over a history: one more exporter steps through error codes and counts (codes that
+come and go, a counter that restarts) while hetpool ingests one scrape per step and Prometheus scrapes every
+second. A reader of the recorded error series (increases of `accelerator_errors_total`, rises to 1 of
+`accelerator_error_state`) must count, per device, class, severity and code, the events the store holds.
 """
 
 from __future__ import annotations
@@ -23,7 +28,15 @@ from typing import Any, TypeVar
 import pytest
 
 from app.cli import main
-from canonical.feednames import FEED_KINDS, family_name, feed_labels, sample_name
+from canonical.feednames import (
+    ERROR_STATE,
+    ERRORS_SAMPLE,
+    FEED_KINDS,
+    VERSION_SAMPLE,
+    family_name,
+    feed_labels,
+    sample_name,
+)
 from canonical.metrics import ERRORS_METRIC, METRICS
 from collectors.pipeline import IngestOptions, ingest_scrapes
 from normalizers import load_profiles
@@ -34,7 +47,7 @@ from normalizers.series import format_number
 from normalizers.textformat import render_series
 from pool_registry import Assignment, Registry, load_registry
 from store import Store, connect, save_registry
-from store.feed import latest_values
+from store.feed import feed_read
 from tests.conftest import FLEET
 from tests.exporters import Exporter
 from tests.promserver import PrometheusServer
@@ -71,6 +84,28 @@ FAULTS = (
                            f'npu_chip_info_error_code_1{{id="1"}} {0x8C03A000}\n'     # RestartNPU: reset_required/fatal
                            f'npu_chip_info_error_code{{id="2"}} {0x80E21007}\n'),     # NotHandleFault: informational
 )
+# The history: per step, the error signals of three nodes in one body (one scrape, so Prometheus never sees half
+# a step). PCIe replays of h100-a-hist's GPU 2 count the steps, so the test can tell when Prometheus has one.
+XIDS = (0, 79, 79, 13, 0, 79, 5, 5, 0)       # 79 twice, 13 once and 5 (no XID of the table: "other") once
+DBE = (0, 0, 2, 2, 5, 1, 1, 3, 3)            # 2 + 3, a restart counting 1, then 2: 8 events
+REMAP = (0, 1, 1, 0, 1, 1, 1, 0, 0)          # a fixed code: 2 events
+AFID = (0, 30, 30, 0, 30, 30, 0, 0, 30)      # class by label, code the value ("other" in PromQL): 3 events
+NPU = (0, 0x80E3A201, 0x80E3A201, 0x8C03A000, 0x8C03A000, 0, 0x80E3A201, 0x80E3A201, 0)  # hex codes: 3 events
+HIST_NODES = {"h100-a": "h100-a-hist", "mi300x-a": "mi300x-a-hist", "ascend-a": "ascend-a-hist"}
+
+
+def history(k: int) -> str:
+    """Step k of the history, as exporter text."""
+    dcgm = 'Hostname="h100-a-hist",DCGM_FI_DRIVER_VERSION="550.163.01"'
+    return (f'DCGM_FI_DEV_XID_ERRORS{{gpu="0",{dcgm}}} {XIDS[k]}\n'
+            f'DCGM_FI_DEV_ECC_DBE_VOL_TOTAL{{gpu="1",{dcgm}}} {DBE[k]}\n'
+            f'DCGM_FI_DEV_PCIE_REPLAY_COUNTER{{gpu="2",{dcgm},DCGM_FI_DEV_VBIOS_VERSION="96.00.99.00.01"}} {k + 1}\n'
+            f'DCGM_FI_DEV_ROW_REMAP_FAILURE{{gpu="3",{dcgm}}} {REMAP[k]}\n'
+            f'gpu_afid_errors{{gpu_id="0",hostname="mi300x-a-hist",severity="fatal",afid_index="0",'
+            f'driver_version="6.12.12"}} {AFID[k]}\n'
+            f'npu_chip_info_error_code{{id="0",hostname="ascend-a-hist"}} {NPU[k]}\n')
+
+
 Key = tuple[str, frozenset[tuple[str, str]]]
 PROFILES = load_profiles()
 T = TypeVar("T")
@@ -136,18 +171,82 @@ def evaluated(url: str, expr: str, name: str | None = None) -> dict[Key, float]:
     return out
 
 
+def present(labels: dict[str, str]) -> frozenset[tuple[str, str]]:
+    """Labels as Prometheus keeps them: an empty label is no label."""
+    return frozenset((k, v) for k, v in labels.items() if v)
+
+
 def store_series(db: Path) -> dict[Key, float]:
-    """What the feed serves, plus every histogram part, as Prometheus would name them (empty labels absent)."""
+    """What the feed serves but the error totals: gauges, counters, histogram parts and versions, as Prometheus
+    would name them."""
     out = {}
     with connect(db) as con:
-        rows = latest_values(con, 10**12, (*FEED_KINDS, "histogram"))
-    for row in rows:
+        read = feed_read(con, 10**12, None, errors=False)
+    for row in read.rows:
         labels = feed_labels(row.pool, row.node, row.device, row.vendor, row.attributes)
         if METRICS[row.metric].kind == "histogram":
             name = f"{family_name(row.metric)}_{labels.pop('stat')}"
         else:
             name = sample_name(row.metric)
-        out[(name, frozenset((k, v) for k, v in labels.items() if v))] = row.value
+        out[(name, present(labels))] = row.value
+    for v in read.versions:
+        labels = feed_labels(v.pool, v.node, v.device, v.vendor, {"component": v.component, "version": v.version})
+        out[(VERSION_SAMPLE, present(labels))] = 1.0
+    return out
+
+
+def rules_code(vendor: str, code: str) -> str:
+    """The code the rules give an event the store holds: a code no label or table of the vendor's profile can
+    name is "other" (an incident's codes, joined by '+', each on its own)."""
+    profile = next(p for p in PROFILES.profiles.values() if p.vendor == vendor and p.errors)
+    named: set[str] = set()
+    for spec in profile.errors.values():
+        if spec.code_label is not None:
+            return code
+        named.update({spec.code} if spec.code is not None else {b.code for b in spec.bits.values()})
+        if spec.by_label is None and spec.fixed is None:
+            named.update(spec.format_code(int(k, 16 if spec.code_format == "hex" else 10)) for k in spec.codes)
+    return "+".join(sorted({c if c in named else "other" for c in code.split("+")}))
+
+
+def store_events(db: Path) -> dict[Key, float]:
+    """The error totals the feed serves, under the codes the rules can give them."""
+    out: dict[Key, float] = {}
+    with connect(db) as con:
+        read = feed_read(con, 10**12, None, ())
+    for row in read.rows:
+        assert row.metric == ERRORS_METRIC
+        labels = feed_labels(row.pool, row.node, row.device, row.vendor, row.attributes)
+        labels["code"] = rules_code(row.vendor, labels["code"])
+        key = (ERRORS_SAMPLE, present(labels))
+        out[key] = out.get(key, 0.0) + row.value
+    return out
+
+
+def counted(values: list[float], counter: bool) -> float:
+    """Events in one recorded series' samples, read as a reader of the feed names does: a counter's increases
+    (a drop is a restart, its new value the increase), or a state's rises to 1 (appearing at 1 is one)."""
+    total, prev = 0.0, None
+    for v in values:
+        if counter:
+            total += v if prev is None or v < prev else v - prev
+        else:
+            total += v == 1 and prev != 1
+        prev = v
+    return total
+
+
+def prom_events(url: str) -> dict[Key, float]:
+    """The events in every recorded error series' whole history, keyed as the store's totals."""
+    out: dict[Key, float] = {}
+    for name in (ERRORS_SAMPLE, ERROR_STATE):
+        for item in query(url, f"{name}[1h]"):
+            labels = dict(item["metric"])
+            labels.pop("__name__", None)
+            key = (ERRORS_SAMPLE, frozenset(labels.items()))
+            n = counted([float(v) for _, v in item["values"]], name == ERRORS_SAMPLE)
+            if n:
+                out[key] = out.get(key, 0.0) + n
     return out
 
 
@@ -190,6 +289,12 @@ def served(corpus: Path) -> Iterator[tuple[list[Exporter], Registry]]:
         exporters.append(exporter)
         mine = hosts.setdefault(pool, set())
         mine.update({exporter.host} | nodes_of(text, profile))
+    stepped = Exporter(host=f"127.0.0.{10 + len(bodies)}")
+    stepped.bodies["/metrics"] = history(0).encode()
+    exporters.append(stepped)
+    for pool, node in HIST_NODES.items():
+        hosts[pool].add(node)
+    hosts["h100-a"].add(stepped.host)
     claimed = [n for names in hosts.values() for n in names]
     assert len(claimed) == len(set(claimed)), "a node in two pools would be placed by neither"
     yield exporters, placed(load_registry(FLEET), hosts)
@@ -209,12 +314,27 @@ def both(served: tuple[list[Exporter], Registry], tmp_path_factory: pytest.TempP
     rules = work / "rules.yaml"
     assert main(["--db", str(db), "rules", "--out", str(rules)]) == 0
     store = Store(db)
-    for e in exporters:
+    for e in exporters[:-1]:
         ingest_scrapes(store, e.url("/metrics"), IngestOptions())
     targets = tuple(e.url("").removeprefix("http://") for e in exporters)
     prom = PrometheusServer(work, None, targets, interval="1s", rules=rules).start()
-    yield db, prom
-    prom.stop()
+    try:
+        step_through(exporters[-1], store, prom)
+        yield db, prom
+    finally:
+        prom.stop()
+
+
+def step_through(exporter: Exporter, store: Store, prom: PrometheusServer) -> None:
+    """Serve each step of the history; hetpool scrapes it once, and Prometheus has it in its recorded series
+    (two evaluations more, so every rule of the group has seen the same scrape) before the next step."""
+    marker = f'{ERRORS_SAMPLE}{{node="{HIST_NODES["h100-a"]}",device="2"}}'
+    for k in range(len(XIDS)):
+        exporter.bodies["/metrics"] = history(k).encode()
+        ingest_scrapes(store, exporter.url("/metrics"), IngestOptions())
+        seen = settle(lambda: [float(r["value"][1]) for r in query(prom.url, marker)], [float(k + 1)])
+        assert seen == [float(k + 1)], (k, seen)
+        time.sleep(2.5)
 
 
 def settle(read: Callable[[], T], want: T, seconds: float = 45.0) -> T:
@@ -233,7 +353,11 @@ def test_every_canonical_series_equals_the_store(both: tuple[Path, PrometheusSer
     assert {profile for _, profile, _ in FILES} == set(PROFILES.profiles)
     vendors = {dict(labels).get("vendor") for _, labels in want}
     assert vendors >= {"nvidia", "amd", "huawei", "intel", "cambricon"}, vendors
-    names = sorted({name for name, _ in want} | {sample_name(m) for m, c in METRICS.items() if c.kind in FEED_KINDS})
+    assert (VERSION_SAMPLE, present({"pool": "h100-a", "node": "h100-a-hist", "vendor": "nvidia", "device": "2",
+                                     "component": "vbios", "version": "96.00.99.00.01"})) in want
+    assert {dict(labels)["component"] for name, labels in want if name == VERSION_SAMPLE} >= {"driver", "vbios"}
+    names = sorted({name for name, _ in want} | {sample_name(m) for m, c in METRICS.items() if c.kind in FEED_KINDS}
+                   | {VERSION_SAMPLE})
     got = settle(lambda: set(prom_series(prom.url, names)), set(want))
     assert got == set(want), {"only in prometheus": sorted(map(str, got - set(want))),
                               "only in the store": sorted(map(str, set(want) - got))}
@@ -242,9 +366,48 @@ def test_every_canonical_series_equals_the_store(both: tuple[Path, PrometheusSer
     assert not wrong
 
 
+def test_every_error_event_is_counted_alike(both: tuple[Path, PrometheusServer]) -> None:
+    """Per device, class, severity and code, the recorded series over the whole history hold the store's events."""
+    db, prom = both
+    want = store_events(db)
+    hist = {k: v for k, v in want.items() if dict(k[1])["node"] in HIST_NODES.values()}
+    fatal = {"severity": "fatal"}
+    nv = {"pool": "h100-a", "node": "h100-a-hist", "vendor": "nvidia"}
+    assert hist == {  # the history's events by hand
+        (ERRORS_SAMPLE, present({**nv, "device": "0", "error_class": "device_lost", **fatal, "code": "79"})): 2.0,
+        (ERRORS_SAMPLE, present({**nv, "device": "0", "error_class": "application", "severity": "recoverable",
+                                 "code": "13"})): 1.0,
+        (ERRORS_SAMPLE, present({**nv, "device": "0", "error_class": "unknown", "severity": "recoverable",
+                                 "code": "other"})): 1.0,
+        (ERRORS_SAMPLE, present({**nv, "device": "1", "error_class": "memory_uncorrectable", **fatal,
+                                 "code": "ecc_dbe_volatile"})): 8.0,
+        (ERRORS_SAMPLE, present({**nv, "device": "2", "error_class": "interconnect", "severity": "informational",
+                                 "code": "pcie_replay"})): float(len(XIDS)),
+        (ERRORS_SAMPLE, present({**nv, "device": "3", "error_class": "row_remap_failure", **fatal,
+                                 "code": "row_remap_failure"})): 2.0,
+        (ERRORS_SAMPLE, present({"pool": "mi300x-a", "node": "mi300x-a-hist", "vendor": "amd", "device": "0",
+                                 "error_class": "memory_uncorrectable", **fatal, "code": "other"})): 3.0,
+        (ERRORS_SAMPLE, present({"pool": "ascend-a", "node": "ascend-a-hist", "vendor": "huawei", "device": "0",
+                                 "error_class": "device_lost", **fatal, "code": "80E3A201"})): 2.0,
+        (ERRORS_SAMPLE, present({"pool": "ascend-a", "node": "ascend-a-hist", "vendor": "huawei", "device": "0",
+                                 "error_class": "reset_required", **fatal, "code": "8C03A000"})): 1.0,
+    }
+    assert len(want) > len(hist)  # the other exporters' errors, each seen once
+    got = prom_events(prom.url)
+    assert got == want, {"only in prometheus": sorted(map(str, set(got) - set(want))),
+                         "only in the store": sorted(map(str, set(want) - set(got))),
+                         "counted otherwise": sorted(str((k, got[k], want[k])) for k in set(got) & set(want)
+                                                     if got[k] != want[k])}
+
+
 def test_every_fatal_error_event_raises_its_alert(both: tuple[Path, PrometheusServer]) -> None:
     db, prom = both
-    want = store_fatal(db)
+    # of the history, what still fires at its end: the counter that rose and the code changed to at the last step
+    want = {k for k in store_fatal(db) if dict(k[1])["node"] not in HIST_NODES.values()} | {
+        ("AcceleratorMemoryUncorrectableFatal", present({"pool": "h100-a", "node": "h100-a-hist", "device": "1",
+                                                         "class": "memory_uncorrectable"})),
+        ("AcceleratorMemoryUncorrectableFatal", present({"pool": "mi300x-a", "node": "mi300x-a-hist", "device": "0",
+                                                         "class": "memory_uncorrectable"}))}
     assert {dict(labels)["class"] for _, labels in want} >= {"device_lost", "reset_required", "row_remap_failure",
                                                              "memory_uncorrectable"}, want
     got = settle(lambda: prom_alerts(prom.url), want)
@@ -269,7 +432,8 @@ def test_a_pool_label_places_the_same_series(both: tuple[Path, PrometheusServer]
     def read() -> dict[Key, float]:
         out: dict[Key, float] = {}
         for rule in rules.groups[0]["rules"]:
-            out.update(evaluated(prom.url, rule["expr"], rule["record"]))
+            if rule["record"] not in (ERRORS_SAMPLE, ERROR_STATE):  # error series: counted over the history above
+                out.update(evaluated(prom.url, rule["expr"], rule["record"]))
         return out
 
     got = settle(lambda: set(read()), set(want))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pytest
@@ -41,7 +41,7 @@ def test_promtool_accepts_the_rules_of_the_shipped_profiles(capsys: pytest.Captu
     records = {r["record"] for r in groups["hetpool_canonical"]}
     assert {"accelerator_utilization_ratio", "accelerator_memory_used_bytes", "accelerator_power_watts",
             "accelerator_energy_joules_total", "serving_requests_total", "serving_time_to_first_token_seconds_bucket",
-            } <= records
+            "accelerator_errors_total", "accelerator_error_state", "hetpool_software_version_info"} <= records
     alerts = {(r["alert"], r["labels"]["source"], r["labels"]["class"]) for r in groups["hetpool_alerts"]}
     assert {("AcceleratorMemoryUncorrectableFatal", "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "memory_uncorrectable"),
             ("AcceleratorDeviceLostFatal", "DCGM_FI_DEV_XID_ERRORS", "device_lost"),
@@ -56,6 +56,7 @@ def test_promtool_accepts_the_rules_of_the_shipped_profiles(capsys: pytest.Captu
                for r in groups["hetpool_alerts"])
     head = out.read_text().split("groups:", 1)[0]
     assert all(f"#   {item}" in head for item in TRITON_LEFT_OUT)
+    assert 'code="other"' in head  # codes PromQL cannot name, said where the rules are read
     assert all(f"not compiled: {item}" in printed for item in TRITON_LEFT_OUT)
 
 
@@ -122,3 +123,97 @@ def test_bad_input_is_one_line_and_exit_2(capsys: pytest.CaptureFixture[str], tm
     code, out, err = run(capsys, "--db", str(tmp_path / "none.duckdb"), "rules", *args(tmp_path))
     assert code == 2 and out == ""
     assert len(err.strip().splitlines()) == 1 and said in err, err
+
+
+TINY = """\
+profile: tiny
+vendor: tiny
+detect: [tiny_]
+node_labels: [host]
+device_labels: [gpu]
+versions: {drv: driver}
+metrics:
+  tiny_util: {metric: accelerator.utilization, unit: percent}
+errors:
+  tiny_throttle:
+    kind: bitmask
+    bits:
+      0: {code: idle, class: unknown/informational}
+      2: {code: power_cap, class: power/recoverable}
+  tiny_xid:
+    kind: sticky_code
+    default: unknown/recoverable
+    codes: {79: device_lost/fatal}
+  tiny_ecc:
+    kind: counter
+    code_label: xid
+    default: unknown/recoverable
+    codes: {48: memory_uncorrectable/fatal}
+"""
+# the recorded error and version series of the profile above at each minute, as promtool's evaluator gives them
+TINY_TEST = """\
+rule_files: [rules.yaml]
+evaluation_interval: 1m
+tests:
+  - interval: 1m
+    input_series:
+      - series: 'tiny_throttle{host="n1", gpu="0", pool="p"}'
+        values: '0 5 4 2'
+      - series: 'tiny_xid{host="n1", gpu="1", pool="p"}'
+        values: '0 79 5 NaN'
+      - series: 'tiny_ecc{host="n1", gpu="1", pool="p", xid="48"}'
+        values: '3 3 0'
+      - series: 'tiny_ecc{host="n1", gpu="1", pool="p", xid="13"}'
+        values: '1 2 2'
+      - series: 'tiny_util{host="n1", gpu="0", pool="p", drv="1.2"}'
+        values: '50'
+    promql_expr_test:
+%s
+"""
+BASE = 'node="n1", pool="p"'
+THROTTLE = {  # minute -> (code, class, severity, value); 2 sets bit 1, which the table does not name: no series
+    0: [("idle", "unknown", "informational", 0), ("power_cap", "power", "recoverable", 0)],
+    1: [("idle", "unknown", "informational", 1), ("power_cap", "power", "recoverable", 1)],
+    2: [("idle", "unknown", "informational", 0), ("power_cap", "power", "recoverable", 1)],
+    3: [],
+}
+XID = {  # 5 is no code of the table: "other", with the default class; NaN is no sample
+    0: [("79", "device_lost", "fatal", 0), ("other", "unknown", "recoverable", 0)],
+    1: [("79", "device_lost", "fatal", 1), ("other", "unknown", "recoverable", 0)],
+    2: [("79", "device_lost", "fatal", 0), ("other", "unknown", "recoverable", 1)],
+    3: [],
+}
+ECC = {  # the code is the label; the raw count, so 3 -> 0 is a restart a reader sees
+    0: [("48", "memory_uncorrectable", "fatal", 3), ("13", "unknown", "recoverable", 1)],
+    2: [("48", "memory_uncorrectable", "fatal", 0), ("13", "unknown", "recoverable", 2)],
+}
+
+
+def _case(expr: str, minute: int, samples: Sequence[tuple[str, float]]) -> str:
+    lines = [f"      - expr: '{expr}'", f"        eval_time: {minute}m"]
+    lines.append("        exp_samples:" + ("" if samples else " []"))
+    lines.extend(f"          - labels: '{labels}'\n            value: {value}" for labels, value in samples)
+    return "\n".join(lines)
+
+
+def test_promtool_evaluates_error_states_counters_and_versions(capsys: pytest.CaptureFixture[str],
+                                                               tmp_path: Path) -> None:
+    extra = tmp_path / "profiles"
+    extra.mkdir()
+    (extra / "tiny.yaml").write_text(TINY)
+    code, _, err = run(capsys, "--db", str(tmp_path / "none.duckdb"), "rules", "--pool-label", "pool",
+                       "--profiles-dir", str(extra), "--no-status", "--out", str(tmp_path / "rules.yaml"))
+    assert code == 0, err
+    cases = []
+    for device, table, name in (("0", THROTTLE, "accelerator_error_state"), ("1", XID, "accelerator_error_state"),
+                                ("1", ECC, "accelerator_errors_total")):
+        for minute, rows in table.items():
+            samples = [(f'{name}{{{BASE}, device="{device}", code="{c}", error_class="{cls}", severity="{sev}"}}', v)
+                       for c, cls, sev, v in rows]
+            cases.append(_case(f'{name}{{node="n1", device="{device}"}}', minute, samples))
+    version = 'hetpool_software_version_info{node="n1", pool="p", component="driver", version="1.2"}'
+    cases.append(_case("hetpool_software_version_info", 0, [(version, 1)]))
+    (tmp_path / "test.yaml").write_text(TINY_TEST % "\n".join(cases))
+    proc = subprocess.run(["promtool", "test", "rules", str(tmp_path / "test.yaml")], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
