@@ -46,7 +46,7 @@ from store.lakefiles import (
     write_manifest,
     writer_lock,
 )
-from store.lakeparquet import ATTRIBUTES_SQL, columns, upgrade, write_rows
+from store.lakeparquet import columns, upgrade, write_rows
 from store.rollups import raw_horizon
 
 PART_FILE = "part-0.parquet"
@@ -122,10 +122,9 @@ def fingerprints(con: duckdb.DuckDBPyConnection, flt: ExportFilter, resolution: 
 def _copy(con: duckdb.DuckDBPyConnection, flt: ExportFilter, resolution: str, day: int, pool: str,
           target: Path, final: Path) -> None:
     table, time_col, value, stats, where, params = _source(resolution, flt)
-    cols = f"{time_col} AS ts, pool, node, device, metric, {value} AS value, {ATTRIBUTES_SQL} AS attributes{stats}"
-    # the table's own attributes (JSON text) order the rows, not the map the select makes of them
+    cols = f"{time_col} AS ts, pool, node, device, metric, {value} AS value, attributes{stats}"
     query = (f"SELECT {cols} FROM {table} WHERE {where} AND {time_col} >= ? AND {time_col} < ? AND pool = ? "
-             f"ORDER BY ts, node, device, metric, {table}.attributes")
+             "ORDER BY ts, node, device, metric, attributes")
     write_rows(con, query, [*params, day * DAY_MS, (day + 1) * DAY_MS, pool], target, resolution, final)
 
 

@@ -5,17 +5,20 @@ timestamp[ms, tz=UTC]) and `attributes` as a MAP of strings to strings with its 
 DuckDB and Polars read both without conversions. Version 1 wrote `ts` as int64 epoch milliseconds and
 `attributes` as JSON text; `upgrade` rewrites such files in place, each atomically, as the lake's next run finds
 them. DuckDB's own Parquet writer has no millisecond UTC timestamp (it writes microseconds), so the rows go
-through Arrow: DuckDB streams them in batches and pyarrow writes the file with the declared schema.
+through Arrow: DuckDB streams them in batches, as the store holds them, and pyarrow writes the file with the
+declared schema, parsing each distinct attributes text of a batch once (a batch holds few).
 """
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Iterable
 from pathlib import Path
 
 import duckdb
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from store.errors import StoreError
@@ -30,9 +33,6 @@ COLUMNS = (("ts", "TIMESTAMP WITH TIME ZONE", TS_TYPE), ("pool", "VARCHAR", pa.s
            ("attributes", "MAP(VARCHAR, VARCHAR)", ATTRIBUTES_TYPE))
 ROLLUP_COLUMNS = (("min", "DOUBLE", pa.float64()), ("max", "DOUBLE", pa.float64()),
                   ("last", "DOUBLE", pa.float64()), ("count", "BIGINT", pa.int64()))
-# The store's attributes (and a version-1 file's) are canonical JSON text: as a map, keys sorted whatever the text.
-ATTRIBUTES_SQL = ("map_from_entries(list_sort(map_entries("
-                  "CAST(CAST(attributes AS JSON) AS MAP(VARCHAR, VARCHAR)))))")
 BATCH_ROWS = 65_536  # rows per Arrow batch: bounds the memory a partition takes while it is written
 
 
@@ -46,19 +46,45 @@ def arrow_schema(resolution: str) -> pa.Schema:
     return pa.schema([(name, arrow) for name, _, arrow in columns(resolution)])
 
 
+def attribute_maps(texts: pa.Array) -> pa.Array:
+    """JSON objects as text to maps of strings with sorted keys; each distinct text is parsed once."""
+    encoded = pc.dictionary_encode(texts)
+    maps = [_pairs(text) for text in encoded.dictionary.to_pylist()]
+    return pa.array(maps, type=ATTRIBUTES_TYPE).take(encoded.indices)
+
+
+def _pairs(text: str) -> list[tuple[str, str]]:
+    body = json.loads(text)
+    if not isinstance(body, dict):
+        raise ValueError(f"attributes {text!r} are not a JSON object")
+    # canonical attributes are strings; anything else keeps its JSON text rather than failing the export
+    return sorted((k, v if isinstance(v, str) else json.dumps(v)) for k, v in body.items())
+
+
+def typed(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
+    """A batch as the store holds rows (ts epoch milliseconds, attributes JSON text) in the lake's types."""
+    arrays = []
+    for field in schema:
+        column = batch.column(field.name)
+        if field.name == "attributes":
+            column = attribute_maps(column)
+        arrays.append(column.cast(field.type))  # ts: int64 to timestamp[ms, UTC], the same numbers
+    return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
 def write_rows(con: duckdb.DuckDBPyConnection, query: str, params: list[object], target: Path,
                resolution: str, final: Path | None = None) -> int:
-    """Write the rows of `query` (ts as epoch milliseconds, attributes already a map) to `target`, the temporary
-    name of `final`; the row count. A failure removes `target`."""
+    """Write the rows of `query` (as the store holds them) to `target`, the temporary name of `final`; the row
+    count. A failure removes `target`."""
     schema = arrow_schema(resolution)
     rows = 0
     try:
         reader = con.sql(query, params=params).to_arrow_reader(BATCH_ROWS)
         with pq.ParquetWriter(target, schema) as writer:
             for batch in reader:
-                writer.write_batch(batch.cast(schema))  # int64 milliseconds to timestamp[ms, UTC]: same values
+                writer.write_batch(typed(batch, schema))
                 rows += batch.num_rows
-    except (duckdb.Error, pa.ArrowException, OSError) as exc:
+    except (duckdb.Error, pa.ArrowException, OSError, ValueError) as exc:
         target.unlink(missing_ok=True)
         raise StoreError(f"export to {str(final or target)!r} failed: {exc}") from exc
     return rows
@@ -85,9 +111,8 @@ def upgrade(paths: Iterable[Path], resolution: str, replace: Replace = os.replac
     old = [p for p in paths if file_version(p) == 1]
     if not old:
         return 0
-    stats = "".join(f", {name}" for name, _, _ in columns(resolution)[len(COLUMNS):])
-    query = (f"SELECT ts, pool, node, device, metric, value, {ATTRIBUTES_SQL} AS attributes{stats} "
-             "FROM read_parquet(?) AS f ORDER BY f.ts, f.node, f.device, f.metric, f.attributes")
+    names = ", ".join(name for name, _, _ in columns(resolution))
+    query = f"SELECT {names} FROM read_parquet(?) ORDER BY ts, node, device, metric, attributes"
     con = duckdb.connect()  # in memory: the old files are the only input, the store is not read
     try:
         for path in old:

@@ -30,7 +30,7 @@ from store.errors import StoreError
 from store.exports import ExportFilter
 from store.lake import fingerprints, partition_key, write_lake
 from store.lakefiles import Manifest, write_manifest
-from store.lakeparquet import file_version
+from store.lakeparquet import attribute_maps, file_version
 from store.rollups import prune_raw
 from tests.conftest import REPO
 
@@ -174,6 +174,32 @@ def test_map_keys_are_sorted_whatever_the_stored_text(con: duckdb.DuckDBPyConnec
     write_lake(Held(con), lake)
     assert pq.read_table(lake / "date=2026-11-18" / "pool=a" / "part-0.parquet")["attributes"].to_pylist() == [
         [("a", ""), ("engine", "vllm"), ("zone", "z1")]]
+
+
+@pytest.mark.parametrize(("texts", "maps"), [
+    (['{"b":"2","a":"1"}', "{}", '{"b":"2","a":"1"}'], [[("a", "1"), ("b", "2")], [], [("a", "1"), ("b", "2")]]),
+    (['{"n": 3, "ok": true, "x": null, "s": "t"}'], [[("n", "3"), ("ok", "true"), ("s", "t"), ("x", "null")]]),
+    (['{"k": "\u00e9, \\"q\\""}'], [[("k", '\u00e9, "q"')]]),
+])
+def test_attribute_texts_become_maps_with_sorted_keys(texts: list[str], maps: list[object]) -> None:
+    got = attribute_maps(pa.array(texts))
+    assert got.type == pa.map_(pa.string(), pa.string()) and got.to_pylist() == maps
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ('{"a": ', "Expecting value"),
+    ("[1, 2]", "attributes '[1, 2]' are not a JSON object"),
+    ('"text"', "attributes '\"text\"' are not a JSON object"),
+])
+def test_attributes_that_are_no_json_object_fail_the_partition_and_leave_no_file(
+        con: duckdb.DuckDBPyConnection, tmp_path: Path, text: str, message: str) -> None:
+    con.execute("INSERT INTO samples (ts, pool, node, device, metric, value, attributes) VALUES "
+                "(?, 'a', 'n1', '', 'serving.requests', 1.0, ?)", [T, text])
+    lake = tmp_path / "lake"
+    final = lake / "date=2026-11-18" / "pool=a" / "part-0.parquet"
+    with pytest.raises(StoreError, match=re.escape(f"export to {str(final)!r} failed: ") + ".*" + re.escape(message)):
+        write_lake(Held(con), lake)
+    assert not [p for p in lake.rglob("*") if p.is_file() and p.suffix in (".parquet", ".tmp")]
 
 
 def test_pyarrow_dataset_filters_a_partition_a_time_range_and_an_attribute(filled: duckdb.DuckDBPyConnection,
