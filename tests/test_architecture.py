@@ -55,8 +55,9 @@ def test_pyproject_installs_and_type_checks_exactly_the_layers() -> None:
     assert sorted(pyproject["tool"]["mypy"]["files"]) == sorted([*LAYERS, "benchmarks"])
 
 
-def served_pages() -> list[tuple[str, str, str]]:
-    """(title, URL path, screen) of every st.Page the console's main.py builds, read without running it."""
+def served_pages(hidden: bool = False) -> list[tuple[str, str, str]]:
+    """(title, URL path, screen) of every st.Page the console's main.py builds (the hidden ones, out of the
+    navigation, instead with `hidden`), read without running it."""
     tree = ast.parse((REPO / "app" / "console" / "main.py").read_text(encoding="utf-8"))
     pages = []
     for node in ast.walk(tree):
@@ -64,13 +65,15 @@ def served_pages() -> list[tuple[str, str, str]]:
             kw = {k.arg: str(k.value.value) for k in node.keywords if isinstance(k.value, ast.Constant)}
             screen = node.args[0]
             assert isinstance(screen, ast.BinOp) and isinstance(screen.right, ast.Constant), ast.dump(screen)
-            pages.append((kw["title"], kw["url_path"], str(screen.right.value).removesuffix(".py")))
+            if (kw.get("visibility") == "hidden") == hidden:
+                pages.append((kw["title"], kw["url_path"], str(screen.right.value).removesuffix(".py")))
     return pages
 
 
 def test_the_console_rooms_are_the_pages_it_serves() -> None:
     assert parse_rooms(read()) == served_pages()
     assert len(served_pages()) >= 11
+    assert served_pages(hidden=True) == [("Fleet health", "", "root")]  # the root, which opens /health
 
 
 def test_the_readme_counts_the_console_pages() -> None:

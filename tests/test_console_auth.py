@@ -10,9 +10,9 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from access import AccessDenied, decide, from_claims, load_roles
-from app.console import auth, data
+from app.console import auth, writes
 from app.console.safe import md
-from app.console.whatif_results import RESULT_KEY
+from app.console.whatif.results import RESULT_KEY
 from tests.logins import LEAD, VIEWER, console, count, private_copy, write_roles
 
 
@@ -124,9 +124,9 @@ def test_only_a_lead_saves_a_replay_run(db: Path, roles: Path, monkeypatch: pyte
     record = at.session_state[RESULT_KEY].whatif.run_record("forged", None)
     viewer = decide(from_claims(VIEWER), load_roles(roles))
     with pytest.raises(AccessDenied, match=re.escape(reason)):
-        data.save_run(str(db), record, viewer)
+        writes.save_run(str(db), record, viewer)
     with pytest.raises(AccessDenied, match="nobody is logged in"):
-        data.save_run(str(db), record, None)
+        writes.save_run(str(db), record, None)
     assert count(db, "replay_runs") == runs
     at.user = LEAD
     at.run()

@@ -10,7 +10,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from access import AccessDenied, decide, from_claims, load_roles
-from app.console import data
+from app.console import writes
 from onboarding.files import uploaded_files
 from store import connect, require_registry
 from tests.logins import LEAD, VIEWER, console, count, private_copy, write_roles
@@ -79,5 +79,5 @@ def test_a_viewer_cannot_add_evidence(db: Path, roles: Path, monkeypatch: pytest
     finally:
         con.close()
     with pytest.raises(AccessDenied, match=re.escape(reason)):
-        data.add_evidence(str(db), files, decide(from_claims(VIEWER), load_roles(roles)))
+        writes.add_evidence(str(db), files, decide(from_claims(VIEWER), load_roles(roles)))
     assert count(db, "onboarding_evidence") == before

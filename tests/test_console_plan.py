@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from app.console.whatif_plan import RESULT
+from app.console.whatif.plan import RESULT
 from replay.planner import PlanReport, PlanSettings, Targets, plan_model, plans_frame
 from store import ENV_DB, connect, require_registry
 from tests.conftest import REPO

@@ -19,7 +19,7 @@ import yaml
 from streamlit.testing.v1 import AppTest
 
 from app.cli import main
-from app.console.whatif_results import RESULT_KEY, Outcome
+from app.console.whatif.results import RESULT_KEY, Outcome
 from pool_registry import Registry
 from replay import Candidate, PoolOverride, SlaTier, closed_loop, default_requests, load_candidate_text, run_replay
 from replay.fleet import resolve_pools

@@ -16,7 +16,7 @@ import streamlit as st
 
 from access import Decision, require
 from app.alertmanager import ENV_URL, Alertmanager, AlertmanagerError
-from app.console import auth, data, filters
+from app.console import auth, cache, data, filters
 from app.console.safe import md
 from status.evaluate import Status, evaluate
 from status.rules import load_rules
@@ -86,7 +86,7 @@ def unreachable_note() -> None:
 
 def status_panel(pool: str, node: str, device: str | None, view: filters.View) -> None:
     """The status of the node (or of one of its devices) with its acknowledgement, if any."""
-    path = data.db_path()
+    path = cache.db_path()
     scope, what = ("node", "node") if device is None else ("device", "device")
     statuses = [s for s in statuses_now(path, view)
                 if s.pool == pool and s.node == node and s.scope == scope and (device is None or s.device == device)]

@@ -1,131 +1,26 @@
-"""All console data access: short reads of the store, cached per database generation, waits shown on the page.
+"""The console's reads of the store: one cached query per question a page asks (see cache.py for how they run).
 
-Every query is a plain function of a read-only connection and plain arguments (the database path first, the
-window as numbers). It runs inside one cached function keyed by the query's name, the path, the database's
-generation (its file identity and modification times, so a commit or a replaced file is seen at the next
-rerun) and the arguments. A read waits at most READ_WAIT_S inside the cache; a longer wait comes back out
-here, where the page says what it waits for until the database is free again.
+Each is a plain function of a read-only connection and plain arguments, made a cached call of the database path
+and those arguments by `query`; the few that can return many rows (an export file, a replay's requests) are read
+uncached, when they are asked for.
 """
 
 from __future__ import annotations
 
-import functools
-import json
-import os
-import threading
-import time
-import urllib.error
-import urllib.request
-from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any
 
 import duckdb
 import polars as pl
-import streamlit as st
 
-from access import Decision, require
+from app.console.cache import query, read
 from app.status_read import read_facts
-from onboarding.files import EvidenceFile, store_files
 from pool_registry import Registry
 from pool_registry.compat import compatibility
 from status.evaluate import Facts
-from store import ENV_DB, Store, StoreBusy, StoreError, latest_registry, replay_runs, resolve_db_path
+from store import StoreError, latest_registry, replay_runs
 from store import requests as stored
-from store.locks import timeout_from_env
 from store.views import cost, coverage, drift, export, faults, fleet, health, markers, reliability, runs, versions
 from store.views.window import Window, data_span
-
-CACHE_TTL_S = 60
-CACHE_ENTRIES = 1024
-READ_WAIT_S = 0.8  # inside the cache, where nothing can be shown; longer waits are shown by _read
-T = TypeVar("T")
-Generation = tuple[int, int, int, int, int] | None
-_QUERIES: dict[str, Callable[..., Any]] = {}
-_local = threading.local()
-
-
-def db_path() -> str:
-    """The database the console serves: $HETPOOL_DB, else Streamlit secrets, else ./hetpool.duckdb."""
-    env = os.environ.get(ENV_DB)
-    if env:
-        return env
-    try:
-        secret = st.secrets.get("hetpool_db")
-    except (FileNotFoundError, KeyError, st.errors.StreamlitSecretNotFoundError):
-        secret = None
-    return str(resolve_db_path(secret))
-
-
-def generation(path: str) -> Generation:
-    """The file's identity and last change (inode, size, mtime of the file and of its write-ahead log)."""
-    try:
-        st_db = os.stat(path)
-    except OSError:
-        return None
-    try:
-        st_wal = os.stat(path + ".wal")
-        wal = (st_wal.st_size, st_wal.st_mtime_ns)
-    except OSError:
-        wal = (0, 0)
-    return (st_db.st_ino, st_db.st_size, st_db.st_mtime_ns, *wal)
-
-
-def show_waits_in(slot: Any) -> None:
-    """Where this script run tells the user that the database is busy (an st.empty() of the page)."""
-    _local.slot = slot
-
-
-@st.cache_resource(show_spinner=False)
-def _store(path: str) -> Store:
-    return Store(path, timeout_s=READ_WAIT_S)
-
-
-@st.cache_data(ttl=CACHE_TTL_S, max_entries=CACHE_ENTRIES, show_spinner=False)
-def _cached(name: str, path: str, gen: Generation, args: tuple[Any, ...]) -> Any:
-    with _store(path).read() as con:
-        return _QUERIES[name](con, *args)
-
-
-def _uncached(fn: Callable[..., Any], path: str, args: tuple[Any, ...]) -> Any:
-    with _store(path).read() as con:
-        return fn(con, *args)
-
-
-def _read(name: str | Callable[..., Any], path: str, args: tuple[Any, ...]) -> Any:
-    """A query (cached when named); while the database is busy, say so on the page and try again."""
-    started = time.monotonic()
-    limit = timeout_from_env()
-    slot = getattr(_local, "slot", None)
-    while True:
-        try:
-            if isinstance(name, str):
-                result = _cached(name, path, generation(path), args)
-            else:
-                result = _uncached(name, path, args)
-        except StoreBusy:
-            waited = time.monotonic() - started
-            if waited >= limit:
-                raise StoreBusy(f"the database stayed busy for {waited:.0f} s: {_store(path).gate.busy_with()}; "
-                                "the page will try again when you reload it") from None
-            if slot is not None:
-                slot.info(f"Waiting for the database: {_store(path).gate.busy_with()}. This page goes on as soon "
-                          f"as it is free ({waited:.0f} s so far).")
-            time.sleep(0.2)
-            continue
-        if slot is not None and time.monotonic() - started > READ_WAIT_S:
-            slot.empty()
-        return result
-
-
-def query(fn: Callable[..., T]) -> Callable[..., T]:
-    """Make `fn(con, *args)` a cached console query called as `name(path, *args)`."""
-    _QUERIES[fn.__name__] = fn
-
-    @functools.wraps(fn)
-    def call(path: str, *args: Any) -> T:
-        return _read(fn.__name__, path, args)
-
-    return call
 
 
 @query
@@ -276,27 +171,13 @@ def _export_bytes(con: duckdb.DuckDBPyConnection, start: int, end: int, pools: t
 def export_bytes(path: str, start: int, end: int, pools: tuple[str, ...], metrics: tuple[str, ...],
                  fmt: str, resolution: str) -> bytes:
     """The export file itself (not cached: it is built when the download is clicked)."""
-    return _read(_export_bytes, path, (start, end, pools, metrics, fmt, resolution))
+    return read(_export_bytes, path, (start, end, pools, metrics, fmt, resolution))
 
 
 @query
 def ingest_sources(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
     """What each source stored last, from the ingest runs."""
     return runs.sources(con)
-
-
-def service_health(url: str, timeout_s: float = 2.0) -> dict[str, Any]:
-    """The health report of the `hetpool serve` this console runs under (its endpoint answers 503 when
-    unhealthy, with the same body)."""
-    try:
-        with urllib.request.urlopen(url, timeout=timeout_s) as response:
-            return dict(json.load(response))
-    except urllib.error.HTTPError as exc:
-        if exc.code == 503:
-            return dict(json.load(exc))
-        raise StoreError(f"the health endpoint {url} answered HTTP {exc.code}") from None
-    except (OSError, ValueError) as exc:
-        raise StoreError(f"cannot read the health endpoint {url}: {exc}") from None
 
 
 @query
@@ -322,7 +203,7 @@ def stored_window(path: str, trace: str | None, start: int | None,
     """The stored requests of a trace and window and those that completed before it (what the online predictor
     starts from, as `hetpool replay run` reads them), in one read when a replay starts (not cached: they can be
     many)."""
-    result: tuple[pl.DataFrame, pl.DataFrame] = _read(_stored_window, path, (trace, start, end))
+    result: tuple[pl.DataFrame, pl.DataFrame] = read(_stored_window, path, (trace, start, end))
     return result
 
 
@@ -333,7 +214,7 @@ def _fault_telemetry(con: duckdb.DuckDBPyConnection, first: int | None, last: in
 
 def fault_telemetry(path: str, first: int | None, last: int | None, days: float) -> pl.DataFrame:
     """Each pool's failures and throttling before the replayed traffic, as `hetpool replay run` reads them."""
-    result: pl.DataFrame = _read(_fault_telemetry, path, (first, last, days))
+    result: pl.DataFrame = read(_fault_telemetry, path, (first, last, days))
     return result
 
 
@@ -347,28 +228,3 @@ def saved_runs(con: duckdb.DuckDBPyConnection, limit: int = 200) -> pl.DataFrame
 def saved_run(con: duckdb.DuckDBPyConnection, run_id: int) -> dict[str, Any] | None:
     """One saved replay with its JSON decoded, or None."""
     return replay_runs.get_replay_run(con, run_id)
-
-
-def save_run(path: str, record: dict[str, Any], user: Decision | None) -> int:
-    """Save a replay in one short write (the replay itself ran before, holding nothing); returns its run id.
-    Refused with AccessDenied, before the store is opened, unless the user is a lead."""
-    require(user, "save_replay_run")
-    store = Store(path, on_wait=lambda message: _say_waiting(message))
-    with store.transaction("hetpool console: save a replay run") as con:
-        return replay_runs.save_replay_run(con, **record)
-
-
-def add_evidence(path: str, files: tuple[EvidenceFile, ...], user: Decision | None) -> int:
-    """Store checked onboarding evidence files in one short write; how many were new. Refused with AccessDenied,
-    before the store is opened, unless the user is a lead."""
-    require(user, "add_evidence")
-    store = Store(path, on_wait=lambda message: _say_waiting(message))
-    pools = ", ".join(sorted({f.pool for f in files}))
-    with store.transaction(f"hetpool console: add onboarding evidence to {pools}") as con:
-        return store_files(con, files, "console")
-
-
-def _say_waiting(message: str) -> None:
-    slot = getattr(_local, "slot", None)
-    if slot is not None:
-        slot.info(message[:1].upper() + message[1:])

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import streamlit as st
 
-from app.console import data
+from app.console import cache, data
 from app.console.charts import bucket_ms
 from app.console.timecharts import Timeline
 from canonical.timeunits import DAY_MS, HOUR_MS
@@ -88,7 +88,7 @@ def default_preset(span: tuple[int, int]) -> str:
 
 def sidebar() -> View | None:
     """Draw the shared filters; None when the store has no registry or no samples yet."""
-    path = data.db_path()
+    path = cache.db_path()
     reg = data.registry(path)
     span = data.span(path)
     st.sidebar.header("View")
@@ -164,7 +164,7 @@ def write_to_url(choice: str, days: tuple[dt.date, ...] | None, pools: list[str]
 @st.fragment(run_every=REFRESH_S)
 def follow(path: str, seen: object) -> None:
     """While auto-refresh is on: rerun the whole page as soon as the database changed since it was drawn."""
-    if data.generation(path) != seen:
+    if cache.generation(path) != seen:
         st.rerun()
 
 
@@ -178,7 +178,7 @@ def current() -> View | None:
     """The view the sidebar selected in this run, or an st.info saying what is missing and None."""
     view = st.session_state.get(VIEW_KEY)
     if view is None:
-        reg = data.registry(data.db_path())
+        reg = data.registry(cache.db_path())
         st.info(NO_REGISTRY if reg is None else NO_DATA)
     return view
 

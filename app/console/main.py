@@ -12,7 +12,7 @@ if str(_ROOT) not in sys.path:
 
 import streamlit as st  # noqa: E402
 
-from app.console import auth, data, filters  # noqa: E402
+from app.console import auth, cache, filters  # noqa: E402
 from app.errors import USER_ERRORS  # noqa: E402
 
 # Not "pages/": Streamlit would serve a folder of that name by itself, around the navigation.
@@ -25,7 +25,10 @@ def main() -> None:
     if auth.gate() is None:  # not logged in, or the roles file is broken: no page runs
         return
     pages = [
-        st.Page(PAGES / "health.py", title="Fleet health", url_path="health", default=True),
+        # the root is a hidden page that switches to Fleet health: the default page is served at / alone, so
+        # Fleet health as the default would not open at /health
+        st.Page(PAGES / "root.py", title="Fleet health", url_path="", default=True, visibility="hidden"),
+        st.Page(PAGES / "health.py", title="Fleet health", url_path="health"),
         st.Page(PAGES / "reliability.py", title="Errors and reliability", url_path="reliability"),
         st.Page(PAGES / "versions.py", title="Versions", url_path="versions"),
         st.Page(PAGES / "onboarding.py", title="Onboarding", url_path="onboarding"),
@@ -38,9 +41,9 @@ def main() -> None:
         st.Page(PAGES / "device.py", title="Device", url_path="device"),
     ]
     page = st.navigation(pages)
-    data.show_waits_in(st.empty())
-    path = data.db_path()
-    seen = data.generation(path)  # before the page reads, so a commit during the run is caught by the next check
+    cache.show_waits_in(st.empty())
+    path = cache.db_path()
+    seen = cache.generation(path)  # before the page reads, so a commit during the run is caught by the next check
     try:
         say_if_replaced(path)
         st.session_state[filters.VIEW_KEY] = filters.sidebar()
@@ -53,7 +56,7 @@ def main() -> None:
 
 def say_if_replaced(path: str) -> None:
     """Tell the user when the database file was swapped for another since their last view (a new demo)."""
-    gen = data.generation(path)
+    gen = cache.generation(path)
     inode = gen[0] if gen else None
     before = st.session_state.get(_INODE_KEY)
     st.session_state[_INODE_KEY] = inode

@@ -6,7 +6,7 @@ import datetime as dt
 
 import streamlit as st
 
-from app.console import auth, data
+from app.console import auth, data, writes
 from app.errors import USER_ERRORS
 from onboarding.evidence import LOADERS
 from onboarding.files import uploaded_files
@@ -50,7 +50,7 @@ def form(path: str, pools: list[str]) -> None:
             when = dt.datetime(day.year, day.month, day.day, tzinfo=dt.UTC) if isinstance(day, dt.date) else None
             texts = [(u.name, u.getvalue().decode("utf-8-sig")) for u in uploads if u is not None]
             files = uploaded_files(reg, pool, item, texts, when)
-            new = data.add_evidence(path, files, user)
+            new = writes.add_evidence(path, files, user)
         except UnicodeDecodeError as exc:
             st.error(f"An evidence file must be UTF-8 text ({exc.reason}).")
             return

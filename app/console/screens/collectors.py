@@ -8,7 +8,7 @@ import os
 import polars as pl
 import streamlit as st
 
-from app.console import data
+from app.console import cache, data, service
 from app.console.safe import md
 
 ENV_HEALTH_URL = "HETPOOL_HEALTH_URL"
@@ -32,7 +32,7 @@ def _when(stamp: object) -> str:
 
 def service_panel(url: str) -> None:
     """The live status of the collectors of the `hetpool serve` this console belongs to."""
-    report = data.service_health(url)
+    report = service.service_health(url)
     collectors = report.get("collectors", [])
     if report.get("status") == "healthy":
         st.success(f"All {len(collectors)} collectors are healthy.")
@@ -76,7 +76,7 @@ def render() -> None:
         st.info("This console does not run under `hetpool serve`, so no live collector status is reported. "
                 "Below is what every source stored, from the database's ingest runs.")
     st.subheader("Sources, by their last ingest run")
-    sources = data.ingest_sources(data.db_path())
+    sources = data.ingest_sources(cache.db_path())
     if sources.is_empty():
         st.info("No ingest run yet. Bring metrics in with `hetpool ingest` or `hetpool serve`.")
         return

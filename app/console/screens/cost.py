@@ -5,7 +5,7 @@ from __future__ import annotations
 import polars as pl
 import streamlit as st
 
-from app.console import charts, data, filters, timecharts
+from app.console import charts, data, filters, page, timecharts
 
 DEFINITIONS = """
 - **Cost** = devices declared for the pool × hours of the window that hold data × hourly cost per device
@@ -19,12 +19,10 @@ DEFINITIONS = """
 
 def render() -> None:
     """Draw the page for the sidebar's window and pools."""
-    st.title("Cost")
-    view = filters.current()
-    if view is None:
+    opened = page.begin("Cost")
+    if opened is None:
         return
-    path = data.db_path()
-    st.caption(view.label())
+    path, view = opened.path, opened.view
     costs = data.cost_by_pool(path, view.start_ms, view.end_ms, view.pools)
     total = float(costs["cost"].sum())
     if total <= 0:

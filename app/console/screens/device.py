@@ -1,23 +1,30 @@
 """Device: one device's status and its acknowledgement, metrics over time, error events, versions and place in
-the registry."""
+the registry (the sections of its Node page, narrowed to the device)."""
 
 from __future__ import annotations
 
 import streamlit as st
 
-from app.console import acks, drill, filters
+from app.console import acks, page
+from app.console.links import NODE_PAGE
+from app.console.safe import md
+from app.console.screens import node
+from app.console.targets import Target, params, wanted
 
 
 def render() -> None:
     """Draw the device the URL names (or a picker) for the sidebar's window."""
-    st.title("Device")
-    view = filters.current()
-    if view is None:
+    opened = page.begin("Device", label=False)
+    if opened is None:
         return
-    target = drill.wanted(view, want_device=True)
+    target = wanted(opened.view, want_device=True)
     if target is not None:
-        acks.status_panel(target.pool, target.node, target.device, view)  # silenced from the Node page
-        drill.show(target, view)
+        acks.status_panel(target.pool, target.node, target.device, opened.view)  # silenced from the Node page
+        node.heading(target, opened)
+        # a page link's label renders Markdown (images too): the name is escaped
+        st.page_link(f"screens/{NODE_PAGE}.py", label=f"Node {md(target.node)}",
+                     query_params=params(Target(target.pool, target.node)))
+        node.details(target, opened)
 
 
 if __name__ == "__main__":

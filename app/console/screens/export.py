@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from app.console import data, filters
+from app.console import data, filters, page
 from app.console.filters import fmt_time
 
 FORMATS = {"CSV": ("csv", "text/csv"), "Parquet": ("parquet", "application/vnd.apache.parquet")}
@@ -15,11 +15,10 @@ MAX_ROWS = 5_000_000  # a browser download above this is better served by `hetpo
 
 def render() -> None:
     """Pick metrics and a format; the file is built when the download is clicked."""
-    st.title("Export")
-    view = filters.current()
-    if view is None:
+    opened = page.begin("Export", label=False)
+    if opened is None:
         return
-    path = data.db_path()
+    path, view = opened.path, opened.view
     st.caption(f"{view.label()} · pools: {', '.join(view.pools)} (change both in the sidebar)")
     names = data.metric_names(path, view.start_ms, view.end_ms, view.pools)
     if not names:

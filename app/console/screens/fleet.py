@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import streamlit as st
 
-from app.console import data
+from app.console import cache, data
 
 
 def render() -> None:
     """List pools with chip, devices, cost per hour and declared stack."""
     st.title("Fleet registry")
-    path = data.db_path()
+    path = cache.db_path()
     fleet = data.fleet_overview(path)
     if fleet.is_empty():
         st.info("No registry loaded yet. Load one with `hetpool registry load examples/fleet.yaml`.")

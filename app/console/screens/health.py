@@ -7,7 +7,7 @@ import math
 import polars as pl
 import streamlit as st
 
-from app.console import acks, charts, data, filters, links, timecharts
+from app.console import acks, charts, data, filters, links, page, timecharts
 from app.console.safe import md
 from canonical.timeunits import HOUR_MS
 from status.evaluate import Status
@@ -84,14 +84,10 @@ def tile_values(row: dict[str, object], expected: int) -> list[str]:
 
 def render() -> None:
     """Draw the page for the sidebar's window and pools."""
-    st.title("Fleet health")
-    view = filters.current()
-    if view is None:
+    opened = page.begin("Fleet health")
+    if opened is None:
         return
-    path = data.db_path()
-    reg = data.registry(path)
-    assert reg is not None
-    st.caption(view.label())
+    path, view, reg = opened.path, opened.view, opened.registry
     tiles = data.tiles(path, view.start_ms, view.end_ms, view.pools)
     if tiles["utilization"].is_null().all() and int(tiles["reporting"].sum()) == 0:
         filters.empty_window("device metrics")

@@ -11,7 +11,7 @@ import pandas as pd
 import polars as pl
 import streamlit as st
 
-from app.console import charts, data, links, onboarding_data, onboarding_evidence, timecharts
+from app.console import cache, charts, links, onboarding_data, onboarding_evidence, timecharts
 from app.console.safe import md
 from onboarding import Track
 
@@ -29,7 +29,7 @@ def render() -> None:
     """Draw a card per pool, then the detail of the chosen one."""
     st.title("Onboarding")
     st.caption(ABOUT)
-    path = data.db_path()
+    path = cache.db_path()
     found = onboarding_data.onboarding_tracks(path)
     if not found:
         st.info("No pool is being onboarded: every pool of the registry is declared in production, with no "

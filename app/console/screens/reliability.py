@@ -5,7 +5,7 @@ from __future__ import annotations
 import polars as pl
 import streamlit as st
 
-from app.console import charts, data, drill, filters, links, timecharts
+from app.console import charts, data, filters, links, page, targets, timecharts
 from app.console.safe import md
 from store.views.reliability import EVENT_LIMIT
 
@@ -29,15 +29,11 @@ def events_caption(shown: int, limit: int) -> str:
 
 def render() -> None:
     """Draw the page for the sidebar's window and pools."""
-    st.title("Errors and reliability")
-    view = filters.current()
-    if view is None:
+    opened = page.begin("Errors and reliability")
+    if opened is None:
         return
-    path = data.db_path()
-    reg = data.registry(path)
-    assert reg is not None
+    path, view, reg = opened.path, opened.view, opened.registry
     vendor = {p.id: reg.chip_of(p).vendor for p in reg.pools}
-    st.caption(view.label())
 
     st.subheader("Nodes to drain")
     drain = data.nodes_to_drain(path, view.start_ms, view.end_ms, view.pools)
@@ -49,9 +45,9 @@ def render() -> None:
         st.dataframe(table, hide_index=True, width="stretch",
                      column_config={**config, "fatal_events": st.column_config.NumberColumn(format="%d")})
         # a page link's label renders Markdown (images too): the names are escaped
-        for pool, node in drain.select("pool", "node").head(drill.PAGE_LINKS).iter_rows():
+        for pool, node in drain.select("pool", "node").head(targets.PAGE_LINKS).iter_rows():
             st.page_link("screens/node.py", label=f"Node {md(node)} ({md(pool)})",
-                         query_params=drill.params(drill.Target(pool, node)))
+                         query_params=targets.params(targets.Target(pool, node)))
 
     st.subheader("Reliability index")
     rel = data.reliability_index(path, view.start_ms, view.end_ms, view.pools)

@@ -5,16 +5,14 @@ from __future__ import annotations
 
 import streamlit as st
 
-from app.console import (
-    data,
-    whatif_form,
-    whatif_history,
-    whatif_panels,
-    whatif_plan,
-    whatif_results,
-    whatif_traffic,
-)
+from app.console import cache, data
 from app.console.filters import NO_REGISTRY
+from app.console.whatif import form as whatif_form
+from app.console.whatif import history as whatif_history
+from app.console.whatif import panels as whatif_panels
+from app.console.whatif import plan as whatif_plan
+from app.console.whatif import results as whatif_results
+from app.console.whatif import traffic as whatif_traffic
 from replay.editor import check_form
 
 INTRO = ("Replay real request traffic against a candidate routing policy and cost model, beside a baseline on the "
@@ -26,7 +24,7 @@ def render() -> None:
     """Draw the page."""
     st.title("Replay what-if")
     st.caption(INTRO)
-    path = data.db_path()
+    path = cache.db_path()
     registry = data.registry(path)
     if registry is None:
         st.info(NO_REGISTRY)

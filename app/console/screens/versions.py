@@ -8,7 +8,7 @@ import pandas as pd
 import polars as pl
 import streamlit as st
 
-from app.console import data, filters, links
+from app.console import data, filters, links, page
 from app.console.safe import md
 from pool_registry.compat import PASS, STATUSES, Compat
 from pool_registry.components import GROUP_TITLES, GROUPS
@@ -29,12 +29,11 @@ COMPAT_TEXT = ("Each model's required versions against each pool's declared stac
 
 def render() -> None:
     """Draw the page for the sidebar's window and pools."""
-    st.title("Versions")
-    view = filters.current()
-    if view is None:
+    opened = page.begin("Versions")
+    if opened is None:
         return
-    report = data.version_report(data.db_path(), view.start_ms, view.end_ms, view.pools)
-    st.caption(view.label())
+    view = opened.view
+    report = data.version_report(opened.path, view.start_ms, view.end_ms, view.pools)
     _matrix(report["cells"], view.pools)
     _compatibility(report["compat"])
     _coverage(report["coverage"], report["per_node"], report["vanished"])

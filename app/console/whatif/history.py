@@ -9,8 +9,9 @@ import polars as pl
 import streamlit as st
 import yaml
 
-from app.console import data, whatif_form
-from app.console.whatif_results import kpi_table, oracle_warning, predictor_line
+from app.console import data
+from app.console.whatif import form as whatif_form
+from app.console.whatif.results import kpi_table, oracle_warning, predictor_line
 from pool_registry import Registry
 from replay.candidate import load_candidate_text
 from replay.editor import form_of

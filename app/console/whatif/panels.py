@@ -9,8 +9,10 @@ import polars as pl
 import streamlit as st
 import yaml
 
-from app.console import charts, data, whatif_charts, whatif_form
-from app.console.whatif_traffic import Pick
+from app.console import cache, charts, data
+from app.console.whatif import charts as whatif_charts
+from app.console.whatif import form as whatif_form
+from app.console.whatif.traffic import Pick
 from app.errors import USER_ERRORS
 from pool_registry import Registry
 from replay.bench import closed_loop, default_requests
@@ -249,7 +251,7 @@ def sweep(registry: Registry, candidate: Candidate | None, pick: Pick | None) ->
             try:
                 traffic = pick.load()
                 telemetry = None if candidate.faults.mode == "off" else data.fault_telemetry(
-                    data.db_path(), traffic.first_ms, traffic.last_ms, candidate.faults.window_days)
+                    cache.db_path(), traffic.first_ms, traffic.last_ms, candidate.faults.window_days)
                 table = run_sweep(points, traffic.frame, registry, int(st.session_state.get("wi.seed", 0)),
                                   progress=_progress(bar), history=traffic.history, telemetry=telemetry)
             except USER_ERRORS as exc:

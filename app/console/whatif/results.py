@@ -13,8 +13,9 @@ from typing import Any
 import polars as pl
 import streamlit as st
 
-from app.console import auth, charts, data, whatif_charts
-from app.console.whatif_traffic import Pick
+from app.console import auth, cache, charts, data, writes
+from app.console.whatif import charts as whatif_charts
+from app.console.whatif.traffic import Pick
 from app.errors import USER_ERRORS
 from pool_registry import Registry
 from replay.config import Candidate
@@ -54,7 +55,7 @@ def run(pick: Pick, candidate: Candidate, candidate_yaml: str, registry: Registr
             traffic = pick.load()  # one short read of the database; nothing is held while the replay runs
             if candidate.faults.mode != "off":
                 traffic = dataclasses.replace(traffic, telemetry=data.fault_telemetry(
-                    data.db_path(), traffic.first_ms, traffic.last_ms, candidate.faults.window_days))
+                    cache.db_path(), traffic.first_ms, traffic.last_ms, candidate.faults.window_days))
             for note in traffic.notes:
                 st.caption(note)
             whatif = run_whatif(candidate, traffic, registry, baseline=baseline, gate=gate, seed=seed,
@@ -293,7 +294,7 @@ def _save(outcome: Outcome, path: str) -> None:
         st.caption(refusal)
     if st.button("Save run", key="wi.save", disabled=refusal is not None, help=refusal):
         try:  # the role is checked again where the run is written: a disabled button is no guard by itself
-            run_id = data.save_run(path, outcome.whatif.run_record(name.strip() or None, note.strip() or None), user)
+            run_id = writes.save_run(path, outcome.whatif.run_record(name.strip() or None, note.strip() or None), user)
         except USER_ERRORS as exc:
             st.error(str(exc))
             return
