@@ -44,6 +44,11 @@ from replay.traffic import FORMATS, ParseOptions
 from store import Access, save_registry
 
 Progress = Callable[[float, str], None]
+# shares of the progress bar: the story (device signals, serving the requests, engine counters), then the
+# exporters' text, then the requests; within the story, the first device signals and the engine counters
+STORY_SHARE, REQUESTS_SHARE = 0.35, 0.05
+SIGNALS_SHARE, PLAN_SHARE = 0.05, 0.1
+REQUESTS_PER_RUN = 100_000
 
 
 @dataclass(frozen=True)
@@ -104,13 +109,17 @@ class NodePlan:
         return self.lay.nodes[self.index]
 
 
-def plan_nodes(layouts: list[PoolLayout], served: Served, grid: np.ndarray, interval_ms: int) -> list[NodePlan]:
+def plan_nodes(layouts: list[PoolLayout], served: Served, grid: np.ndarray, interval_ms: int,
+               progress: Progress | None = None) -> list[NodePlan]:
     """Every node that reports, with its engines' counters computed on its own scrape grid."""
+    say = progress or (lambda _f, _m: None)
+    total = sum(len(lay.nodes) for lay in layouts)
     out = []
     number = 0
     for lay in layouts:
         serving = lay.pool.serving
         for index, node in enumerate(lay.nodes):
+            say(number / total, f"engine counters of {node}")
             offset = (number * 1_000) % interval_ms  # a scrape pool spreads its targets over the interval
             number += 1
             engines: list[EngineSeries] = []
@@ -165,23 +174,38 @@ def demo_fleet(registry: Registry, spec: DemoSpec, source: str) -> Registry:
     return plant_onboarding(scale_registry(registry, spec.devices_per_pool), spec.end_ms, Path(source).parent)
 
 
+def draw_story(layouts: list[PoolLayout], spec: DemoSpec, grid: np.ndarray, say: Progress
+               ) -> tuple[dict[str, Signals], Served, list[NodePlan]]:
+    """Every pool's device signals, the requests served on them, and the nodes' plans, telling `say` of each step."""
+    rng = np.random.default_rng(spec.seed)
+    signals = {}
+    for i, lay in enumerate(layouts):
+        say(SIGNALS_SHARE * i / len(layouts), f"drawing {lay.pool.id}'s devices")
+        signals[lay.pool.id] = device_signals(lay, grid, spec.interval_ms, rng)
+    served = serve(layouts, signals, grid, spec.interval_ms, spec.start_ms, spec.end_ms, rng,
+                   _part(say, SIGNALS_SHARE, 1 - PLAN_SHARE))
+    return signals, served, plan_nodes(layouts, served, grid, spec.interval_ms, _part(say, 1 - PLAN_SHARE, 1.0))
+
+
+def _part(say: Progress, lo: float, hi: float) -> Progress:
+    """Progress of a step that takes the share [lo, hi] of its caller's."""
+    return lambda fraction, what: say(lo + (hi - lo) * fraction, what)
+
+
 def build_demo(store: Access, registry: Registry, spec: DemoSpec, source: str,
                progress: Progress | None = None) -> DemoReport:
     """Store the scaled registry, then ingest every node's exporter text, slice by slice, and the traffic."""
     began = time.perf_counter()
     say = progress or (lambda _f, _m: None)
+    say(0.0, "storing the fleet")
     fleet = demo_fleet(registry, spec, source)
     evidence = registry_files(fleet, Path(source).parent)
     with store.write("hetpool demo") as con:
         save_registry(con, fleet, f"{source} (demo: {spec.devices_per_pool} devices per pool)")
         store_files(con, evidence, "registry")
     layouts = layout(fleet)
-    rng = np.random.default_rng(spec.seed)
     grid = np.arange(spec.start_ms, spec.end_ms, spec.interval_ms, dtype=np.int64)
-    say(0.0, "drawing the fleet's story")
-    signals = {lay.pool.id: device_signals(lay, grid, spec.interval_ms, rng) for lay in layouts}
-    served = serve(layouts, signals, grid, spec.interval_ms, spec.start_ms, spec.end_ms, rng)
-    nodes = plan_nodes(layouts, served, grid, spec.interval_ms)
+    signals, served, nodes = draw_story(layouts, spec, grid, _part(say, 0.0, STORY_SHARE))
     ctx = make_context(store, IngestOptions())
 
     def clock() -> float:  # no wall clock in the data: "now" is the window's end
@@ -193,10 +217,12 @@ def build_demo(store: Access, registry: Registry, spec: DemoSpec, source: str,
     cuts = sorted({*range(0, len(grid), per_slice), drift_step(len(grid)), upgrade_step(len(grid)), len(grid)}
                   - {len(grid)})
     bounds = list(zip(cuts, [*cuts[1:], len(grid)], strict=True))
-    total, done = len(bounds) * len(nodes) + 1, 0
+    exposition = _part(say, STORY_SHARE, 1 - REQUESTS_SHARE)
+    total, done = max(1, len(bounds) * len(nodes)), 0
     runs = read = stored = rejected = rows = 0
-    for k0, k1 in bounds:
+    for part, (k0, k1) in enumerate(bounds, start=1):
         for plan in nodes:
+            exposition(done / total, f"{plan.name}'s exporters, part {part} of {len(bounds)}")
             text = node_text(plan, signals[plan.lay.pool.id], grid, k0, k1, spec)
             done += 1
             if text:
@@ -207,16 +233,31 @@ def build_demo(store: Access, registry: Registry, spec: DemoSpec, source: str,
                 read, stored = read + report.counts.read, stored + report.counts.stored
                 rejected += report.counts.rejected
                 rows += report.rows
-            say(done / total, plan.name)
-    requests = ingest_requests(store, served.frame, source=f"{source} (demo traffic)")
+    del signals, nodes
+    requests, traffic_runs = ingest_requests(store, served.frame, f"{source} (demo traffic)",
+                                             _part(say, 1 - REQUESTS_SHARE, 1.0))
     say(1.0, "requests")
-    return DemoReport(spec.start_ms, spec.end_ms, len(layouts), sum(lay.pool.devices for lay in layouts), runs + 1,
-                      read, stored, rejected, requests, time.perf_counter() - began, rows)
+    return DemoReport(spec.start_ms, spec.end_ms, len(layouts), sum(lay.pool.devices for lay in layouts),
+                      runs + traffic_runs, read, stored, rejected, requests, time.perf_counter() - began, rows)
 
 
-def ingest_requests(store: Access, frame: pl.DataFrame, source: str) -> int:
-    """Write the requests as the project's traffic CSV and ingest it the way `hetpool ingest traffic` does."""
-    buf = io.BytesIO()
-    frame.write_csv(buf)
-    parsed = FORMATS["csv"].parse(buf.getvalue(), ParseOptions())
-    return ingest_traffic(store, parsed, trace=TRACE, source=source).counts.stored
+def ingest_requests(store: Access, frame: pl.DataFrame, source: str, progress: Progress | None = None,
+                    rows_per_run: int = REQUESTS_PER_RUN) -> tuple[int, int]:
+    """Write the requests as the project's traffic CSV and ingest it the way `hetpool ingest traffic` does.
+
+    A part of `rows_per_run` requests at a time, each its own run, its rows numbered on from the parts before
+    it as one file would number them (so the stored sequence numbers are the same): the traffic parser keeps
+    about 1 KiB per row while it reads. Returns the requests stored and the runs.
+    """
+    say = progress or (lambda _f, _m: None)
+    stored = runs = 0
+    for offset in range(0, frame.height, rows_per_run):
+        say(offset / frame.height, f"requests {offset:,} of {frame.height:,}")
+        buf = io.BytesIO()
+        frame.slice(offset, rows_per_run).write_csv(buf)
+        parsed = FORMATS["csv"].parse(buf.getvalue(), ParseOptions())
+        del buf
+        parsed = dataclasses.replace(parsed, frame=parsed.frame.with_columns(pl.col("seq") + offset))
+        stored += ingest_traffic(store, parsed, trace=TRACE, source=source).counts.stored
+        runs += 1
+    return stored, runs

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
+from app.demo.chunks import Progress, replay_in_chunks
 from app.demo.story import (
     FATAL_POOL,
     MINUTE_MS,
@@ -33,7 +34,7 @@ from app.demo.story import (
     target_busy,
 )
 from pool_registry import CostModel, Registry
-from replay import Candidate, PoolOverride, run_replay
+from replay import Candidate, PoolOverride
 from replay.costmodel import StepModel
 from replay.fleet import PoolSpec, pools_by_id
 
@@ -150,23 +151,39 @@ def busy_share(busy: pl.DataFrame, replica: int, grid: np.ndarray, interval_ms: 
     return np.clip(np.diff(before) / interval_ms, 0.0, 1.0)
 
 
+def demo_candidate(layouts: list[PoolLayout]) -> Candidate:
+    """What serves the demo's requests: each on the pool it was drawn for, the serving pools without traffic off."""
+    keep = {lay.pool.id for lay in layouts if lay.takes_traffic}
+    return Candidate(name="demo", policy="observed", pools={
+        lay.pool.id: PoolOverride(enabled=False) for lay in layouts if lay.pool.id not in keep and lay.pool.serving})
+
+
+def draw_traffic(layouts: list[PoolLayout], fleet: Registry, candidate: Candidate, rng: np.random.Generator,
+                 start_ms: int, end_ms: int) -> pl.DataFrame:
+    """Every pool's requests in arrival order, numbered from 0 (`seq`), with whether each is a code request."""
+    specs = pools_by_id(fleet, candidate)
+    pools = [lay for lay in layouts if lay.takes_traffic]
+    return pl.concat([_pool_traffic(lay, specs[lay.pool.id], rng, start_ms, end_ms) for lay in pools]).sort(
+        "arrival_ms", maintain_order=True).with_row_index("seq").with_columns(pl.col("seq").cast(pl.Int64))
+
+
 def serve(layouts: list[PoolLayout], signals: dict[str, Signals], ts_ms: np.ndarray, interval_ms: int,
-          start_ms: int, end_ms: int, rng: np.random.Generator) -> Served:
+          start_ms: int, end_ms: int, rng: np.random.Generator, progress: Progress | None = None) -> Served:
     """Draw the window's requests, serve them on the model at the planted coefficients, observe them.
 
-    The serving pools' device signals are drawn again, in place, from their replicas' busy time.
+    The requests are served a chunk of the window at a time (app.demo.chunks). The serving pools' device
+    signals are drawn again, in place, from their replicas' busy time. `progress` hears of each chunk.
     """
+    say = progress or (lambda _f, _m: None)
     pools = [lay for lay in layouts if lay.takes_traffic]
-    fleet = planted_registry(layouts)
-    keep = {lay.pool.id for lay in pools}
-    candidate = Candidate(name="demo", policy="observed", pools={
-        lay.pool.id: PoolOverride(enabled=False) for lay in layouts if lay.pool.id not in keep and lay.pool.serving})
-    specs = pools_by_id(fleet, candidate)
-    traffic = pl.concat([_pool_traffic(lay, specs[lay.pool.id], rng, start_ms, end_ms) for lay in pools]).sort(
-        "arrival_ms", maintain_order=True).with_row_index("seq").with_columns(pl.col("seq").cast(pl.Int64))
-    result = run_replay(candidate, traffic.drop("code"), fleet, seed=0)
+    fleet, candidate = planted_registry(layouts), demo_candidate(layouts)
+    say(0.0, "drawing the requests")
+    traffic = draw_traffic(layouts, fleet, candidate, rng, start_ms, end_ms)
+    result = replay_in_chunks(candidate, traffic.drop("code"), fleet, start_ms, end_ms,
+                              lambda f, what: say(0.9 * f, what))
     rows = result.requests
     n = rows.height
+    assert n == traffic.height, f"{n} of {traffic.height} requests served"
     replica = rows["replica"].fill_null(0).to_numpy()
     outs = rows["out_tokens"].to_numpy()
     ttft = rows["ttft_s"].to_numpy() * rng.lognormal(0, NOISE, n)
@@ -174,6 +191,7 @@ def serve(layouts: list[PoolLayout], signals: dict[str, Signals], ts_ms: np.ndar
     e2e = ttft + tpot * np.maximum(outs - 1, 0)
     for lay in pools:  # device telemetry from the replicas' busy time
         assert lay.pool.serving is not None
+        say(0.9 + 0.1 * pools.index(lay) / len(pools), f"{lay.pool.id}'s devices under the requests")
         width = lay.pool.serving.devices_per_replica
         busy = np.zeros((len(ts_ms), lay.pool.devices))
         mine = result.busy.filter(pl.col("pool") == lay.pool.id)
@@ -181,12 +199,12 @@ def serve(layouts: list[PoolLayout], signals: dict[str, Signals], ts_ms: np.ndar
             busy[:, r * width:(r + 1) * width] = busy_share(mine, r, ts_ms, interval_ms)[:, None]
         signals[lay.pool.id] = device_signals(lay, ts_ms, interval_ms, rng, busy=busy)
     step = np.clip((rows["arrival_ms"].to_numpy() - ts_ms[0]) // interval_ms, 0, len(ts_ms) - 1)
-    pool_ids = rows["pool"].to_numpy()
+    pool_ids = rows["pool"]  # a Polars column: as numpy it would be a Python string per request
     failed = np.zeros(n, dtype=bool)
     for lay in pools:
         if lay.pool.id == FATAL_POOL and lay.pool.serving is not None:
             bad = ((fatal_node_index(lay) + 1) * lay.devices_per_node - 1) // lay.pool.serving.devices_per_replica
-            failed |= (pool_ids == lay.pool.id) & signals[lay.pool.id].outage[step] & (replica == bad)
+            failed |= (pool_ids == lay.pool.id).to_numpy() & signals[lay.pool.id].outage[step] & (replica == bad)
     code = traffic["code"].to_numpy()
     abort = ~failed & (rng.random(n) < 0.004)
     length = outs >= np.where(code, CODE.out_max, CONVERSATION.out_max)
@@ -239,13 +257,14 @@ def engine_series(lay: PoolLayout, served: Served, replica: int, grid: np.ndarra
     """What the engine of one replica counted by each of its scrapes."""
     serving = lay.pool.serving
     assert serving is not None
-    f = served.frame
-    mine = (f["obs_pool"].to_numpy() == lay.pool.id) & (served.replica == replica)
-    at = f["arrival_ms"].to_numpy()[mine].astype(float)
-    ttft = f["obs_ttft_s"].fill_null(np.nan).to_numpy()[mine]
-    e2e = f["obs_e2e_s"].to_numpy()[mine]
-    ins = f["in_tokens"].to_numpy()[mine].astype(float)
-    outs = f["out_tokens"].to_numpy()[mine].astype(float)
+    # a mask from Polars' own comparison: the pool column as a numpy array would be a Python string per request
+    mine = (served.frame["obs_pool"] == lay.pool.id).to_numpy() & (served.replica == replica)
+    f = served.frame.filter(pl.Series(mine))
+    at = f["arrival_ms"].to_numpy().astype(float)
+    ttft = f["obs_ttft_s"].fill_null(np.nan).to_numpy()
+    e2e = f["obs_e2e_s"].to_numpy()
+    ins = f["in_tokens"].to_numpy().astype(float)
+    outs = f["out_tokens"].to_numpy().astype(float)
     reason = served.reason[mine]
     queue = served.queue_s[mine]
     first = ~np.isnan(ttft)
