@@ -33,7 +33,7 @@ COLUMNS = (("ts", "TIMESTAMP WITH TIME ZONE", TS_TYPE), ("pool", "VARCHAR", pa.s
            ("attributes", "MAP(VARCHAR, VARCHAR)", ATTRIBUTES_TYPE))
 ROLLUP_COLUMNS = (("min", "DOUBLE", pa.float64()), ("max", "DOUBLE", pa.float64()),
                   ("last", "DOUBLE", pa.float64()), ("count", "BIGINT", pa.int64()))
-BATCH_ROWS = 65_536  # rows per Arrow batch: bounds the memory a partition takes while it is written
+BATCH_ROWS = 122_880  # rows per Arrow batch and so per row group (DuckDB's own size); bounds a write's memory
 
 
 def columns(resolution: str) -> tuple[tuple[str, str, pa.DataType], ...]:

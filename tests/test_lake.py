@@ -167,6 +167,18 @@ def test_every_file_has_exactly_the_declared_parquet_types(filled: duckdb.DuckDB
             *ARROW, ("min", pa.float64()), ("max", pa.float64()), ("last", pa.float64()), ("count", pa.int64())]
 
 
+def test_a_partition_of_many_batches_is_written_whole_in_order(filled: duckdb.DuckDBPyConnection, tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("store.lakeparquet.BATCH_ROWS", 1)  # every row its own batch and row group
+    lake = tmp_path / "lake"
+    write_lake(Held(filled), lake)
+    one = pq.ParquetFile(lake / "date=2026-11-18" / "pool=a" / "part-0.parquet")
+    assert one.metadata.num_row_groups == 2
+    assert one.read(columns=["ts", "attributes"]).to_pylist() == [
+        {"ts": SEEN[1][0], "attributes": list(SEEN[1][6])}, {"ts": SEEN[2][0], "attributes": []}]
+    assert by_duckdb(lake) == set(SEEN)
+
+
 def test_map_keys_are_sorted_whatever_the_stored_text(con: duckdb.DuckDBPyConnection, tmp_path: Path) -> None:
     con.execute("INSERT INTO samples (ts, pool, node, device, metric, value, attributes) VALUES "
                 "(?, 'a', 'n1', '', 'serving.requests', 1.0, ?)", [T, '{"zone": "z1", "engine": "vllm", "a": ""}'])
