@@ -5,7 +5,12 @@ step by step) are backfilled into a real Prometheus with `promtool tsdb create-b
 rules `hetpool rules` compiles are evaluated over that history with `promtool tsdb create-blocks-from rules`
 (the registry group first, since every canonical rule joins on its pool info) and loaded too. A canonical pull
 of the recorded series must store what hetpool's own normalization stores from the same raw text, at the
-pull's step. The pull is also killed with SIGKILL half-way and run again: it ends with the rows of one pull.
+pull's step: the gauges, counters and histograms, the error events of a sticky XID and of an ECC counter that
+restarts, and the versions. The pull is also killed with SIGKILL half-way and run again: it ends with the
+rows of one pull.
+
+A rule records at its group's evaluations, each at an offset within the step, from the newest raw sample at
+or before it; `reads` is that lag, measured from the first recorded sample, so the comparison stays exact.
 """
 
 from __future__ import annotations
@@ -29,7 +34,7 @@ import pytest
 import yaml
 
 from app.cli import main
-from canonical.metrics import METRICS
+from canonical.metrics import ERRORS_METRIC, METRICS
 from collectors.pipeline import IngestOptions, ingest_exposition
 from collectors.prometheus import CANONICAL_KEY, PullOptions, chunks, pull
 from collectors.promhttp import PromClient
@@ -49,6 +54,18 @@ STEPS = 2 * 3600 // STEP_S  # two hours of raw samples
 END_S = T0_S + (STEPS - 1) * STEP_S
 NODE = "h100-a-01"  # the DCGM scrape's Hostname; the vLLM engine runs there too (its instance)
 ERROR_NAMES = {name for p in load_profiles().profiles.values() for name in p.errors}
+XID, ECC = "DCGM_FI_DEV_XID_ERRORS", "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL"
+XID_FROM = ((20, 48), (40, 0), (60, 79), (100, 48), (120, 0))  # (step, code): GPU 0's last XID from that step on
+
+
+def xid_at(k: int) -> float:
+    """GPU 0's sticky XID: 48 (an event), cleared, 79 (an event), straight to 48 (an event), cleared."""
+    return float(next((code for start, code in reversed(XID_FROM) if k >= start), 0))
+
+
+def ecc_at(k: int) -> float:
+    """GPU 1's double-bit ECC counter: +2 every 40 steps, a restart to 0 at step 200, then +1 every 40 steps."""
+    return float(2 * (k // 40) if k < 200 else (k - 200) // 40)
 Row = tuple[int, str, str, str, str, str]  # ts, pool, node, device, metric, attributes
 
 
@@ -63,7 +80,11 @@ class RawSeries:
 
     def at(self, k: int) -> float:
         """Its value at step k: counts grow (buckets in proportion, so a histogram stays one), gauges move a
-        little within their range, error signals hold still."""
+        little within their range, error signals follow their schedules or hold still."""
+        if self.name == XID and self.labels.get("gpu") == "0":
+            return xid_at(k)
+        if self.name == ECC:
+            return ecc_at(k)
         if self.name in ERROR_NAMES:
             return self.value
         if self.kind == "counter" or self.name.endswith(("_total", "_count", "_sum", "_bucket")):
@@ -134,6 +155,8 @@ class Trip:
 def trip(tmp_path_factory: pytest.TempPathFactory, corpus: Path) -> Iterator[Trip]:
     work = tmp_path_factory.mktemp("canonical")
     series = raw_series(REPO / "examples" / "exporters" / "dcgm-h100-a-01.prom", {})
+    gpu1 = next(s for s in series if s.name == XID and s.labels["gpu"] == "1")
+    series.append(RawSeries(ECC, gpu1.labels, 0.0, "counter"))
     series += raw_series(corpus / "serving" / "vllm" / "real_world_exposition_samples.prom",
                          {"instance": f"{NODE}:8000", "job": "vllm"})
     text = history(series)
@@ -195,21 +218,25 @@ def first_evaluation_ms(url: str) -> int:
     return first
 
 
-def expected(direct: dict[Row, float], step_ms: int, first_ms: int) -> dict[Row, float]:
-    """What a pull at `step_ms` reads: at each step t, the newest rule evaluation at or before t, which holds the
-    newest raw sample at or before that evaluation."""
+def reads(step_ms: int, first_ms: int) -> dict[int, int]:
+    """What a pull at `step_ms` reads at each step t: the newest rule evaluation at or before t, which holds the
+    newest raw sample at or before that evaluation (pulled time -> raw sample time)."""
     raw_ms, t0 = STEP_S * 1000, T0_S * 1000
+    out = {}
+    for t in range(t0, END_S * 1000 + 1, step_ms):
+        if t >= first_ms:  # before it nothing is recorded
+            evaluated = t - (t - first_ms) % raw_ms
+            out[t] = evaluated - (evaluated - t0) % raw_ms
+    return out
+
+
+def expected(direct: dict[Row, float], step_ms: int, first_ms: int) -> dict[Row, float]:
+    """The direct rows as a pull at `step_ms` reads them back."""
     by_ts: dict[int, list[tuple[Row, float]]] = {}
     for key, value in direct.items():
         by_ts.setdefault(key[0], []).append((key, value))
-    out = {}
-    for t in range(t0, END_S * 1000 + 1, step_ms):
-        if t < first_ms:
-            continue  # nothing recorded yet
-        evaluated = t - (t - first_ms) % raw_ms
-        sample = evaluated - (evaluated - t0) % raw_ms
-        out.update({(t, *key[1:]): value for key, value in by_ts.get(sample, [])})
-    return out
+    return {(t, *key[1:]): value for t, sample in reads(step_ms, first_ms).items()
+            for key, value in by_ts.get(sample, [])}
 
 
 @pytest.mark.parametrize("step_s", [STEP_S, 60])
@@ -225,6 +252,59 @@ def test_the_canonical_pull_stores_what_direct_ingest_stores(trip: Trip, tmp_pat
     got = stored(db)
     assert len(want) >= 3000 and {key[0] % (step_s * 1000) for key in got} == {0}
     assert got == pytest.approx(want, rel=1e-9), differences(got, want)
+
+
+Event = tuple[int, str, str, str, str]  # ts, pool, node, device, attributes
+
+
+def events(db: Path) -> dict[Event, float]:
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        rows = con.execute("SELECT ts, pool, node, device, attributes, value FROM samples WHERE metric = ?",
+                           [ERRORS_METRIC]).fetchall()
+    finally:
+        con.close()
+    return {(int(ts), pool, node, device, attrs): float(v) for ts, pool, node, device, attrs, v in rows}
+
+
+def versions(db: Path) -> dict[tuple[str, str, str, str, str], tuple[int, int]]:
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        rows = con.execute("SELECT pool, node, device, component, version, first_seen, last_seen FROM versions"
+                           ).fetchall()
+    finally:
+        con.close()
+    return {(r[0], r[1], r[2], r[3], r[4]): (int(r[5]), int(r[6])) for r in rows}
+
+
+def per_series(found: dict[Event, float]) -> dict[tuple[str, ...], tuple[int, float]]:
+    """Events and their summed count per device and attributes."""
+    out: dict[tuple[str, ...], tuple[int, float]] = {}
+    for (_, *key), value in found.items():
+        n, total = out.get(tuple(key), (0, 0.0))
+        out[tuple(key)] = (n + 1, total + value)
+    return out
+
+
+@pytest.mark.parametrize("step_s", [STEP_S, 60])
+def test_error_events_and_versions_come_back(trip: Trip, tmp_path: Path, step_s: int) -> None:
+    db = fresh_db(tmp_path / "pulled.duckdb")
+    canonical_pull(trip.prom.url, db, step_s)
+    direct = events(trip.direct)
+    # GPU 0: XID 48, 79 and 48 again (the clears are no events); GPU 1: the ECC counter's four +2, then after
+    # its restart six +1 (the drop itself is no event)
+    assert sorted(per_series(direct).values()) == [(1, 1.0), (2, 2.0), (10, 14.0)], per_series(direct)
+    got = events(db)
+    read = reads(step_s * 1000, first_evaluation_ms(trip.prom.url))
+    if step_s == STEP_S:  # every raw sample is read once: each event comes back at the step that read it
+        first_read = {sample: t for t, sample in sorted(read.items(), reverse=True)}
+        assert got == {(first_read[ts], *key): v for (ts, *key), v in direct.items()}
+    else:  # a minute reads every fourth sample: the same events, each counter increase summed into its minute
+        assert per_series(got) == per_series(direct)
+        assert {ts % 60_000 for ts, *_ in got} == {0}
+    pulled, want = versions(db), versions(trip.direct)
+    assert set(pulled) == set(want) and ("h100-a", NODE, "", "driver", "550.144.03") in want
+    assert set(pulled.values()) == {(min(read), max(read))}
 
 
 def digest(db: Path) -> tuple[int, str]:
