@@ -439,6 +439,26 @@ def test_a_version_1_lake_is_upgraded_in_place_pruned_days_included(filled: duck
     assert (again.upgraded, again.written) == (0, 0)
 
 
+def test_an_hourly_version_1_lake_is_upgraded_with_its_rollup_columns(filled: duckdb.DuckDBPyConnection,
+                                                                      tmp_path: Path) -> None:
+    lake, hourly = tmp_path / "lake", ExportFilter(resolution="1h")
+    write_lake(Held(filled), lake, hourly)
+    for path in lake.rglob("*.parquet"):  # back to version 1's types, as that version wrote an hourly lake
+        duckdb.sql(f"COPY (SELECT epoch_ms(ts) AS ts, pool, node, device, metric, value, to_json(attributes)::VARCHAR "
+                   f"AS attributes, min, max, last, count FROM '{path}') TO '{path}' (FORMAT parquet)")
+    schema = json.loads((lake / "_schema.json").read_text())
+    (lake / "_schema.json").write_text(json.dumps({k: v for k, v in schema.items() if k != "schema_version"}))
+    assert {file_version(p) for p in lake.rglob("*.parquet")} == {1}
+    result = write_lake(Held(filled), lake, hourly)
+    assert (result.upgraded, result.written, result.unchanged) == (4, 0, 4)
+    got = duckdb.sql(f"SELECT epoch_ms(ts), metric, value, min, max, last, count, attributes "
+                     f"FROM '{lake}/**/*.parquet' WHERE pool = 'a' ORDER BY ts, metric").fetchall()
+    assert got == [(T - 3_600_000, "accelerator.power", 350.5, 350.5, 350.5, 350.5, 1, {}),
+                   (T, "accelerator.power", 351.0, 351.0, 351.0, 351.0, 1, {}),
+                   (T, "serving.requests", 7.0, 7.0, 7.0, 7.0, 1, {"model": 'm, "x"', "outcome": "ok"}),
+                   (T + DAY, "accelerator.utilization", 0.25, 0.25, 0.25, 0.25, 1, {})]
+
+
 def test_the_scheduled_export_says_it_upgraded_the_lake(filled: duckdb.DuckDBPyConnection, tmp_path: Path) -> None:
     lake = tmp_path / "lake"
     version_1_lake(filled, lake)
