@@ -13,6 +13,7 @@ import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from prometheus_client.core import CollectorRegistry
@@ -372,3 +373,35 @@ def test_the_cap_counts_versions_and_error_totals(events_db: Path) -> None:
     assert got[key("hetpool_feed_series")] == 4 and got[key("hetpool_feed_series_dropped")] == 11 - 4
     assert sorted(k[0] for k in got if not k[0].startswith("hetpool_feed")) == [
         "accelerator_errors_total"] * 3 + ["accelerator_power_watts"]
+
+
+@pytest.mark.slow  # a real Prometheus scraping for a few seconds
+@pytest.mark.prometheus
+def test_prometheus_takes_the_error_totals_histograms_and_versions(events_db: Path, tmp_path: Path) -> None:
+    """A real Prometheus scrapes the feed as OpenMetrics (its first choice) and keeps every new family."""
+    f = Feed(events_db)
+    prom = PrometheusServer(tmp_path, None, targets=(f.host_port,), interval="1s").start()
+    try:
+        query = ('{__name__=~"accelerator_errors_total|hetpool_software_version_info|'
+                 'serving_time_to_first_token_seconds_(bucket|sum|count)"}')
+        url = f"{prom.url}/api/v1/query?{urllib.parse.urlencode({'query': query})}"
+        deadline = time.monotonic() + 60
+        result: list[dict[str, Any]] = []
+        while time.monotonic() < deadline and len(result) < 10:
+            with urllib.request.urlopen(url, timeout=5) as r:
+                result = json.load(r)["data"]["result"]
+            time.sleep(0.5)
+    finally:
+        prom.stop()
+        f.stop()
+    got = {(m["metric"]["__name__"], m["metric"].get("device", ""),
+            m["metric"].get("code") or m["metric"].get("le") or m["metric"].get("version")): float(m["value"][1])
+           for m in result}
+    bucket, errors = "serving_time_to_first_token_seconds_bucket", "accelerator_errors_total"
+    assert got == {(errors, "nvidia0", "79"): 3.0, (errors, "nvidia1", "79"): 1.0,
+                   (errors, "nvidia0", "ecc_dbe_volatile"): 7.0,
+                   (bucket, "", "0.1"): 4.0, (bucket, "", "0.5"): 7.0, (bucket, "", "+Inf"): 9.0,
+                   ("serving_time_to_first_token_seconds_sum", "", None): 3.25,
+                   ("serving_time_to_first_token_seconds_count", "", None): 9.0,
+                   ("hetpool_software_version_info", "", "550.144.03"): 1.0,
+                   ("hetpool_software_version_info", "nvidia0", "96.00.74.00.01"): 1.0}, result

@@ -29,8 +29,8 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1, loopback only)")
     p.add_argument("--port", type=int, default=9464, help="port to listen on (default: 9464; 0 picks a free one)")
     p.add_argument("--window", type=duration_ms, default=DEFAULT_WINDOW_MS, metavar="DURATION",
-                   help="serve series whose newest sample is at most this much older than the newest sample "
-                        "in the store (default: 5m)")
+                   help="serve series and versions whose newest sample is at most this much older than the newest "
+                        "sample in the store; error totals count every stored event (default: 5m)")
     p.add_argument("--max-series", type=int, default=DEFAULT_MAX_SERIES, metavar="N",
                    help=f"serve at most N series, the rest counted in hetpool_feed_series_dropped "
                         f"(default: {DEFAULT_MAX_SERIES:,})")
