@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from app.cli import build_parser
-from app.commands import COMMANDS, Command, LazyCommands, _choices
+from app.commands import COMMANDS, Command, LazyCommands, _choices, help_paths
 from tests.conftest import REPO
 
 
@@ -35,16 +35,6 @@ def lazy_sets(parser: argparse.ArgumentParser, path: str = "hetpool") -> dict[st
                 found[path] = action
             for name, child in action.choices.items():
                 found.update(lazy_sets(child, f"{path} {name}"))
-    return found
-
-
-def help_paths(parser: argparse.ArgumentParser, path: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
-    """Every command path that prints a help: the top level, each group and each leaf command."""
-    found = [path]
-    for action in parser._actions:
-        if isinstance(action, argparse._SubParsersAction):
-            for name, child in action.choices.items():
-                found += help_paths(child, (*path, name))
     return found
 
 

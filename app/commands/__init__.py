@@ -126,3 +126,14 @@ def add_commands(parser: argparse.ArgumentParser, common: argparse.ArgumentParse
     assert isinstance(sub, LazyCommands)
     sub.list_commands(common, COMMANDS if table is None else table)
     return sub
+
+
+def help_paths(parser: argparse.ArgumentParser, path: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
+    """Every command path that prints a help (the top level, each group, each leaf) in listing order; parser built
+    whole, not lazy, for benchmarks and checks that visit every command."""
+    found = [path]
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, child in action.choices.items():
+                found += help_paths(child, (*path, name))
+    return found
