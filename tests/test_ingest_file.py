@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import duckdb
 import pytest
 
 from app.cli import main
+from tests.conftest import REPO
 from tests.test_normalize import FIXTURES
 from tests.test_scrape import Exporter
 
@@ -139,3 +141,55 @@ def test_the_help_explains_canonical_input_with_an_example(capsys: pytest.Captur
     assert code == 0 and "--canonical" in out and "no vendor profile" in " ".join(out.split())
     example = out[out.index("example:"):]
     assert f"hetpool ingest {command} " in example and "--canonical" in example
+
+
+def newest(db: Path) -> dict[tuple[str, ...], float]:
+    """Per series: the newest value, or for error events their sum (what the feed serves)."""
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        rows = con.execute("SELECT pool, node, device, metric, attributes, "
+                           "CASE WHEN metric = 'accelerator.errors' THEN sum(value) ELSE arg_max(value, ts) END "
+                           "FROM samples GROUP BY pool, node, device, metric, attributes").fetchall()
+    finally:
+        con.close()
+    return {tuple(r[:5]): float(r[5]) for r in rows}
+
+
+def test_a_feed_scraped_canonically_stores_what_it_serves(capsys: pytest.CaptureFixture[str], fleet_db: Path,
+                                                          tmp_path: Path) -> None:
+    """Raw exporter text into one store, its feed (`hetpool serve-feed`) scraped with --canonical into another:
+    the same series and values, error totals as events, the same versions."""
+    from app.serve.feed import FeedServer, store_reader
+    from store import Store
+
+    raw = REPO / "examples" / "exporters" / "dcgm-h100-a-01.prom"
+    assert run(capsys, "--db", str(fleet_db), "ingest", "file", str(raw), "--at", "2026-11-29T08:00:00Z")[0] == 0
+    faults = tmp_path / "xid.prom"
+    faults.write_text('DCGM_FI_DEV_XID_ERRORS{gpu="0",Hostname="h100-a-01"} 79 1795939215000\n'
+                      'DCGM_FI_DEV_XID_ERRORS{gpu="0",Hostname="h100-a-01"} 48 1795939230000\n'
+                      'DCGM_FI_DEV_XID_ERRORS{gpu="1",Hostname="h100-a-01"} 79 1795939230000\n')
+    assert run(capsys, "--db", str(fleet_db), "ingest", "file", str(faults))[0] == 0
+    other = tmp_path / "other.duckdb"
+    shutil.copy(fleet_db, other)  # the same registry, and then its samples gone
+    con = duckdb.connect(str(other))
+    for table in ("samples", "versions", "error_state"):
+        con.execute(f"DELETE FROM {table}")
+    con.close()
+    feed = FeedServer("127.0.0.1", 0, store_reader(Store(fleet_db), window_ms=10**12)).start()
+    try:
+        code, out, err = run(capsys, "--db", str(other), "--json", "ingest", "scrape", f"{feed.url}/metrics",
+                             "--canonical")
+    finally:
+        feed.stop()
+    assert code == 0, err
+    data = json.loads(out)
+    assert data["rejected"] == 0 and data["read"] == data["stored"] + data["ignored"], data
+    want, got = newest(fleet_db), newest(other)
+    assert {k[3] for k in want} >= {"accelerator.power", "accelerator.memory.total", "accelerator.errors"}
+    assert got == pytest.approx(want), {"only scraped": set(got) - set(want), "only stored": set(want) - set(got)}
+    assert want[("h100-a", "h100-a-01", "0", "accelerator.errors",
+                 '{"code":"79","error_class":"device_lost","severity":"fatal"}')] == 1.0
+    con = duckdb.connect(str(other), read_only=True)
+    assert con.execute("SELECT pool, node, device, component, version FROM versions").fetchall() == [
+        ("h100-a", "h100-a-01", "", "driver", "550.144.03")]
+    con.close()
