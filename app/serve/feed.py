@@ -35,6 +35,7 @@ from canonical.feednames import (
     ERRORS_FAMILY,
     ERRORS_SAMPLE,
     VERSION_FAMILY,
+    VERSION_LABELS,
     VERSION_SAMPLE,
     family_name,
     feed_labels,
@@ -95,8 +96,8 @@ class FeedCollector:
         if self.read.versions:
             info = InfoMetricFamily(VERSION_FAMILY, "software and firmware versions seen in the feed's window")
             for v in self.read.versions:
-                labels = feed_labels(v.pool, v.node, v.device, v.vendor, {"component": v.component,
-                                                                           "version": v.version})
+                labels = feed_labels(v.pool, v.node, v.device, v.vendor,
+                                     dict(zip(VERSION_LABELS, (v.component, v.version), strict=True)))
                 info.add_sample(VERSION_SAMPLE, labels, 1.0)
             yield info
         served = self.read.served

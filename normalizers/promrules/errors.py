@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from canonical.feednames import ERROR_STATE, ERRORS_SAMPLE
+from canonical.feednames import ERROR_LABELS, ERROR_STATE, ERRORS_SAMPLE
 from canonical.metrics import ErrorClass
 from normalizers.profile import BITMASK, COUNTER, MAX_BITS, ErrorMap, Profile, ValueRule
 from normalizers.promrules import promql
@@ -38,6 +38,7 @@ UNKNOWN = ErrorClass("unknown", "recoverable")  # what the store gives an event 
 SOURCE = "hetpool_error_source"  # the raw signal: keeps the sources of one device apart until they are combined
 CODE, CLASS, SEVERITY = "hetpool_error_code", "hetpool_error_class", "hetpool_error_severity"
 SERIES = "hetpool_error_series_"  # prefix of the copies of a signal's series_labels
+ERROR_CLASS, ERROR_SEVERITY, ERROR_CODE = ERROR_LABELS
 
 
 @dataclass(frozen=True)
@@ -53,7 +54,7 @@ def error_terms(profile: Profile, placement: Placement, terms: dict[str, list[st
     counters: list[str] = []
     states: list[str] = []
     common = (*place_targets(profile, placement), *attribute_targets(profile, None))
-    labels = (*output_labels(common), "error_class", "severity", "code")
+    labels = (*output_labels(common), *ERROR_LABELS)
     for names, spec in _alike(profile):
         targets = (*common, *_error_targets(spec))
         branches = " or ".join(_tagged(b) for b in _branches(profile, placement, names, spec))
@@ -99,7 +100,7 @@ def _series_copies(expr: str, spec: ErrorMap) -> str:
 
 
 def _const(cls: ErrorClass) -> tuple[Target, Target]:
-    return Target("error_class", (const(cls.error_class),)), Target("severity", (const(cls.severity),))
+    return Target(ERROR_CLASS, (const(cls.error_class),)), Target(ERROR_SEVERITY, (const(cls.severity),))
 
 
 def _by_table(src: str, table: dict[str, ErrorClass], fallback: ErrorClass, any_case: bool) -> tuple[Target, Target]:
@@ -108,7 +109,7 @@ def _by_table(src: str, table: dict[str, ErrorClass], fallback: ErrorClass, any_
         found = [Setter(src, ("(?i)" if any_case else "") + promql.literal(k), promql.replacement(getattr(c, part)))
                  for k, c in table.items() if k]
         return (const(getattr(fallback, part)), *found)
-    return Target("error_class", setters("error_class")), Target("severity", setters("severity"))
+    return Target(ERROR_CLASS, setters("error_class")), Target(ERROR_SEVERITY, setters("severity"))
 
 
 def _error_targets(spec: ErrorMap) -> tuple[Target, ...]:
@@ -123,13 +124,13 @@ def _error_targets(spec: ErrorMap) -> tuple[Target, ...]:
     elif spec.code is not None:
         cls = _const(spec.classify(spec.code, {}) or UNKNOWN)
     else:  # the class goes with the code, which each branch carries
-        cls = Target("error_class", (copy(CLASS),)), Target("severity", (copy(SEVERITY),))
+        cls = Target(ERROR_CLASS, (copy(CLASS),)), Target(ERROR_SEVERITY, (copy(SEVERITY),))
     if spec.code_label is not None:
-        code = Target("code", (copy(spec.code_label),))
+        code = Target(ERROR_CODE, (copy(spec.code_label),))
     elif spec.code is not None:
-        code = Target("code", (const(spec.code),))
+        code = Target(ERROR_CODE, (const(spec.code),))
     else:
-        code = Target("code", (copy(CODE),))
+        code = Target(ERROR_CODE, (copy(CODE),))
     return (*cls, code)
 
 

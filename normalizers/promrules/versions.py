@@ -9,7 +9,7 @@ the profile reads only through a `when` label or a derive table is taken whateve
 
 from __future__ import annotations
 
-from canonical.feednames import VERSION_SAMPLE
+from canonical.feednames import VERSION_LABELS, VERSION_SAMPLE
 from canonical.metrics import METRICS
 from canonical.prometheus import COUNTER_SUFFIX, HISTOGRAM_PARTS, SAMPLE_SUFFIXES
 from normalizers.profile import PREFIX_MARK, Profile, ValueRule, VersionLabel
@@ -48,8 +48,9 @@ def version_terms(profile: Profile, placement: Placement, terms: dict[str, list[
 
 def _term(profile: Profile, placement: Placement, regex: str, v: VersionLabel) -> str:
     node, device, *pool = place_targets(profile, placement)
+    component, version = VERSION_LABELS
     targets = (node, device if v.per_device else Target("device", ()), *pool,
-               Target("component", (const(v.component),)), Target("version", (copy(v.label),)))
+               Target(component, (const(v.component),)), Target(version, (copy(v.label),)))
     matchers = (f"__name__=~{promql.string(regex)}", promql.matcher(v.label, "!=", ""), *placement.matchers())
     # NaN, infinities and sentinels make a sample a reject, and a reject carries no version
     sel = checked("{" + ", ".join(matchers) + "}", ValueRule(), profile)
