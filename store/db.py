@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import re
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Protocol
@@ -46,13 +46,36 @@ def default_memory_limit(physical: int | None = None) -> str:
     return f"{max(MEMORY_FLOOR, min(total // 4, MEMORY_CAP)) // MIB}MiB"
 
 
+# what DuckDB takes as a memory size; checked here because DuckDB takes "-1GB" as no limit at all, and its
+# parser's message for "4" or "lots" does not say which setting it was
+_MEMORY = re.compile(r"(\d+(?:\.\d+)?) ?([KMGT](?:i?B)?|%)", re.IGNORECASE)
+
+
+def _memory_size(value: str) -> bool:
+    size = _MEMORY.fullmatch(value)
+    return size is not None and float(size[1]) > 0 and (size[2] != "%" or float(size[1]) <= 100)
+
+
+_CHECKS: dict[str, tuple[Callable[[str], bool], str]] = {
+    "memory_limit": (_memory_size, "a memory size such as 4GB, 512MiB or 25%"),
+    "threads": (lambda v: v.isdigit() and int(v) >= 1, "a whole number of threads, at least 1")}
+
+
 def engine_config(env: Mapping[str, str] | None = None,
                   physical: int | None = None) -> dict[str, str | bool | int | float | list[str]]:
     """DuckDB options: those set in the environment ($HETPOOL_DUCKDB_MEMORY_LIMIT=4GB, $HETPOOL_DUCKDB_THREADS=1),
-    and the default memory limit when it sets none."""
+    and the default memory limit when it sets none. A value DuckDB would refuse, or take as no limit, is a
+    StoreError naming the variable and the value."""
     env = os.environ if env is None else env
-    config: dict[str, str | bool | int | float | list[str]] = {
-        option: env[var].strip() for var, option in ENV_SETTINGS.items() if env.get(var, "").strip()}
+    config: dict[str, str | bool | int | float | list[str]] = {}
+    for var, option in ENV_SETTINGS.items():
+        value = env.get(var, "").strip()
+        if not value:
+            continue
+        valid, expected = _CHECKS[option]
+        if not valid(value):
+            raise StoreError(f"{var}={env[var]!r} is not {expected}")
+        config[option] = value
     config.setdefault("memory_limit", default_memory_limit(physical))
     return config
 

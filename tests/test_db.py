@@ -133,3 +133,30 @@ def test_every_open_applies_the_default_memory_limit_or_the_environments(tmp_pat
     assert memory_limit(db) == "1.0 GiB"
     monkeypatch.setenv("HETPOOL_DUCKDB_MEMORY_LIMIT", "3GiB")
     assert memory_limit(db) == "3.0 GiB"
+
+
+@pytest.mark.parametrize("value", ["4GB", " 512MiB ", "1.5gb", "4 GB", "4G", "2TiB", "25%", "100%"])
+def test_memory_limits_duckdb_takes_are_passed_on(value: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert engine_config({"HETPOOL_DUCKDB_MEMORY_LIMIT": value})["memory_limit"] == value.strip()
+    monkeypatch.setenv("HETPOOL_DUCKDB_MEMORY_LIMIT", value)
+    connect(tmp_path / "ok.duckdb").close()  # and DuckDB takes them
+
+
+@pytest.mark.parametrize(("var", "value", "expected"), [
+    ("HETPOOL_DUCKDB_MEMORY_LIMIT", "lots", "a memory size"),
+    ("HETPOOL_DUCKDB_MEMORY_LIMIT", "4", "a memory size"),        # DuckDB: "unknown unit", not which setting
+    ("HETPOOL_DUCKDB_MEMORY_LIMIT", "-1GB", "a memory size"),     # DuckDB would take it as no limit at all
+    ("HETPOOL_DUCKDB_MEMORY_LIMIT", "0GB", "a memory size"),
+    ("HETPOOL_DUCKDB_MEMORY_LIMIT", "4Gi", "a memory size"),
+    ("HETPOOL_DUCKDB_MEMORY_LIMIT", "150%", "a memory size"),
+    ("HETPOOL_DUCKDB_THREADS", "0", "a whole number of threads"),
+    ("HETPOOL_DUCKDB_THREADS", "two", "a whole number of threads"),
+])
+def test_a_bad_setting_names_its_variable_and_value(var: str, value: str, expected: str, tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    with pytest.raises(StoreError, match=f"^{var}={value!r} is not {expected}"):
+        engine_config({var: value})
+    monkeypatch.setenv(var, value)
+    with pytest.raises(StoreError, match=f"^{var}={value!r} is not {expected}"):
+        connect(tmp_path / "bad.duckdb")
+    assert not (tmp_path / "bad.duckdb").exists()  # refused before DuckDB made the file
