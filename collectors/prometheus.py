@@ -1,7 +1,9 @@
 """Incremental pulls from a Prometheus-API store, chunked by time and metric, normalized like file ingest.
 
 Each (profile, time chunk) is one ingest run: its samples and the profile's watermark commit together, so a
-pull killed at any moment restarts from the last committed chunk and ends with the rows of a clean pull.
+pull killed at any moment restarts from the last committed chunk and ends with the rows of a clean pull. A
+canonical pull (`PullOptions.canonical`) reads the feed names instead, through the canonical normalizer, one
+point per step, under one watermark of its own (CANONICAL_KEY), chunk by chunk the same way.
 """
 
 from __future__ import annotations
@@ -178,9 +180,9 @@ def _pull_series(store: Access, client: PromClient, options: PullOptions, key: s
                  on_chunk: Callable[[str, int, int], None] | None, stop: Callable[[], bool]) -> None:
     """The chunks of one watermark key (a profile, or the canonical pull) from its watermark up to `end`."""
     start = _start(_coverage(store, url, key), options, end)
-    step = options.step_ms if options.canonical else None
     canonical = options.canonical
-    for (lo, hi), fetched in _prefetched(client, names, chunks(start, end, options.step_ms, options.chunk_ms), step):
+    windows = chunks(start, end, options.step_ms, options.chunk_ms)
+    for (lo, hi), fetched in _prefetched(client, names, windows, options.step_ms if canonical else None):
         if stop():
             break
         try:
