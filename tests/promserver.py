@@ -131,17 +131,18 @@ class History(Protocol):
 class PrometheusServer:
     """Backfill with promtool (when given a history), then serve on a free loopback port until stopped.
 
-    `targets` are host:port addresses it scrapes itself every `interval`, honoring their timestamps; `rules`
-    is a rules file it evaluates every `interval`.
+    `targets` are host:port addresses it scrapes itself every `interval`, honoring their timestamps (and, with
+    `honor_labels`, their labels over its own); `rules` is a rules file it evaluates every `interval`.
     """
 
     def __init__(self, workdir: Path, fleet: History | None, targets: tuple[str, ...] = (), interval: str = "15s",
-                 rules: Path | None = None):
+                 rules: Path | None = None, honor_labels: bool = False):
         self.workdir = workdir
         self.fleet = fleet
         self.targets = targets
         self.interval = interval
         self.rules = rules  # a rules file, evaluated every `interval`
+        self.honor_labels = honor_labels
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.proc: subprocess.Popen[bytes] | None = None
@@ -162,6 +163,7 @@ class PrometheusServer:
         config = self.workdir / "prometheus.yml"
         scrape = "" if not self.targets else (
             f"scrape_configs:\n  - job_name: exporter\n    scrape_interval: {self.interval}\n"
+            f"    honor_labels: {str(self.honor_labels).lower()}\n"
             f"    static_configs:\n      - targets: [{', '.join(repr(t) for t in self.targets)}]\n")
         rules = "" if self.rules is None else (
             f"  evaluation_interval: {self.interval}\nrule_files: [{str(self.rules)!r}]\n")
