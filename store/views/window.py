@@ -127,28 +127,39 @@ def counter_increments(con: duckdb.DuckDBPyConnection, w: Window, metric: str, s
     rise before the reset inside the same bucket is the one thing a rollup cannot see); a series first seen
     inside the window counts from zero. Columns: pool, attributes, t (step bucket start, or the window
     start), inc.
+
+    The baseline is read from the hourly rollup up to the hour that holds the window start, and from the
+    window's own table in that hour: the same last value, without reading the whole history minute by minute.
     """
     table, _ = table_for(w, step_ms)
     src = rollup_source(table)
     pools, pool_params = pool_filter(w)
     step = f"bucket - bucket % {int(step_ms)}" if step_ms else str(int(w.start_ms))
+    hour = w.start_ms - w.start_ms % HOUR_MS
     sql = f"""
         WITH s AS (
             SELECT pool, node, device, attributes, bucket, min, last FROM {src}
             WHERE metric = ? AND bucket >= ? AND bucket < ?{pools}{extra}
             UNION ALL
-            SELECT pool, node, device, attributes, ? - 1 AS bucket, NULL, arg_max(last, bucket) AS last FROM {src}
-            WHERE metric = ? AND bucket < ?{pools}{extra} GROUP BY pool, node, device, attributes
+            SELECT pool, node, device, attributes, ? - 1 AS bucket, NULL, arg_max(last, last_ts) AS last FROM (
+                SELECT pool, node, device, attributes, last, last_ts FROM rollup_1h
+                WHERE metric = ? AND bucket < ?{pools}{extra}
+                UNION ALL
+                SELECT pool, node, device, attributes, last, last_ts FROM {src}
+                WHERE metric = ? AND bucket >= ? AND bucket < ?{pools}{extra})
+            GROUP BY pool, node, device, attributes
+        ), k AS (  -- a number per series: the window sorts integers, not four strings, JSON among them
+            SELECT pool, node, device, attributes, row_number() OVER () AS series
+            FROM (SELECT DISTINCT pool, node, device, attributes FROM s)
         ), d AS (
-            SELECT pool, attributes, bucket, min, last,
-                   lag(last) OVER (PARTITION BY pool, node, device, attributes ORDER BY bucket) AS prev
-            FROM s
+            SELECT pool, attributes, bucket, min, last, lag(last) OVER (PARTITION BY series ORDER BY bucket) AS prev
+            FROM s JOIN k USING (pool, node, device, attributes)
         )
         SELECT pool, attributes, {step} AS t,
                sum(CASE WHEN prev IS NULL OR min < prev THEN last ELSE last - prev END) AS inc
         FROM d WHERE bucket >= ? GROUP BY ALL ORDER BY pool, t, attributes"""
-    return frame(con, sql, [metric, w.start_ms, w.end_ms, *pool_params, w.start_ms, metric, w.start_ms,
-                            *pool_params, w.start_ms])
+    return frame(con, sql, [metric, w.start_ms, w.end_ms, *pool_params, w.start_ms, metric, hour, *pool_params,
+                            metric, hour, w.start_ms, *pool_params, w.start_ms])
 
 
 def histogram_quantiles(con: duckdb.DuckDBPyConnection, w: Window, metric: str, q: float,
