@@ -20,7 +20,8 @@ from store.views.window import Window, data_span
 
 def read_facts(con: duckdb.DuckDBPyConnection, w: Window, pools: list[str], now_ms: int) -> Facts:
     """Device states, pool tiles and collector freshness of a window."""
-    return Facts(devices=device_facts(con, w), tiles=pool_tiles(con, w, pools),
+    devices = device_facts(con, w)  # holds each device's throttling, which the tiles then need not read again
+    return Facts(devices=devices, tiles=pool_tiles(con, w, pools, throttling=devices),
                  collectors=collector_freshness(con), now_ms=now_ms)
 
 

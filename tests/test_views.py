@@ -164,6 +164,41 @@ def test_counter_increase_sees_the_reset(ro: duckdb.DuckDBPyConnection, window: 
     assert inc["inc"].sum() == pytest.approx(expected)
 
 
+@pytest.mark.parametrize(("window", "expected"), [
+    # after the reset: the baseline is the value just before the start, 3000 x (179 - 120) = 177 000 at minute
+    # 89.5, read from the 1-hour rollup's first hour and the 1-minute rollup's minutes 60-89; the end is 357 000
+    (Window(T0 + 90 * MINUTE_MS, T0 + 2 * HOUR_MS), 357_000.0 - 177_000.0),
+    # not aligned: the raw sample at minute 90 itself (180 000) is the baseline
+    (Window(T0 + 90 * MINUTE_MS + 1, T0 + 2 * HOUR_MS), 357_000.0 - 180_000.0),
+    # the window's hour is the first: no hour before it, the baseline is minute 29.5's 59 000; then the reset
+    (Window(T0 + 30 * MINUTE_MS, T0 + 2 * HOUR_MS), 119_000.0 - 59_000.0 + 357_000.0),
+    (Window(T0 + HOUR_MS, T0 + 2 * HOUR_MS), 357_000.0),  # the reset bucket adds its last value
+])
+def test_counter_baseline_from_the_hours_before_the_window(ro: duckdb.DuckDBPyConnection, window: Window,
+                                                            expected: float) -> None:
+    assert counter_increments(ro, window, "serving.tokens.prompt")["inc"].sum() == pytest.approx(expected)
+
+
+def test_status_facts_tiles_share_the_throttling_and_equal_the_hand_computed_numbers(
+        ro: duckdb.DuckDBPyConnection) -> None:
+    from app.status_read import read_facts
+
+    tiles = read_facts(ro, WHOLE, ALL, now_ms=0).tiles
+    assert tiles.equals(health.pool_tiles(ro, WHOLE, ALL))
+    shares = dict(zip(tiles["pool"].to_list(), tiles["throttled"].to_list(), strict=True))
+    assert shares == pytest.approx({"h100-a": 1 / 3, "ascend-a": 0.5})  # as in the hand-computed tiles above
+
+
+def test_ttft_series_per_quarter_hour_by_hand(ro: duckdb.DuckDBPyConnection) -> None:
+    # every step adds 1/3/4/4 to the cumulative buckets 0.5/1/2/+Inf: a quarter of 30 steps is 30/90/120/120,
+    # rank 0.99 x 120 = 118.8 lies in (1, 2] at 1 + 28.8 / 30 = 1.96; the first quarter starts from zero (29 steps
+    # after the first sample) and gives the same 1.96; the window from minute 90 has the 1-minute baseline
+    for window, quarters in ((WHOLE, 8), (Window(T0 + 90 * MINUTE_MS, T0 + 2 * HOUR_MS), 2)):
+        got = health.histogram_quantiles(ro, window, health.TTFT, 0.99, 15 * MINUTE_MS)
+        assert got["t"].to_list() == [window.start_ms + i * 15 * MINUTE_MS for i in range(quarters)]
+        assert got["value"].to_list() == pytest.approx([1.96] * quarters)
+
+
 @pytest.mark.parametrize(("bounds", "counts", "q", "expected"), [
     ([0.5, 1.0, 2.0, float("inf")], [239, 717, 956, 956], 0.99, 1 + (0.99 * 956 - 717) / 239),
     ([0.5, 1.0, float("inf")], [10, 10, 10], 0.5, 0.25),          # inside the first bucket, from 0

@@ -32,6 +32,7 @@ from store.views.window import (
     effective_end,
     frame,
     histogram_quantiles,
+    in_list,
     pool_filter,
     rollup_source,
     table_for,
@@ -49,8 +50,12 @@ HOT_C = 85.0             # a device at or above this temperature is hot
 def primary(metrics: list[str]) -> tuple[str, list[object]]:
     """A clause keeping, of each per-device metric, the series that describe the device as a whole (the
     profiles mark the others `scope: component`), and its parameters."""
-    parts = ["(metric = ? AND device_wide)" if METRICS[m].per_device else "metric = ?" for m in metrics]
-    return "(" + " OR ".join(parts) + ")", list(metrics)
+    # one IN list per kind, not an OR per metric: DuckDB pushes an IN list into the scan, an OR it does not
+    wide = [m for m in metrics if METRICS[m].per_device]
+    other = [m for m in metrics if not METRICS[m].per_device]
+    parts = [*([f"(metric IN ({in_list(wide)}) AND device_wide)"] if wide else []),
+             *([f"metric IN ({in_list(other)})"] if other else [])]
+    return "(" + " OR ".join(parts) + ")", [*wide, *other]
 
 
 TILE_SCHEMA = {
@@ -126,21 +131,29 @@ def device_throttling(con: duckdb.DuckDBPyConnection, w: Window) -> pl.DataFrame
         [*params, BUSY_UTIL, BUSY_UTIL, THROTTLE_RATIO, THROTTLED_DEVICE])
 
 
-def throttled_share(con: duckdb.DuckDBPyConnection, w: Window) -> pl.DataFrame:
-    """Per pool: devices seen, throttled devices, and their share."""
-    per_device = device_throttling(con, w)
-    return (per_device.group_by("pool").agg(pl.len().alias("devices"),
+def throttled_share(con: duckdb.DuckDBPyConnection, w: Window, per_device: pl.DataFrame | None = None) -> pl.DataFrame:
+    """Per pool: devices seen, throttled devices, and their share (from `per_device`, device_throttling's columns
+    of this window, when the caller read them already; its rows without busy are devices that view has not)."""
+    if per_device is None:
+        per_device = device_throttling(con, w)
+    return (per_device.filter(pl.col("busy").is_not_null()).group_by("pool").agg(pl.len().alias("devices"),
                                             pl.col("throttled").sum().cast(pl.Int64).alias("throttled"))
             .with_columns((pl.col("throttled") / pl.col("devices")).alias("share")).sort("pool"))
 
 
-def pool_tiles(con: duckdb.DuckDBPyConnection, w: Window, pools: list[str]) -> pl.DataFrame:
-    """One row per pool in `pools` order with every tile number (nulls where the pool has no data)."""
+def pool_tiles(con: duckdb.DuckDBPyConnection, w: Window, pools: list[str],
+               throttling: pl.DataFrame | None = None) -> pl.DataFrame:
+    """One row per pool in `pools` order with every tile number (nulls where the pool has no data).
+
+    `throttling` is device_throttling's rows of the same window when the caller read them already (the status
+    facts do): the device-minutes are the heaviest read of the tiles, and are then not read twice.
+    """
     base = pl.DataFrame({"pool": pools}, schema={"pool": pl.String})
     ttft = histogram_quantiles(con, w, TTFT, 0.99).select("pool", pl.col("value").alias("ttft_p99"))
+    share = throttled_share(con, w, throttling).select("pool", pl.col("share").alias("throttled"))
     out = (base.join(reporting_devices(con, w), on="pool", how="left")
            .join(gauge_tiles(con, w), on="pool", how="left")
-           .join(throttled_share(con, w).select("pool", pl.col("share").alias("throttled")), on="pool", how="left")
+           .join(share, on="pool", how="left")
            .join(ttft, on="pool", how="left"))
     return out.with_columns(pl.col("reporting").fill_null(0)).select(
         [pl.col(c).cast(t) for c, t in TILE_SCHEMA.items()])

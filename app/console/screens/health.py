@@ -88,7 +88,8 @@ def render() -> None:
     if opened is None:
         return
     path, view, reg = opened.path, opened.view, opened.registry
-    tiles = data.tiles(path, view.start_ms, view.end_ms, view.pools)
+    # the status rules read the same tiles with the device states: one cached read serves both
+    tiles = data.status_facts(path, view.start_ms, view.end_ms, view.pools).tiles
     if tiles["utilization"].is_null().all() and int(tiles["reporting"].sum()) == 0:
         filters.empty_window("device metrics")
         return
