@@ -22,6 +22,9 @@ UNIT_SUFFIXES: dict[str, str] = {
 }
 FEED_KINDS = ("gauge", "counter")  # the kinds whose newest value means something on its own
 BASE_LABELS = ("pool", "node", "device", "vendor")
+# a series of one part of its device (a profile's `scope: component`) says so; device views read only the others
+SCOPE_LABEL, COMPONENT_SCOPE = "scope", "component"
+_OWN_LABELS = (*BASE_LABELS, SCOPE_LABEL)  # labels the feed sets itself, which no attribute may shadow
 _INVALID = re.compile(r"[^a-zA-Z0-9_]")
 
 
@@ -46,12 +49,16 @@ def label_name(key: str) -> str:
     name = _INVALID.sub("_", key) or "_"
     if name[0].isdigit() or name.startswith("__"):
         name = f"attr_{name.lstrip('_')}"
-    return f"attr_{name}" if name in BASE_LABELS else name
+    return f"attr_{name}" if name in _OWN_LABELS else name
 
 
-def feed_labels(pool: str, node: str, device: str, vendor: str, attributes: dict[str, str]) -> dict[str, str]:
-    """The label set of one series: the base labels, then every attribute under its label name."""
+def feed_labels(pool: str, node: str, device: str, vendor: str, attributes: dict[str, str],
+                device_wide: bool = True) -> dict[str, str]:
+    """The label set of one series: the base labels, scope="component" for a part of a device, then every
+    attribute under its label name."""
     labels = {"pool": pool, "node": node, "device": device, "vendor": vendor}
+    if not device_wide:
+        labels[SCOPE_LABEL] = COMPONENT_SCOPE
     for key, value in sorted(attributes.items()):
         labels.setdefault(label_name(key), str(value))
     return labels
@@ -85,11 +92,12 @@ def canonical_of(name: str) -> tuple[str, str] | None:
 
 
 def attributes_of(labels: dict[str, str], skip: tuple[str, ...] = ()) -> dict[str, str]:
-    """The attributes of a feed label set: feed_labels' inverse for every label not a base, scrape or `skip` one."""
+    """The attributes of a feed label set: feed_labels' inverse for every label not the feed's own, a scrape's or in
+    `skip`."""
     out: dict[str, str] = {}
     for name, value in labels.items():
-        if name in BASE_LABELS or name in SCRAPE_LABELS or name in skip or name == "__name__":
+        if name in _OWN_LABELS or name in SCRAPE_LABELS or name in skip or name == "__name__":
             continue
-        key = name[len("attr_"):] if name.startswith("attr_") and name[len("attr_"):] in BASE_LABELS else name
+        key = name[len("attr_"):] if name.startswith("attr_") and name[len("attr_"):] in _OWN_LABELS else name
         out[key] = value
     return out

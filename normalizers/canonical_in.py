@@ -10,9 +10,11 @@ error events from counters and 0/1 states through the stored error state, and ve
 from __future__ import annotations
 
 from canonical.feednames import (
+    COMPONENT_SCOPE,
     ERROR_LABELS,
     ERROR_STATE,
     ERRORS_SAMPLE,
+    SCOPE_LABEL,
     VERSION_LABELS,
     VERSION_SAMPLE,
     attributes_of,
@@ -57,9 +59,14 @@ def resolve_canonical(ctx: Context, name: str, labels: dict[str, str]) -> Resolu
         return _error(placed, labels)
     assert found is not None
     metric, part = found
+    scope = labels.get(SCOPE_LABEL, "")
+    if scope not in ("", COMPONENT_SCOPE):
+        return Resolution(name, f"{SCOPE_LABEL} {scope!r} is not a scope the feed writes; expected "
+                                f"{COMPONENT_SCOPE!r} or no {SCOPE_LABEL} label", PROFILE, pool, node)
+    wide = scope != COMPONENT_SCOPE
     if METRICS[metric].kind != "histogram":
         return Resolution(name, None, PROFILE, pool, node, device, metric, canonical_json(attributes_of(labels)),
-                          kind=METRICS[metric].kind)
+                          kind=METRICS[metric].kind, device_wide=wide)
     attrs = attributes_of(labels, skip=("le", "stat"))
     attrs["stat"] = _STATS[part]
     if part == "_bucket":
@@ -68,7 +75,8 @@ def resolve_canonical(ctx: Context, name: str, labels: dict[str, str]) -> Resolu
         except (KeyError, ValueError):
             return Resolution(name, f"histogram bucket '{name}' has a missing or bad le {labels.get('le')!r}",
                               PROFILE, pool, node)
-    return Resolution(name, None, PROFILE, pool, node, device, metric, canonical_json(attrs), kind="histogram")
+    return Resolution(name, None, PROFILE, pool, node, device, metric, canonical_json(attrs), kind="histogram",
+                      device_wide=wide)
 
 
 def _version(placed: Resolution, labels: dict[str, str]) -> Resolution:

@@ -32,6 +32,7 @@ class Latest:
     attributes: dict[str, str]
     ts: int
     value: float
+    device_wide: bool = True  # false for a series of one part of its device
 
 
 @dataclass(frozen=True)
@@ -93,21 +94,22 @@ def feed_read(con: duckdb.DuckDBPyConnection, window_ms: int, limit: int | None,
     marks = ", ".join("?" for _ in metrics) or "NULL"
     # the placeholders below are only '?' marks, one per metric
     parts = [f"""
-        SELECT 0 AS part, metric, pool, node, device, attributes, max(ts) AS ts, arg_max(value, ts) AS value
+        SELECT 0 AS part, metric, pool, node, device, attributes, max(ts) AS ts, arg_max(value, ts) AS value,
+               bool_and(coalesce(device_wide, TRUE)) AS device_wide
         FROM samples
         WHERE metric IN ({marks}) AND ts >= (SELECT since FROM anchor)
         GROUP BY pool, node, device, metric, attributes"""]
     params: list[object] = [window_ms, *metrics, *metrics]  # the anchor's, then the newest values'
     if errors:
         parts.append("""
-        SELECT 0, metric, pool, node, device, attributes, max(ts), sum(value)
+        SELECT 0, metric, pool, node, device, attributes, max(ts), sum(value), bool_and(coalesce(device_wide, TRUE))
         FROM samples WHERE metric = ?
         GROUP BY pool, node, device, metric, attributes""")
         params.append(ERRORS_METRIC)
     if versions:
         # a version row is served as (component, version) in the metric and attributes columns
         parts.append("""
-        SELECT 1, component, pool, node, device, version, last_seen, 1.0
+        SELECT 1, component, pool, node, device, version, last_seen, 1.0, TRUE
         FROM versions WHERE last_seen >= (SELECT since FROM anchor)""")
     rows = con.execute(
         f"""
@@ -122,12 +124,13 @@ def feed_read(con: duckdb.DuckDBPyConnection, window_ms: int, limit: int | None,
     ).fetchall()
     vendors = pool_vendors(con)
     out, seen = [], []
-    for part, metric, pool, node, device, attrs, ts, value, _ in rows:
+    for part, metric, pool, node, device, attrs, ts, value, wide, _ in rows:
         vendor = vendors.get(pool, "")
         if part:
             seen.append(Seen(pool, node, device, vendor, metric, attrs, int(ts)))
         else:
-            out.append(Latest(pool, node, device, vendor, metric, _attributes(attrs), int(ts), float(value)))
+            out.append(Latest(pool, node, device, vendor, metric, _attributes(attrs), int(ts), float(value),
+                              bool(wide)))
     return FeedRead(out, seen, int(rows[0][-1]) if rows else 0)
 
 

@@ -65,6 +65,8 @@ def rows(db: Path, metric: str | None = None) -> list[tuple[Any, ...]]:
     ("accelerator_errors_total", HERE, "error_class '' is not a canonical error class"),
     ("hetpool_software_version_info", {**HERE, "component": "driver"},
      "needs both a component and a version label, got component='driver' version=''"),
+    ("accelerator_clock_hertz", {**HERE, "scope": "engine"},
+     "scope 'engine' is not a scope the feed writes; expected 'component' or no scope label"),
 ])
 def test_what_cannot_be_placed_or_named_is_rejected_with_the_reason(name: str, labels: dict[str, str],
                                                                     reason: str) -> None:
@@ -150,3 +152,18 @@ def test_canonical_input_takes_no_pool_or_profile_and_needs_a_registry(fleet_db:
     with pytest.raises(NormalizerError, match="no registry loaded, so the pool labels of canonical series"):
         ingest_exposition(Store(empty).ensure("test"), [b""], kind="file", source="x",
                           options=IngestOptions(canonical=True))
+
+
+def test_a_series_of_one_part_of_a_device_stays_one_part(fleet_db: Path) -> None:
+    """scope="component" (a profile's `scope: component`, as the feed labels it) is stored as not device-wide,
+    so the device views of the pulling hetpool read only the series that describe the whole device."""
+    part = feed_labels(*HERE.values(), {"clock": "memory"}, device_wide=False)
+    assert part["scope"] == "component"
+    text = line("accelerator_clock_hertz", HERE, 1.98e9, T0) + line("accelerator_clock_hertz", part, 2.6e9, T0)
+    assert ingest(Store(fleet_db), text).counts.stored == 2
+    con = duckdb.connect(str(fleet_db), read_only=True)
+    try:
+        got = con.execute("SELECT attributes, value, device_wide FROM samples ORDER BY ALL").fetchall()
+    finally:
+        con.close()
+    assert got == [('{"clock":"memory"}', 2.6e9, False), ("{}", 1.98e9, True)]

@@ -82,3 +82,11 @@ def test_attributes_of_inverts_feed_labels() -> None:
     labels.update({"job": "hetpool", "instance": "127.0.0.1:9400"})
     assert attributes_of(labels) == attrs
     assert attributes_of({"le": "0.5", "engine": "x"}, skip=("le",)) == {"engine": "x"}
+
+
+def test_a_part_of_a_device_is_labelled_and_no_attribute_shadows_the_scope() -> None:
+    whole = feed_labels("h100-a", "n1", "0", "nvidia", {"scope": "sm"})
+    part = feed_labels("h100-a", "n1", "0", "nvidia", {"scope": "sm"}, device_wide=False)
+    assert "scope" not in whole and whole["attr_scope"] == "sm"
+    assert part["scope"] == "component" and part["attr_scope"] == "sm"
+    assert attributes_of(part) == attributes_of(whole) == {"scope": "sm"}

@@ -183,7 +183,7 @@ def store_series(db: Path) -> dict[Key, float]:
     with connect(db) as con:
         read = feed_read(con, 10**12, None, errors=False)
     for row in read.rows:
-        labels = feed_labels(row.pool, row.node, row.device, row.vendor, row.attributes)
+        labels = feed_labels(row.pool, row.node, row.device, row.vendor, row.attributes, row.device_wide)
         if METRICS[row.metric].kind == "histogram":
             name = f"{family_name(row.metric)}_{labels.pop('stat')}"
         else:

@@ -88,7 +88,8 @@ class FeedCollector:
             family = families.get(row.metric)
             if family is None:
                 family = families[row.metric] = _family(row.metric)
-            family.add_sample(name, feed_labels(row.pool, row.node, row.device, row.vendor, attributes), row.value)
+            labels = feed_labels(row.pool, row.node, row.device, row.vendor, attributes, row.device_wide)
+            family.add_sample(name, labels, row.value)
         for family in families.values():
             if family.type == "histogram":
                 family.samples.sort(key=_histogram_order)

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from canonical.feednames import family_name, sample_name
+from canonical.feednames import COMPONENT_SCOPE, SCOPE_LABEL, family_name, sample_name
 from canonical.metrics import METRICS
 from canonical.prometheus import COUNTER_SUFFIX, HISTOGRAM_PARTS
-from normalizers.profile import Derived, MetricMap, Profile, ValueRule
+from normalizers.profile import DEVICE, Derived, MetricMap, Profile, ValueRule
 from normalizers.promrules import promql
 from normalizers.promrules.placement import Placement
-from normalizers.promrules.relabel import Target, copy
+from normalizers.promrules.relabel import Target, const, copy
 from normalizers.promrules.terms import (
     Source,
     attribute_targets,
@@ -66,7 +66,7 @@ def _direct(profile: Profile, placement: Placement, m: MetricMap, excluded: tupl
             terms: dict[str, list[str]]) -> str | None:
     canon = METRICS[m.metric]
     matchers = (*when_matchers(m), *derive_matchers(m), *placement.matchers())
-    targets = (*place_targets(profile, placement), *attribute_targets(profile, m))
+    targets = (*place_targets(profile, placement), *_scope(m.scope), *attribute_targets(profile, m))
     if canon.kind == "histogram":
         if m.stat is not None:
             return (f"a counter standing for the {m.stat} of {m.metric} alone; a histogram needs its buckets, "
@@ -89,7 +89,7 @@ def _direct(profile: Profile, placement: Placement, m: MetricMap, excluded: tupl
 
 def _derived(profile: Profile, placement: Placement, d: Derived) -> str:
     """The sum of the inputs at one instant, each relabeled like a row of the device, then converted."""
-    targets = (*place_targets(profile, placement), *attribute_targets(profile, None))
+    targets = (*place_targets(profile, placement), *_scope(d.scope), *attribute_targets(profile, None))
     parts = []
     for name in d.inputs:
         maps = profile.metrics.get(name, ())
@@ -97,3 +97,8 @@ def _derived(profile: Profile, placement: Placement, d: Derived) -> str:
         expr = checked(promql.selector((name,), placement.matchers()), rule, profile)
         parts.append(term(expr, targets, placement))
     return scaled(" + ".join(parts), d.factor)
+
+
+def _scope(scope: str) -> tuple[Target, ...]:
+    """scope="component" on a series of one part of its device, as the feed labels it; nothing otherwise."""
+    return () if scope == DEVICE else (Target(SCOPE_LABEL, (const(COMPONENT_SCOPE),)),)
