@@ -205,7 +205,7 @@ def run_seconds(a: float, b: float, c: float, o: float, k: int, d: float = 0.0) 
     return _line(p1, q1, 0, si) + _line(p2, q2, si, k) + k * o
 
 
-def _fit(p: float, q: float, j0: int, rest: float) -> int:
+def fit_passes(p: float, q: float, j0: int, rest: float) -> int:
     """About how many passes p + q j + (o folded into p) from j0 on end within `rest` seconds."""
     lin, quad = p + q * j0, q / 2.0
     if quad <= 0.0 or (lin > 0 and quad * rest < 1e-12 * lin * lin):
@@ -218,13 +218,21 @@ def passes_within(a: float, b: float, c: float, o: float, dur: float, d: float =
     """The number of whole passes of such a run that end by time dur after its start (the inverse of run_seconds)."""
     if dur <= 0.0:
         return 0
+    if d == 0.0 and a >= c and a + o > 0.0:  # memory-bound from the first pass on: one phase
+        ao = a + o
+        k = fit_passes(ao, b, 0, dur)
+        while k > 0 and k * ao + b * k * (k - 1) / 2.0 > dur:  # run_seconds' own short form, so the same floats
+            k -= 1
+        while (k + 1) * ao + b * (k + 1) * k / 2.0 <= dur:
+            k += 1
+        return k
     s, p1, q1, p2, q2 = _phases(a, b, c, d)
-    first = _fit(p1 + o, q1, 0, dur)
+    first = fit_passes(p1 + o, q1, 0, dur)
     if first <= s:
         k = first
     else:
         si = int(s)
-        k = si + _fit(p2 + o, q2, si, dur - run_seconds(a, b, c, o, si, d))
+        k = si + fit_passes(p2 + o, q2, si, dur - run_seconds(a, b, c, o, si, d))
     while k > 0 and run_seconds(a, b, c, o, k, d) > dur:  # float rounding of the closed form
         k -= 1
     while run_seconds(a, b, c, o, k + 1, d) <= dur:

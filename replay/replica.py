@@ -28,7 +28,7 @@ from collections import deque
 from collections.abc import Callable
 
 from replay.book import DECODE, DONE, PREFILL, WAITING, Book
-from replay.costmodel import StepModel, passes_within, run_seconds
+from replay.costmodel import StepModel, fit_passes, passes_within, run_seconds
 
 
 class Replica:
@@ -66,6 +66,7 @@ class Replica:
         "loads",
         "mc",
         "n_run",
+        "nkey",
         "o",
         "o0",
         "on_done",
@@ -98,6 +99,7 @@ class Replica:
         "wbase",
         "wbytes",
         "wextra",
+        "wmemo",
         "wstep",
         "wver",
     )
@@ -113,14 +115,18 @@ class Replica:
         self.o = self.o0                       # the current run's fixed time per pass (collectives, engine)
         self.wbytes, self.dbytes, self.share = step.weight_bytes, step.dense_bytes, step.pick
         self.dense = step.pick >= 1.0
+        self.wmemo: dict[float, float] = {}    # weight_read by tokens: a MoE pass's experts touched, computed once
         # no term beyond the roofline and a fixed overhead: policies' predictions take a shortcut
         self.plain = (self.pp == 1 and self.dense and not (self.so or self.cm0 or self.cmt or self.sctx)
                       and self.sptd == self.spt)
         self.mc, self.budget, self.cap, self.rate = max_concurrency, budget, kv_capacity, rate
         self.t0 = 0.0
         self.steps = 0
-        self.dec: list[tuple[int, int]] = []   # (pass count at which it finishes, request)
-        self.pdec: list[tuple[int, int]] = []  # (pass count at which it is predicted to finish, request); an
+        # the two heaps hold (pass count, request) as one int, pass count x nkey + request: ordered as the pairs
+        # are, and ints compare faster than tuples
+        self.nkey = max(len(book.rem), 1)
+        self.dec: list[int] = []               # (pass count at which it finishes, request)
+        self.pdec: list[int] = []              # (pass count at which it is predicted to finish, request); an
         #                                        entry whose request's book.pfin differs is gone (drop_stale)
         self.pre: list[int] = []               # prefilling, in admission order
         self.wait: deque[int] = deque()
@@ -158,12 +164,21 @@ class Replica:
         """Weight bytes one micro-batch of `tokens` reads."""
         if self.dense:
             return self.wbytes
-        return self.dbytes + (self.wbytes - self.dbytes) * (1.0 - (1.0 - self.share) ** max(tokens, 1.0))
+        w = self.wmemo.get(tokens)
+        if w is None:
+            w = self.wmemo[tokens] = self.dbytes + (self.wbytes - self.dbytes) * (
+                1.0 - (1.0 - self.share) ** max(tokens, 1.0))
+        return w
 
     def pass_time(self, seqs: int, tokens: int, kv: float, decode: int = 0, context: float = 0.0) -> float:
         """One pass of `seqs` sequences computing `tokens` tokens (`decode` of them decoding), reading `kv` KV
         tokens, with `context` token x context products of attention."""
         pp = self.pp
+        if pp == 1:  # m = 1: the same sums without the factors pp and 1 / m, which are exact ones
+            memory = ((self.wbytes if self.dense else self.weight_read(tokens)) + self.kvb * kv) * self.spb
+            compute = self.spt * (tokens - decode) + self.sptd * decode + self.sctx * context
+            return (memory if memory > compute else compute) + self.o0 + self.so * seqs + self.cm0 + \
+                self.cmt * tokens
         m = pp if pp < seqs else (seqs or 1)
         memory = pp * (self.weight_read(tokens / m) + self.kvb * kv / m) * self.spb
         compute = pp * (self.spt * (tokens - decode) + self.sptd * decode + self.sctx * context) / m
@@ -199,11 +214,24 @@ class Replica:
             self.plan(t0)
             return
         a, b, c, o, d = self.a, self.b, self.c, self.o, self.d
-        j = passes_within(a, b, c, o, t - t0, d)
-        tb = t0 + run_seconds(a, b, c, o, j, d)
-        if tb < t:
-            j += 1
+        ao = a + o
+        if d == 0.0 and a >= c and ao > 0.0:  # memory-bound: passes_within and run_seconds' short form, inline
+            dur = t - t0
+            j = fit_passes(ao, b, 0, dur)
+            while j > 0 and j * ao + b * j * (j - 1) / 2.0 > dur:
+                j -= 1
+            while (j + 1) * ao + b * (j + 1) * j / 2.0 <= dur:
+                j += 1
+            tb = t0 + (j * ao + b * j * (j - 1) / 2.0)
+            if tb < t:
+                j += 1
+                tb = t0 + (j * ao + b * j * (j - 1) / 2.0)
+        else:
+            j = passes_within(a, b, c, o, t - t0, d)
             tb = t0 + run_seconds(a, b, c, o, j, d)
+            if tb < t:
+                j += 1
+                tb = t0 + run_seconds(a, b, c, o, j, d)
         if j >= self.k:
             return
         self.k, self.end = j, tb
@@ -214,9 +242,87 @@ class Replica:
         self.push((tb, self.ver, self.rid))
 
     def boundary(self, t: float) -> None:
-        """The current run ended at t (its last pass finished)."""
-        self.advance(self.k, t)
-        self.settle(t)
+        """The current run ended at t (its last pass finished): account for it, finish sequences, turn completed
+        prefills into decoders, admit, plan."""
+        book = self.book
+        j = self.k
+        if j > 0:  # advance(j, t), inline
+            t0 = self.t0
+            dur = t - t0
+            n_d = len(self.dec)
+            self.wver = -1  # the run is being settled: what routers read is recomputed
+            self.kv_time += (self.kv_res + n_d * (j - 1) / 2.0) * dur
+            self.steps += j
+            self.kv_res += n_d * j
+            tokens = self.tokens
+            self.kv_read += tokens * j
+            self.busy += dur
+            u = dur * self.rate / tokens
+            self.cum_u += u
+            if self.chunks:
+                rem, cost = book.rem, book.cost
+                for i, c in self.chunks:
+                    rem[i] -= c * j
+                    cost[i] += c * u
+            if self.fresh:
+                first_token = t0 + run_seconds(self.a, self.b, self.c, self.o, 1, self.d)
+                ft = book.first
+                for i in self.fresh:
+                    if ft[i] != ft[i]:  # nan: no token yet
+                        ft[i] = first_token
+                self.fresh = []
+            self.t0 = t
+        dec, steps, nkey = self.dec, self.steps, self.nkey
+        due = (steps + 1) * nkey  # the keys of sequences finishing by this pass count
+        if dec and dec[0] < due:
+            if self.on_done is None:  # nothing outside this replica runs meanwhile: one sweep, counters summed
+                held, cost, phase, done, pfin = book.held, book.cost, book.phase, book.done, book.pfin
+                entry_step, entry_u, completions = book.entry_step, book.entry_u, self.completions
+                cum_u = self.cum_u
+                pop = heapq.heappop
+                freed = n = 0
+                while dec and dec[0] < due:
+                    i = pop(dec) % nkey
+                    freed += held[i] + steps - entry_step[i]
+                    cost[i] += cum_u - entry_u[i]
+                    n += 1
+                    phase[i] = DONE
+                    done[i] = t
+                    pfin[i] = -1
+                    if completions is not None:
+                        completions.append(i)
+                self.kv_read -= freed
+                self.kv_res -= freed
+                self.n_run -= n
+                self.loads[self.pool] -= n
+                self.drop_stale()
+            else:
+                while dec and dec[0] < due:
+                    self.finish(heapq.heappop(dec) % nkey, t, decoded=True)
+        if self.chunks:
+            rem, todo, first, phase = book.rem, book.todo, book.first, book.phase
+            prefilled = [i for i, _ in self.chunks if rem[i] <= 0]
+            for i in prefilled:
+                self.pre.remove(i)
+                todo[i] -= 1
+                if first[i] != first[i]:
+                    first[i] = t
+                if todo[i] <= 0:
+                    self.finish(i, t, decoded=False)
+                else:
+                    phase[i] = DECODE
+                    book.held[i] += 1  # the first token's KV, written by the next pass
+                    self.kv_res += 1
+                    self.kv_read += 1
+                    book.entry_u[i] = self.cum_u
+                    book.entry_step[i] = steps
+                    heapq.heappush(dec, (steps + todo[i]) * nkey + i)
+                    left = book.pleft[i] - 1
+                    left = left if left > 1 else 1
+                    book.pleft[i] = left
+                    book.pfin[i] = steps + left
+                    heapq.heappush(self.pdec, (steps + left) * nkey + i)
+        self.plan(t)
 
     def advance(self, j: int, t: float) -> None:
         """Account for the first j passes of the current run, ending at t."""
@@ -247,38 +353,6 @@ class Replica:
             self.fresh = []
         self.t0 = t
 
-    def settle(self, t: float) -> None:
-        """At a pass boundary: finish sequences, turn completed prefills into decoders, admit, plan."""
-        book = self.book
-        dec, steps = self.dec, self.steps
-        while dec and dec[0][0] <= steps:
-            _, i = heapq.heappop(dec)
-            self.finish(i, t, decoded=True)
-        if self.chunks:
-            rem, todo, first, phase = book.rem, book.todo, book.first, book.phase
-            done = [i for i, _ in self.chunks if rem[i] <= 0]
-            for i in done:
-                self.pre.remove(i)
-                todo[i] -= 1
-                if first[i] != first[i]:
-                    first[i] = t
-                if todo[i] <= 0:
-                    self.finish(i, t, decoded=False)
-                else:
-                    phase[i] = DECODE
-                    book.held[i] += 1  # the first token's KV, written by the next pass
-                    self.kv_res += 1
-                    self.kv_read += 1
-                    book.entry_u[i] = self.cum_u
-                    book.entry_step[i] = steps
-                    heapq.heappush(dec, (steps + todo[i], i))
-                    left = book.pleft[i] - 1
-                    left = left if left > 1 else 1
-                    book.pleft[i] = left
-                    book.pfin[i] = steps + left
-                    heapq.heappush(self.pdec, (steps + left, i))
-        self.plan(t)
-
     def finish(self, i: int, t: float, *, decoded: bool) -> None:
         """Request i has generated all its tokens at t."""
         book = self.book
@@ -305,15 +379,19 @@ class Replica:
     def drop_stale(self) -> None:
         """Pop the predictions of sequences no longer decoding here off the top of pdec, so that its top is
         the first running sequence predicted to finish."""
-        pdec, pfin = self.pdec, self.book.pfin
-        while pdec and pfin[pdec[0][1]] != pdec[0][0]:
+        pdec, pfin, nkey = self.pdec, self.book.pfin, self.nkey
+        while pdec:
+            f, i = divmod(pdec[0], nkey)
+            if pfin[i] == f:
+                return
             heapq.heappop(pdec)
 
     def evict(self, v: int, t: float) -> None:
         """Preempt sequence v: free its KV cache and put it first in the queue, to be recomputed."""
         book = self.book
         if book.phase[v] == DECODE:
-            self.dec = [(f, x) for f, x in self.dec if x != v]
+            nkey = self.nkey
+            self.dec = [x for x in self.dec if x % nkey != v]
             heapq.heapify(self.dec)
             passes = self.steps - book.entry_step[v]
             held = book.held[v] + passes
@@ -343,14 +421,18 @@ class Replica:
     def plan(self, t: float) -> None:
         """Choose the next run's batch at boundary t and schedule its end."""
         book = self.book
-        rem, held, phase = book.rem, book.held, book.phase
+        rem = book.rem
         cap = self.cap
-        while self.dec and self.kv_res + len(self.dec) > cap:  # decoding would overflow the cache
-            order = self.order
-            while phase[order[-1]] not in (PREFILL, DECODE) or book.where[order[-1]] != self.rid:
-                order.pop()
-            self.evict(order.pop(), t)
-        dec, pre, wait = self.dec, self.pre, self.wait
+        dec = self.dec
+        if dec and self.kv_res + len(dec) > cap:
+            phase = book.phase
+            while self.dec and self.kv_res + len(self.dec) > cap:  # decoding would overflow the cache
+                order = self.order
+                while phase[order[-1]] not in (PREFILL, DECODE) or book.where[order[-1]] != self.rid:
+                    order.pop()
+                self.evict(order.pop(), t)
+            dec = self.dec  # evict builds a new heap
+        pre, wait = self.pre, self.wait
         n_d = len(dec)
         left = self.budget - n_d
         tokens = n_d
@@ -363,38 +445,50 @@ class Replica:
             left -= c
             tokens += c
         mc = self.mc
-        while wait and self.n_run < mc and left > 0:
-            i = wait[0]
-            h = held[i]
-            if self.kv_res + h + len(dec) + 1 > cap:
-                break
-            wait.popleft()
-            self.queues[self.pool] -= 1
-            self.n_run += 1
-            self.kv_res += h
-            self.kv_read += h - rem[i]
-            self.queued_pred -= book.pleft[i]
-            self.order.append(i)
-            book.where[i] = self.rid
-            book.wait[i] += t - book.enq[i]
-            if rem[i] > 0:
-                phase[i] = PREFILL
-                pre.append(i)
-                c = rem[i] if rem[i] < left else left
-                chunks.append((i, c))
-                left -= c
-                tokens += c
-            else:
-                phase[i] = DECODE
-                book.entry_u[i] = self.cum_u
-                book.entry_step[i] = self.steps
-                heapq.heappush(dec, (self.steps + book.todo[i], i))
-                f = self.steps + book.pleft[i]
-                book.pfin[i] = f
-                heapq.heappush(self.pdec, (f, i))
-                self.fresh.append(i)
-                left -= 1
-                tokens += 1
+        n_run = self.n_run
+        if wait and n_run < mc and left > 0:
+            # admission, with the counters in locals (nothing outside this replica reads them meanwhile)
+            held, phase, pleft, where, bwait, enq = book.held, book.phase, book.pleft, book.where, book.wait, \
+                book.enq
+            kv_res, kv_read, queued_pred, steps, rid, nkey = self.kv_res, self.kv_read, self.queued_pred, \
+                self.steps, self.rid, self.nkey
+            order = self.order
+            admitted = 0
+            while wait and n_run < mc and left > 0:
+                i = wait[0]
+                h = held[i]
+                if kv_res + h + len(dec) + 1 > cap:
+                    break
+                wait.popleft()
+                admitted += 1
+                n_run += 1
+                kv_res += h
+                r = rem[i]
+                kv_read += h - r
+                queued_pred -= pleft[i]
+                order.append(i)
+                where[i] = rid
+                bwait[i] += t - enq[i]
+                if r > 0:
+                    phase[i] = PREFILL
+                    pre.append(i)
+                    c = r if r < left else left
+                    chunks.append((i, c))
+                    left -= c
+                    tokens += c
+                else:
+                    phase[i] = DECODE
+                    book.entry_u[i] = self.cum_u
+                    book.entry_step[i] = steps
+                    heapq.heappush(dec, (steps + book.todo[i]) * nkey + i)
+                    f = steps + pleft[i]
+                    book.pfin[i] = f
+                    heapq.heappush(self.pdec, f * nkey + i)
+                    self.fresh.append(i)
+                    left -= 1
+                    tokens += 1
+            self.queues[self.pool] -= admitted
+            self.n_run, self.kv_res, self.kv_read, self.queued_pred = n_run, kv_res, kv_read, queued_pred
         self.chunks, self.tokens, self.left = chunks, tokens, left
         self.ver += 1
         self.cutting = False
@@ -415,32 +509,47 @@ class Replica:
             full = (cap - self.kv_res) // n_d
             if full < knd:
                 knd = full
-        k = dec[0][0] - self.steps if n_d else 1 << 62
-        if knd < k:
+            k = dec[0] // self.nkey - self.steps
+            if knd < k:
+                k = knd
+        else:
             k = knd
         self.knd = knd
         seqs = n_d + len(chunks)
         pp = self.pp
-        m = pp if pp < seqs else seqs
-        spb = self.spb * pp / m
-        weights = self.wbytes if self.dense else self.weight_read(tokens / m)
-        a = (weights * m + self.kvb * self.kv_read) * spb
-        b = self.kvb * tokens * spb
-        if self.sptd == self.spt:
-            comp = self.spt * pp * tokens / m
-        else:
-            comp = (self.spt * (tokens - n_d) + self.sptd * n_d) * pp / m
         d = 0.0
-        o = self.o0
-        if not self.plain:
-            o += self.so * seqs + self.cm0 + self.cmt * tokens / m
-        if self.sctx:  # attention over the context: decoders' KV, and each chunk over its computed prefix
-            ctx = self.context(chunks)
-            grow = n_d + (chunks[0][1] ** 2 if len(chunks) == 1 else 0)
-            comp += self.sctx * ctx * pp / m
-            d = self.sctx * grow * pp / m
+        if pp == 1:  # m = 1: the general form below without its factors pp / m, which are exact ones
+            weights = self.wbytes if self.dense else (self.wmemo.get(tokens) or self.weight_read(tokens))
+            spb, kvb = self.spb, self.kvb
+            a = (weights + kvb * self.kv_read) * spb
+            b = kvb * tokens * spb
+            comp = self.spt * tokens if self.sptd == self.spt else self.spt * (tokens - n_d) + self.sptd * n_d
+            o = self.o0
+            if not self.plain:
+                o += self.so * seqs + self.cm0 + self.cmt * tokens
+            if self.sctx:  # attention over the context: decoders' KV, and each chunk over its computed prefix
+                comp += self.sctx * self.context(chunks)
+                d = self.sctx * (n_d + (chunks[0][1] ** 2 if len(chunks) == 1 else 0))
+        else:
+            m = pp if pp < seqs else seqs
+            spb = self.spb * pp / m
+            weights = self.wbytes if self.dense else self.weight_read(tokens / m)
+            a = (weights * m + self.kvb * self.kv_read) * spb
+            b = self.kvb * tokens * spb
+            if self.sptd == self.spt:
+                comp = self.spt * pp * tokens / m
+            else:
+                comp = (self.spt * (tokens - n_d) + self.sptd * n_d) * pp / m
+            o = self.o0
+            if not self.plain:
+                o += self.so * seqs + self.cm0 + self.cmt * tokens / m
+            if self.sctx:
+                ctx = self.context(chunks)
+                grow = n_d + (chunks[0][1] ** 2 if len(chunks) == 1 else 0)
+                comp += self.sctx * ctx * pp / m
+                d = self.sctx * grow * pp / m
         self.a, self.b, self.c, self.d, self.o, self.k, self.t0 = a, b, comp, d, o, k, t
-        self.open = not wait and self.n_run < mc and left > 0
+        self.open = not wait and n_run < mc and left > 0
         # memory-bound from the first pass on (the common case): the closed form without the compute-bound part
         end = t + (k * (a + o) + b * k * (k - 1) / 2.0 if a >= comp and b >= d else run_seconds(a, b, comp, o, k, d))
         self.end = end
@@ -488,6 +597,30 @@ class Replica:
             return ttft, ttft + (todo - 1) * ((mem if mem > comp else comp) + o)
         seqs = self.n_run + 1
         ctx = self.kv_read if self.sctx else 0.0
+        if self.pp == 1:  # pass_time's single-stage form, inline: the same sums
+            spb, kvb, sptd, sctx, o0, so, cm0, cmt = self.spb, self.kvb, self.sptd, self.sctx, self.o0, self.so, \
+                self.cm0, self.cmt
+            dense, wb = self.dense, self.wbytes
+            one = n_d + 1
+            if p > 0:
+                tok = n_d + chunk
+                mem = ((wb if dense else self.weight_read(tok)) + kvb * (kv + p / 2.0)) * spb
+                comp = self.spt * chunk + sptd * n_d + sctx * (ctx + chunk * p / 2.0)
+                ttft = w + math.ceil(p / chunk) * ((mem if mem > comp else comp) + o0 + so * seqs + cm0 + cmt * tok)
+                if todo <= 1:
+                    return ttft, ttft
+                wr = wb if dense else self.weight_read(one)
+            else:
+                wr = wb if dense else self.weight_read(one)
+                mem = (wr + kvb * kv) * spb
+                comp = sptd * one + sctx * ctx  # no prefill token: spt x 0 adds an exact 0
+                ttft = w + ((mem if mem > comp else comp) + o0 + so * seqs + cm0 + cmt * one)
+                if todo <= 1:
+                    return ttft, ttft
+            kv_mid = kv + p + todo / 2.0
+            mem = (wr + kvb * kv_mid) * spb
+            comp = sptd * one + sctx * (kv_mid if sctx else 0.0)
+            return ttft, ttft + (todo - 1) * ((mem if mem > comp else comp) + o0 + so * seqs + cm0 + cmt * one)
         if p > 0:
             ttft = w + math.ceil(p / chunk) * self.pass_time(seqs, n_d + chunk, kv + p / 2.0, n_d,
                                                              ctx + chunk * p / 2.0)
@@ -519,7 +652,7 @@ class Replica:
         step = ((self.a if self.a > self.c else self.c) + self.o) if self.k else self.o0
         base, extra = self.t0, step
         if self.pdec:
-            pf = self.pdec[0][0] - self.steps
+            pf = self.pdec[0] // self.nkey - self.steps
             if pf < 1:
                 pf = 1
             if pf <= self.knd:  # the predicted completion ends the current run

@@ -161,14 +161,17 @@ def simulate(plan: Plan, policy: Policy, options: dict[str, tuple[str, ...]], ov
 
     overflow = _overflow(plan, state, overflow_mode, policy.split, router)
 
+    rem, held, todo, pleft = book.rem, book.held, book.todo, book.pleft
+    route = router.route
+
     def dispatch(i: int, t: float) -> None:
         """Route request i at t (its arrival, or its retry after a failure) and queue it there."""
         guess = pred[i]
         if split:  # the prefill stage generates the first token
             book.load(i, prompt[i], ins[i], 1 if outs[i] > 1 else outs[i], 1 if guess > 1 else guess)
-        else:
-            book.load(i, prompt[i], ins[i], outs[i], guess)
-        chosen = router.route(i, t)
+        else:  # book.load, inline
+            rem[i], held[i], todo[i], pleft[i] = prompt[i], ins[i], outs[i], guess
+        chosen = route(i, t)
         if chosen is None:
             chosen, flags[i] = overflow(i, t)
             if chosen is None:

@@ -57,11 +57,14 @@ class _Router(AtArrival):
 
     def route(self, i: int, t: float) -> Replica | None:
         state = self.state
+        pick, queues, max_queue = state.pick, state.queues, state.max_queue
         ttft_limit, e2e_limit = self.ttft[i], self.e2e[i]
         for p in self.orders[self.code[i]]:
-            r = state.pick(p, t)
+            r = pick(p, t)
             ttft, e2e = r.predict(i, t)
-            if ttft <= ttft_limit and e2e <= e2e_limit and state.has_room(p, r, t):
+            # state.has_room, inline: never a failed replica; admitted at once or the queue under its limit
+            if ttft <= ttft_limit and e2e <= e2e_limit and not r.down and (
+                    r.wait_estimate(t) <= 0.0 or queues[p] < max_queue[p]):
                 return r
         return None
 
