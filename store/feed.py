@@ -55,6 +55,7 @@ class FeedRead:
     rows: list[Latest]
     versions: list[Seen]
     total: int
+    as_of: int = 0  # epoch ms of the newest sample of all: when error totals and versions were last known
 
     @property
     def served(self) -> int:
@@ -116,7 +117,7 @@ def feed_read(con: duckdb.DuckDBPyConnection, window_ms: int, limit: int | None,
         WITH anchor AS (
             SELECT coalesce(max(ts), (SELECT max(last_seen) FROM versions)) - ? AS since
             FROM samples WHERE metric IN ({marks}))
-        SELECT *, count(*) OVER () AS total FROM ({" UNION ALL ".join(parts)})
+        SELECT *, count(*) OVER () AS total, (SELECT since FROM anchor) AS since FROM ({" UNION ALL ".join(parts)})
         ORDER BY part, metric, pool, node, device, attributes
         LIMIT ?
         """,
@@ -124,14 +125,15 @@ def feed_read(con: duckdb.DuckDBPyConnection, window_ms: int, limit: int | None,
     ).fetchall()
     vendors = pool_vendors(con)
     out, seen = [], []
-    for part, metric, pool, node, device, attrs, ts, value, wide, _ in rows:
+    for part, metric, pool, node, device, attrs, ts, value, wide, _, _ in rows:
         vendor = vendors.get(pool, "")
         if part:
             seen.append(Seen(pool, node, device, vendor, metric, attrs, int(ts)))
         else:
             out.append(Latest(pool, node, device, vendor, metric, _attributes(attrs), int(ts), float(value),
                               bool(wide)))
-    return FeedRead(out, seen, int(rows[0][-1]) if rows else 0)
+    as_of = int(rows[0][-1]) + window_ms if rows and rows[0][-1] is not None else 0
+    return FeedRead(out, seen, int(rows[0][-2]) if rows else 0, as_of)
 
 
 def _attributes(text: str) -> dict[str, str]:

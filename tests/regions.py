@@ -24,6 +24,7 @@ from store import Store
 from tests.conftest import FLEET, REPO
 
 AT = "2026-11-29T08:00:00Z"  # when each region's scrape was taken (the files carry no timestamps)
+AT_MS = int(dt.datetime.fromisoformat(AT).timestamp() * 1000)
 POOLS = {"east": ("h100-a", "ascend-a"), "west": ("mi300x-a", "gaudi3-a")}
 EAST_NODE, WEST_NODE = "east-h100-a-01", "west-mi300x-a-01"
 MIB = 1024 * 1024

@@ -405,3 +405,36 @@ def test_prometheus_takes_the_error_totals_histograms_and_versions(events_db: Pa
                    ("serving_time_to_first_token_seconds_count", "", None): 9.0,
                    ("hetpool_software_version_info", "", "550.144.03"): 1.0,
                    ("hetpool_software_version_info", "nvidia0", "96.00.74.00.01"): 1.0}, result
+
+
+def timed(url: str) -> dict[tuple[str, frozenset[tuple[str, str]]], float | None]:
+    """One scrape of exactly `url`: each sample's timestamp in epoch ms (None without one)."""
+    with urllib.request.urlopen(url, timeout=30) as r:
+        text = r.read().decode()
+    return {(s.name, frozenset(s.labels.items())): (None if s.timestamp is None else round(s.timestamp * 1000))
+            for fam in text_string_to_metric_families(text) for s in fam.samples}
+
+
+def test_timestamps_on_request_are_when_each_sample_was_taken(events_db: Path) -> None:
+    from app.serve.feed import FeedServer, store_reader
+    from store import Store
+    server = FeedServer("127.0.0.1", 0, store_reader(Store(events_db)), refresh_s=60.0).start()
+    try:
+        plain, stamped = timed(server.url + "/metrics"), timed(server.url + "/metrics?timestamps=1")
+        assert timed(server.url + "/metrics?timestamps=0") == plain  # one read, rendered both ways
+        assert server.snapshot.reads == 1
+    finally:
+        server.stop()
+    assert set(plain) == set(stamped) and set(plain.values()) == {None}
+    dbe = key("accelerator_errors_total", **NV, device="nvidia0", error_class="memory_uncorrectable",
+              severity="fatal", code="ecc_dbe_volatile")
+    assert stamped[key("accelerator_power_watts", **NV, device="nvidia0")] == T
+    # a part's own newest time; a running total and a version are as of the newest sample of all (T), not of
+    # their last event (T - 2 h for the MIG instance's) or last sighting (T - 4 min)
+    assert stamped[key("serving_time_to_first_token_seconds_bucket", **NV, device="", engine="vllm",
+                       le="0.1")] == T
+    assert stamped[dbe] == T
+    assert stamped[key("accelerator_errors_total", **NV, device="nvidia1", mig_instance="2",
+                       error_class="device_lost", severity="fatal", code="79")] == T
+    assert stamped[key("hetpool_software_version_info", **NV, device="nvidia0", component="vbios",
+                       version="96.00.74.00.01")] == T

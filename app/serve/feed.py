@@ -2,7 +2,10 @@
 
 It serves gauges and counters under their feed names, histograms as their `_bucket`, `_sum` and `_count`
 parts, error events as the counter `accelerator_errors_total` (the events of one device, class, severity and
-code so far) and the versions seen in the window as `hetpool_software_version_info` (value 1).
+code so far) and the versions seen in the window as `hetpool_software_version_info` (value 1). With
+`?timestamps=1` each sample carries the time it was taken (error totals and versions: the newest sample's),
+as Prometheus' /federate does, so a hetpool scraping the feed directly stores each sample once and sees a
+region that stopped reporting stop; a Prometheus scrapes it without, as any exporter.
 
 A scrape reads the shared store once (a short read under its shared lock) and renders what it finds, so the
 endpoint holds nothing open between scrapes and never keeps a writer out for longer than one read. What one
@@ -21,6 +24,7 @@ import time
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 from prometheus_client.core import (
     CollectorRegistry,
@@ -70,8 +74,11 @@ class FeedCollector:
     """A prometheus_client collector yielding one family per canonical metric present in a read, the versions,
     and the feed's own two gauges: series served and series dropped over the cap."""
 
-    def __init__(self, read: FeedRead):
-        self.read = read
+    def __init__(self, read: FeedRead, timestamps: bool = False):
+        self.read, self.timestamps = read, timestamps
+
+    def _at(self, ts: int) -> float | None:
+        return ts / 1000.0 if self.timestamps else None
 
     def describe(self) -> list[Metric]:
         """Nothing up front: the families depend on what the store holds at scrape time."""
@@ -89,7 +96,10 @@ class FeedCollector:
             if family is None:
                 family = families[row.metric] = _family(row.metric)
             labels = feed_labels(row.pool, row.node, row.device, row.vendor, attributes, row.device_wide)
-            family.add_sample(name, labels, row.value)
+            # a running error total is as of the newest sample of all, not of its last event: a reader must
+            # see it move forward, and a Prometheus refuses a sample hours older than its newest
+            at = self.read.as_of if row.metric == ERRORS_METRIC else row.ts
+            family.add_sample(name, labels, row.value, self._at(at))
         for family in families.values():
             if family.type == "histogram":
                 family.samples.sort(key=_histogram_order)
@@ -99,7 +109,7 @@ class FeedCollector:
             for v in self.read.versions:
                 labels = feed_labels(v.pool, v.node, v.device, v.vendor,
                                      dict(zip(VERSION_LABELS, (v.component, v.version), strict=True)))
-                info.add_sample(VERSION_SAMPLE, labels, 1.0)
+                info.add_sample(VERSION_SAMPLE, labels, 1.0, self._at(self.read.as_of))
             yield info
         served = self.read.served
         yield GaugeMetricFamily("hetpool_feed_series", "series this scrape serves", value=served)
@@ -151,26 +161,33 @@ class Snapshot:
         self.read, self.max_series, self.refresh_s, self.clock = read, max_series, refresh_s, clock
         self._lock = threading.Lock()
         self._at = -math.inf
-        self._registry: CollectorRegistry | None = None
-        self._bodies: dict[str, bytes] = {}
+        self._read: FeedRead | None = None
+        self._bodies: dict[tuple[str, bool], bytes] = {}
         self.reads = 0
 
-    def body(self, accept: str) -> tuple[bytes, str]:
-        """The exposition for an Accept header, from the current snapshot (a new one when it is too old)."""
+    def body(self, accept: str, timestamps: bool = False) -> tuple[bytes, str]:
+        """The exposition for an Accept header, from the current snapshot (a new one when it is too old), with
+        each sample's time when `timestamps`."""
         encoder, content_type = choose_encoder(accept)
         with self._lock:  # one scrape reads and renders; the others wait for it and share what it made
-            if self._registry is None or self.clock() - self._at >= self.refresh_s:
-                read = self.read(self.max_series)
+            if self._read is None or self.clock() - self._at >= self.refresh_s:
+                self._read = self.read(self.max_series)
                 self.reads += 1
-                registry = CollectorRegistry(auto_describe=False)
-                registry.register(FeedCollector(read))
-                self._registry, self._bodies = registry, {}
-                self._bodies[content_type] = encoder(registry)
-                self._at = self.clock()  # fresh from when it is ready, however long the read and rendering took
-            body = self._bodies.get(content_type)
+                self._bodies = {}
+                self._at = self.clock()  # fresh from when it is read, however long the read took
+            key = (content_type, timestamps)
+            body = self._bodies.get(key)
             if body is None:
-                body = self._bodies[content_type] = encoder(self._registry)
+                registry = CollectorRegistry(auto_describe=False)
+                registry.register(FeedCollector(self._read, timestamps))
+                body = self._bodies[key] = encoder(registry)
             return body, content_type
+
+
+def _timestamps(path: str) -> bool:
+    """True for `?timestamps=1` (or true/yes): what a hetpool reading this feed directly asks for."""
+    values = parse_qs(urlsplit(path).query).get("timestamps", [""])
+    return values[-1].lower() in ("1", "true", "yes")
 
 
 def authorized(header: str | None, token: str | None) -> bool:
@@ -247,7 +264,7 @@ def _handler(snapshot: Snapshot, token: str | None, log: Callable[[str], None],
                 self._send(404, b"404 not found; try /metrics\n", "text/plain")
                 return
             try:
-                body, content_type = snapshot.body(self.headers.get("Accept", ""))
+                body, content_type = snapshot.body(self.headers.get("Accept", ""), _timestamps(self.path))
             except Exception as exc:  # a store that is busy or missing: say so, keep serving
                 message = redact(f"{type(exc).__name__}: {exc}")
                 log(f"scrape failed: {message}")
