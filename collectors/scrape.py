@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import gzip
 import io
+import os
 import urllib.error
 import urllib.request
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import BinaryIO, cast
 from urllib.parse import urlparse
 
@@ -16,6 +17,8 @@ from collectors.errors import CollectorError
 # Plain text exposition first: hetpool does not read the protobuf format.
 ACCEPT = "text/plain;version=0.0.4;q=0.9,application/openmetrics-text;version=1.0.0;q=0.8,*/*;q=0.1"
 CHUNK_BYTES = 4 << 20
+# a bearer token for endpoints behind one, such as another hetpool's feed (HETPOOL_FEED_TOKEN there)
+ENV_TOKEN = "HETPOOL_SCRAPE_TOKEN"
 
 Opener = Callable[[urllib.request.Request, float], BinaryIO]
 
@@ -38,14 +41,21 @@ def url_host(url: str) -> str:
 
 
 def scrape(url: str, *, timeout: float = 10.0, opener: Opener = _default_opener,
-           chunk_bytes: int = CHUNK_BYTES) -> Iterator[bytes]:
-    """GET the endpoint and yield its (decompressed) body in chunks."""
-    request = urllib.request.Request(check_url(url), headers={"Accept": ACCEPT, "Accept-Encoding": "gzip",
-                                                              "User-Agent": "hetpool"})
+           chunk_bytes: int = CHUNK_BYTES, env: Mapping[str, str] = os.environ) -> Iterator[bytes]:
+    """GET the endpoint (with $HETPOOL_SCRAPE_TOKEN as a bearer token when set) and yield its (decompressed)
+    body in chunks."""
+    sent = {"Accept": ACCEPT, "Accept-Encoding": "gzip", "User-Agent": "hetpool"}
+    token = env.get(ENV_TOKEN, "").strip()
+    if token:
+        sent["Authorization"] = f"Bearer {token}"
+    request = urllib.request.Request(check_url(url), headers=sent)
     try:
         response = opener(request, timeout)
     except urllib.error.HTTPError as exc:
-        raise CollectorError(f"scrape of {url} failed: HTTP {exc.code} {exc.reason}") from None
+        hint = ""
+        if exc.code in (401, 403):
+            hint = f"; check {ENV_TOKEN}" if token else f"; set {ENV_TOKEN} to the endpoint's bearer token"
+        raise CollectorError(f"scrape of {url} failed: HTTP {exc.code} {exc.reason}{hint}") from None
     except (urllib.error.URLError, OSError) as exc:
         reason = getattr(exc, "reason", exc)
         raise CollectorError(f"cannot scrape {url}: {reason}") from None

@@ -80,3 +80,20 @@ def test_five_scrapes_of_a_sticky_xid_are_five_runs_and_one_event(exporter: Expo
     runs = con.sql("SELECT kind, read, stored, duplicates FROM ingest_runs ORDER BY run_id").pl()
     assert runs.rows() == [("scrape", 7, 7, 0)] + [("scrape", 7, 6, 1)] * 4
     assert pl.Series(slept).sum() == 60
+
+
+def test_a_feed_behind_a_token_is_scraped_with_the_token_from_the_environment() -> None:
+    from app.serve.feed import FeedServer
+    from store.feed import FeedRead
+    server = FeedServer("127.0.0.1", 0, lambda _limit: FeedRead([], [], 0), token="s3cret-token").start()
+    url = f"{server.url}/metrics"
+    try:
+        body = b"".join(scrape(url, env={"HETPOOL_SCRAPE_TOKEN": "s3cret-token"}))
+        assert b"hetpool_feed_series 0.0" in body
+        for env, hint in (({}, "set HETPOOL_SCRAPE_TOKEN to the endpoint's bearer token"),
+                          ({"HETPOOL_SCRAPE_TOKEN": "wrong"}, "check HETPOOL_SCRAPE_TOKEN")):
+            with pytest.raises(CollectorError) as exc:
+                b"".join(scrape(url, env=env))
+            assert str(exc.value) == f"scrape of {url} failed: HTTP 401 Unauthorized; {hint}"
+    finally:
+        server.stop()
