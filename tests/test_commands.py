@@ -80,6 +80,8 @@ def test_a_bad_source_name_lists_them_all(capsys: pytest.CaptureFixture[str]) ->
 
 # What the parsers show in place of a layer's names; each must be that layer's value.
 def test_the_parsers_names_are_the_layers() -> None:
+    from app.serve import feed
+    from collectors import promhttp
     from replay.planner import DEFAULT_CONCURRENCY
     from replay.sweep import EXECUTORS
     from replay.traffic import DEFAULT_START, FORMATS
@@ -91,6 +93,10 @@ def test_the_parsers_names_are_the_layers() -> None:
     assert _choices.SWEEP_EXECUTORS == EXECUTORS
     assert _choices.PLAN_CONCURRENCY == DEFAULT_CONCURRENCY
     assert (_choices.EXPORT_FORMATS, _choices.EXPORT_RESOLUTIONS) == (EXPORT_FORMATS, RESOLUTIONS)
+    assert (_choices.PROM_ENV_TOKEN, _choices.PROM_ENV_USER, _choices.PROM_ENV_PASSWORD) == (
+        promhttp.ENV_TOKEN, promhttp.ENV_USER, promhttp.ENV_PASSWORD)
+    assert (_choices.FEED_ENV_TOKEN, _choices.FEED_WINDOW_MS, _choices.FEED_MAX_SERIES, _choices.FEED_REFRESH_S) == (
+        feed.ENV_TOKEN, feed.DEFAULT_WINDOW_MS, feed.DEFAULT_MAX_SERIES, feed.DEFAULT_REFRESH_S)
 
 
 def test_help_reads_the_same_whether_the_modules_are_loaded_or_not() -> None:
@@ -120,19 +126,13 @@ def test_a_module_that_does_not_register_its_name_fails_helpfully(monkeypatch: p
         build_parser(lazy=True).parse_args(["bogus"])
 
 
-HEAVY = {"duckdb", "polars", "streamlit", "scipy", "numpy", "requests", "yaml", "replay", "store", "onboarding",
-         "normalizers", "collectors", "status", "access", "pool_registry"}
-
-# Commands whose modules still import their layers at the top, so their --help waits for them. Take a command out
-# of this set once its module imports them in its handlers (the test then passes, and XPASS fails the run).
-LOADS_LAYERS = {("ingest", "file"), ("ingest", "scrape"), ("ingest", "prometheus"), ("rules",), ("serve-feed",)}
+HEAVY = {"duckdb", "polars", "streamlit", "scipy", "numpy", "requests", "yaml", "prometheus_client",
+         "prometheus_api_client", "replay", "store", "onboarding", "normalizers", "collectors", "status", "access",
+         "pool_registry"}
 
 
 def help_cases() -> list[Any]:
-    still = pytest.mark.xfail(strict=True, reason="its module imports its layers at the top; once it does not, take "
-                                                  "it out of LOADS_LAYERS")
-    return [pytest.param(path, id=" ".join(path) or "hetpool", marks=[still] if path in LOADS_LAYERS else [])
-            for path in help_paths(build_parser())]
+    return [pytest.param(path, id=" ".join(path) or "hetpool") for path in help_paths(build_parser())]
 
 
 @pytest.mark.parametrize("path", help_cases())

@@ -7,39 +7,36 @@ import os
 import time
 
 from app.commands._base import Context, add_command, duration_ms
+from app.commands._choices import FEED_ENV_TOKEN, FEED_MAX_SERIES, FEED_REFRESH_S, FEED_WINDOW_MS
 from app.errors import UsageError
-from app.serve.feed import (
-    DEFAULT_MAX_SERIES,
-    DEFAULT_REFRESH_S,
-    DEFAULT_WINDOW_MS,
-    ENV_TOKEN,
-    FeedServer,
-    store_reader,
-)
-from store import StoreError
+
+# run imports the feed server and the store, so that `hetpool serve-feed --help` loads no layer.
 
 
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
     """Add the serve-feed command."""
     p = add_command(sub, "serve-feed",
                     help="serve the newest canonical value of every series at /metrics in Prometheus/OpenMetrics "
-                         f"text; with ${ENV_TOKEN} set, requests need 'Authorization: Bearer <token>'",
+                         f"text; with ${FEED_ENV_TOKEN} set, requests need 'Authorization: Bearer <token>'",
                     example="hetpool serve-feed --port 9464  # then: curl http://127.0.0.1:9464/metrics",
                     handler=run, common=common)
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1, loopback only)")
     p.add_argument("--port", type=int, default=9464, help="port to listen on (default: 9464; 0 picks a free one)")
-    p.add_argument("--window", type=duration_ms, default=DEFAULT_WINDOW_MS, metavar="DURATION",
+    p.add_argument("--window", type=duration_ms, default=FEED_WINDOW_MS, metavar="DURATION",
                    help="serve series and versions whose newest sample is at most this much older than the newest "
                         "sample in the store; error totals count every stored event (default: 5m)")
-    p.add_argument("--max-series", type=int, default=DEFAULT_MAX_SERIES, metavar="N",
+    p.add_argument("--max-series", type=int, default=FEED_MAX_SERIES, metavar="N",
                    help=f"serve at most N series, the rest counted in hetpool_feed_series_dropped "
-                        f"(default: {DEFAULT_MAX_SERIES:,})")
-    p.add_argument("--refresh", type=duration_ms, default=int(DEFAULT_REFRESH_S * 1000), metavar="DURATION",
+                        f"(default: {FEED_MAX_SERIES:,})")
+    p.add_argument("--refresh", type=duration_ms, default=int(FEED_REFRESH_S * 1000), metavar="DURATION",
                    help="scrapes this close together share one read of the store (default: 1s)")
 
 
 def run(ctx: Context) -> int:
     """Serve until SIGTERM or Ctrl-C, then close the socket and exit 0."""
+    from app.serve.feed import ENV_TOKEN, FeedServer, store_reader
+    from store import StoreError
+
     a = ctx.args
     if not 0 <= a.port <= 65535:
         raise UsageError(f"--port {a.port} is not a TCP port (0-65535)")

@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from app.commands._base import Context, add_command, duration_ms, timestamp_ms
 from app.errors import UsageError
-from collectors.files import read_chunks
-from collectors.pipeline import IngestOptions, IngestReport, ingest_exposition, ingest_scrapes, make_context
+
+if TYPE_CHECKING:
+    from collectors.pipeline import IngestOptions, IngestReport
+
+# The handlers import the collectors, so that `hetpool ingest file --help` loads no layer.
 
 SHOW_REASONS = 5
 COUNT_KEYS = ("read", "stored", "rejected", "duplicates", "ignored")
@@ -52,6 +56,8 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
 
 
 def _options(args: argparse.Namespace) -> IngestOptions:
+    from collectors.pipeline import IngestOptions
+
     if args.canonical and args.node is not None:
         raise UsageError("--node does not apply with --canonical: a canonical series names its node")
     return IngestOptions(pool=args.pool, profile=args.profile,
@@ -81,6 +87,9 @@ def _emit(ctx: Context, reports: list[IngestReport]) -> None:
 
 def run_file(ctx: Context) -> int:
     """One file, one run."""
+    from collectors.files import read_chunks
+    from collectors.pipeline import ingest_exposition, make_context
+
     options = _options(ctx.args)
     store = ctx.store().ensure("hetpool ingest file")
     context = make_context(store, options)
@@ -95,6 +104,8 @@ def run_file(ctx: Context) -> int:
 
 def run_scrape(ctx: Context) -> int:
     """N scrapes, each its own run; progress on stderr."""
+    from collectors.pipeline import ingest_scrapes
+
     args = ctx.args
     if args.count < 1:
         raise UsageError(f"--count must be at least 1, got {args.count}")

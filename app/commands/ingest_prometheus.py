@@ -5,12 +5,17 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from app.commands._base import Context, add_command, duration_ms, timestamp_ms
+from app.commands._choices import PROM_ENV_PASSWORD, PROM_ENV_TOKEN, PROM_ENV_USER
 from app.errors import UsageError
 from canonical.timeunits import HOUR_MS
-from collectors.prometheus import PullOptions, PullReport, follow, pull
-from collectors.promhttp import ENV_PASSWORD, ENV_TOKEN, ENV_USER, PromAuth, PromClient, RetryPolicy
+
+if TYPE_CHECKING:
+    from collectors.prometheus import PullReport
+
+# run imports the collectors, so that `hetpool ingest prometheus --help` loads no layer.
 
 INCOMPLETE = 1  # some chunks could not be fetched: not a usage error, but the caller must know
 
@@ -20,8 +25,8 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     p = add_command(
         sub, "prometheus",
         help=f"pull the series every profile knows from a Prometheus-API store (Prometheus, Thanos, Mimir, "
-             f"VictoriaMetrics), chunk by chunk from the last watermark; credentials come from ${ENV_TOKEN} "
-             f"or ${ENV_USER}/${ENV_PASSWORD}",
+             f"VictoriaMetrics), chunk by chunk from the last watermark; credentials come from ${PROM_ENV_TOKEN} "
+             f"or ${PROM_ENV_USER}/${PROM_ENV_PASSWORD}",
         example="hetpool ingest prometheus --url http://prometheus:9090 --since 6h --step 15s\n"
                 "  hetpool ingest prometheus --url http://prometheus:9090 --canonical --step 1m  # recorded rules",
         handler=run, common=common)
@@ -76,6 +81,9 @@ def _print(ctx: Context, report: PullReport) -> None:
 
 def run(ctx: Context) -> int:
     """One pull (or --follow polls); exit 1 when chunks are missing."""
+    from collectors.prometheus import PullOptions, follow, pull
+    from collectors.promhttp import PromAuth, PromClient, RetryPolicy
+
     args = ctx.args
     if args.retries < 1:
         raise UsageError(f"--retries must be at least 1, got {args.retries}")

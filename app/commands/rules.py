@@ -4,17 +4,18 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from app.commands._base import Context, add_command
 from app.errors import UsageError
-from normalizers import Profile, load_profiles
-from normalizers.profile_set import builtin_profiles, profiles_in
-from normalizers.promrules import LabelPlacement, Placement, RegistryPlacement, compile_rules
-from normalizers.promrules.placement import RulesError
-from pool_registry import Registry, load_registry
-from status.rules import load_rules
-from status.tsdb import GROUP, StatusGroup, status_group
-from store import latest_registry
+
+if TYPE_CHECKING:
+    from normalizers import Profile
+    from normalizers.promrules import Placement
+    from pool_registry import Registry
+    from status.tsdb import StatusGroup
+
+# The functions import the normalizers, registry, status rules and store, so that `hetpool rules --help` loads none.
 
 
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
@@ -44,6 +45,10 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
 
 
 def _profiles(directory: Path | None) -> list[Profile]:
+    from normalizers import load_profiles
+    from normalizers.profile_set import builtin_profiles, profiles_in
+    from normalizers.promrules.placement import RulesError
+
     if directory is None:
         return builtin_profiles()
     if directory.is_dir() and not any(directory.glob("*.yaml")):
@@ -53,6 +58,9 @@ def _profiles(directory: Path | None) -> list[Profile]:
 
 
 def _registry(ctx: Context) -> Registry | None:
+    from pool_registry import load_registry
+    from store import latest_registry
+
     if ctx.args.registry is not None:
         return load_registry(ctx.args.registry)
     store = ctx.store()
@@ -64,6 +72,8 @@ def _registry(ctx: Context) -> Registry | None:
 
 
 def _placement(ctx: Context) -> Placement:
+    from normalizers.promrules import LabelPlacement, RegistryPlacement
+
     registry = _registry(ctx)
     if ctx.args.pool_label is not None:
         return LabelPlacement(ctx.args.pool_label, registry)
@@ -76,6 +86,9 @@ def _placement(ctx: Context) -> Placement:
 
 def _status(ctx: Context, registry: Registry | None) -> StatusGroup:
     """The status rules' group (the site rules over the shipped ones) on --status-window."""
+    from status.rules import load_rules
+    from status.tsdb import status_group
+
     try:
         return status_group(load_rules(ctx.args.status_rules), registry, ctx.args.status_window)
     except ValueError as exc:
@@ -84,6 +97,9 @@ def _status(ctx: Context, registry: Registry | None) -> StatusGroup:
 
 def run(ctx: Context) -> int:
     """Write the rules to --out or stdout; the summary goes to stdout with --out, else to stderr."""
+    from normalizers.promrules import compile_rules
+    from status.tsdb import GROUP
+
     profiles = _profiles(ctx.args.profiles_dir)
     placement = _placement(ctx)
     rules = compile_rules(profiles, placement)
