@@ -39,9 +39,32 @@ def error_timeline(con: duckdb.DuckDBPyConnection, w: Window, step_ms: int) -> p
         GROUP BY ALL ORDER BY t, pool, error_class""", [ERRORS, w.start_ms, w.end_ms, *params])
 
 
+def events_since(con: duckdb.DuckDBPyConnection, w: Window, limit: int = EVENT_LIMIT) -> int:
+    """The start of the newest whole hours of the window that hold at least `limit` error events, else its start.
+
+    The hourly rollup counts the raw rows of every hour, so the newest `limit` rows of the window are at or after
+    that time, and the event table reads raw samples from there rather than the whole window: a raw scan of one
+    rare metric costs the window's samples of every metric. Only hours wholly inside the window count (a partial
+    one may hold rows outside it); raw samples pruned from an hour are older than every one kept, so the
+    newest `limit` kept rows are still at or after it.
+    """
+    pools, params = pool_filter(w)
+    counts = frame(con, f"""
+        SELECT bucket, sum(count) AS n FROM rollup_1h
+        WHERE metric = ? AND bucket >= ? AND bucket + {HOUR_MS} <= ?{pools}
+        GROUP BY bucket ORDER BY bucket DESC""", [ERRORS, w.start_ms, w.end_ms, *params])
+    held = 0
+    for bucket, n in counts.iter_rows():
+        held += int(n)
+        if held >= limit:
+            return max(int(bucket), w.start_ms)
+    return w.start_ms
+
+
 def error_events(con: duckdb.DuckDBPyConnection, w: Window, limit: int = EVENT_LIMIT) -> pl.DataFrame:
     """The newest error events of the window, one row each: ts, pool, node, device, code, class, severity, count."""
     pools, params = pool_filter(w)
+    since = events_since(con, w, limit)
     return frame(con, f"""
         SELECT ts, pool, node, device,
             coalesce(json_extract_string(attributes, '$.code'), '') AS code,
@@ -49,7 +72,7 @@ def error_events(con: duckdb.DuckDBPyConnection, w: Window, limit: int = EVENT_L
             coalesce(json_extract_string(attributes, '$.severity'), 'unknown') AS severity,
             value AS count
         FROM samples WHERE metric = ? AND ts >= ? AND ts < ?{pools}
-        ORDER BY ts DESC, pool, node, device LIMIT ?""", [ERRORS, w.start_ms, w.end_ms, *params, limit])
+        ORDER BY ts DESC, pool, node, device LIMIT ?""", [ERRORS, since, w.end_ms, *params, limit])
 
 
 def hour_window(w: Window) -> Window:
