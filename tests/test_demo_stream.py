@@ -42,16 +42,15 @@ def _traffic(fleet: Registry, hours: int) -> tuple[pl.DataFrame, Candidate, Regi
 def test_served_in_chunks_every_request_once_as_the_whole_window_would_be(fleet: Registry) -> None:
     traffic, candidate, planted, start = _traffic(fleet, 4)
     whole = run_replay(candidate, traffic, planted, seed=0)
-    parts = replay_in_chunks(candidate, traffic, planted, start, END_MS, chunk_ms=HOUR_MS)
+    parts = replay_in_chunks(candidate, traffic, planted, start, END_MS, chunk_ms=HOUR_MS // 4)
     rows = parts.requests
     assert rows["seq"].to_list() == list(range(traffic.height))  # each request once, in the traffic's order
     assert rows["arrival_ms"].equals(traffic["arrival_ms"])
-    # a chunk's replay starts 10 minutes early, so its replicas are as loaded as in one replay of the window
-    by_pool = rows.group_by("pool").agg(pl.col("ttft_s").mean()).sort("pool")
-    expected = whole.requests.group_by("pool").agg(pl.col("ttft_s").mean()).sort("pool")
-    assert by_pool["pool"].to_list() == expected["pool"].to_list()
-    for got, want in zip(by_pool["ttft_s"], expected["ttft_s"], strict=True):
-        assert got == pytest.approx(want, rel=0.02)
+    # a chunk's replay starts 10 minutes early and runs 10 minutes on, so its replicas are as loaded as in one
+    # replay of the window: every request on the same replica with the same TTFT (without the overlap, 7 of
+    # these 7,334 requests are not)
+    assert rows["replica"].equals(whole.requests["replica"])
+    assert np.allclose(rows["ttft_s"].to_numpy(), whole.requests["ttft_s"].to_numpy(), rtol=1e-9, atol=0)
     # busy spans: inside the window, never overlapping on a replica, as long in all as the one replay's
     busy = parts.busy.sort("pool", "replica", "start_ms")
     assert busy["start_ms"].min() >= start and busy["end_ms"].max() <= END_MS  # type: ignore[operator]

@@ -1,7 +1,8 @@
 """The demo's requests served on the replay's model a chunk of the window at a time, so its memory stays small.
 
 One replay of a week of a large fleet's requests holds every request's state and every replica's busy spans at
-once (more than 1 KiB a request: about 8 GiB at 6 million requests). A chunk's replay serves OVERLAP_MS of the
+once: more than 1 KiB a request (310 MiB for the 226,000 requests of a day of 8-device pools), so about 8 GiB
+for the 5.9 million of a week of 32-device pools. A chunk's replay serves OVERLAP_MS of the
 requests before and after it too, so its replicas start as loaded as they were and its last requests still
 meet the arrivals that followed them; it keeps the rows of its own requests and the busy time inside its own
 span. Queues on the demo's pools drain within seconds (the longest TTFT is a few seconds, the longest request
