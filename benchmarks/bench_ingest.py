@@ -11,6 +11,8 @@ time of --repeat runs, and the largest peak):
              store (idempotent insert, rollups) into a fresh database holding the example fleet
   insert     (a) a plain DuckDB INSERT of the same canonical rows from an Arrow table already in memory
   reference  (b) prometheus_client's text parser alone, on the first 60k lines of the same file
+  read       (c) the same file read in the same chunks with the same modules imported, and nothing done with
+             them: the floor of a streaming ingest, the baseline of the peak-RSS-per-GiB-read figure
 """
 
 from __future__ import annotations
@@ -127,6 +129,17 @@ def child_insert(source_db: Path, db: Path) -> dict[str, float]:
     return {"seconds": elapsed, "rows": arrow.num_rows}
 
 
+def child_read(file: Path) -> dict[str, float]:
+    """(c): the file's chunks read as the e2e run reads them, with its modules loaded, and dropped."""
+    _one_thread()
+    import collectors.pipeline  # noqa: F401  (the e2e run's modules: polars, duckdb, the normalizers)
+    from collectors.files import read_chunks
+
+    t = time.perf_counter()
+    size = sum(len(chunk) for chunk in read_chunks(file))
+    return {"seconds": time.perf_counter() - t, "bytes": size}
+
+
 def child_reference(file: Path, lines: int) -> dict[str, float]:
     """(b): prometheus_client's parser over the first lines of the file."""
     from prometheus_client.parser import text_string_to_metric_families
@@ -164,6 +177,8 @@ def main() -> None:
             result = child_e2e(Path(rest[0]), Path(rest[1]))
         elif kind == "insert":
             result = child_insert(Path(rest[0]), Path(rest[1]))
+        elif kind == "read":
+            result = child_read(Path(rest[0]))
         else:
             result = child_reference(Path(rest[0]), int(rest[1]))
         print(json.dumps(result))
@@ -190,6 +205,7 @@ def main() -> None:
     e2e, e2e_rss = best("e2e", str(file), str(e2e_db))
     plain, plain_rss = best("insert", str(e2e_db), str(insert_db))
     ref, _ = best("reference", str(file), str(args.reference_lines))
+    _, read_rss = best("read", str(file))
     e2e_rate = e2e["read"] / e2e["seconds"]
     insert_rate = plain["rows"] / plain["seconds"]
     ref_rate = ref["samples"] / ref["seconds"]
@@ -205,6 +221,10 @@ def main() -> None:
           f">= 1/3 of (a): {e2e_rate / insert_rate:.2f} {'OK' if e2e_rate >= insert_rate / 3 else 'MISSED'}; "
           f">= 50x (b): {e2e_rate / ref_rate:.0f}x {'OK' if e2e_rate >= 50 * ref_rate else 'MISSED'}; "
           f"peak RSS < 1 GiB for {size / 2**30:.2f} GiB: {e2e_rss:.0f} MiB {'OK' if e2e_rss < 1024 else 'MISSED'}")
+    per_gib, floor_per_gib = e2e_rss / 1024 / (size / 2**30), read_rss / 1024 / (size / 2**30)
+    print(f"peak RSS per GiB read: e2e {per_gib:.2f} GiB/GiB = {per_gib / floor_per_gib:.2f}x of (c) reading the "
+          f"file alone ({floor_per_gib:.2f} GiB/GiB, {read_rss:.0f} MiB); target < 1 GiB per GiB: "
+          f"{'OK' if per_gib < 1 else 'MISSED'}")
 
 
 if __name__ == "__main__":
