@@ -184,7 +184,7 @@ def test_an_unchanged_file_reads_whole_in_any_chunk_size(tmp_path: Path) -> None
 CLI = """
 import os, sys
 from pathlib import Path
-import app.commands.ingest_file as command
+import collectors.files as files
 from app.cli import main
 from collectors.files import read_chunks
 how, path = sys.argv[1], Path(sys.argv[-1])
@@ -197,7 +197,7 @@ def chunks(p):
             other.write_bytes(b"DCGM_FI_DEV_GPU_UTIL 1\\n")
             os.replace(other, path)
         yield chunk
-command.read_chunks = chunks
+files.read_chunks = chunks  # the command imports it from collectors.files when it runs
 sys.exit(main(sys.argv[2:]))
 """
 
