@@ -1,4 +1,5 @@
-"""1-minute and 1-hour rollups, refreshed for the touched window only, and raw-sample retention."""
+"""1-minute and 1-hour rollups and the fleet rollups derived from them, refreshed for the touched window only;
+raw-sample retention."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import duckdb
 
 from canonical.timeunits import HOUR_MS, MINUTE_MS
 from store.db import fetch_one
+from store.fleetrollups import refresh_fleet_rollups
 
 ROLLUP_TABLES = {"1m": ("rollup_1m", MINUTE_MS), "1h": ("rollup_1h", HOUR_MS)}
 # 1m buckets are recomputed a slice of this many hours at a time: the aggregation's table of groups then stays
@@ -56,6 +58,7 @@ def refresh_rollups(con: duckdb.DuckDBPyConnection, start_ms: int, end_ms: int,
             f"count(*), sum(value), avg(value), min(value), max(value), arg_max(value, ts), max(ts) FROM samples "
             f"WHERE ts >= ? AND ts < ?{only} GROUP BY ALL", [max(start, lo_m), min(start + SLICE_MS, hi_m), *extra])
     minute_rows = _changes(con, "rollup_1m", lo_m, hi_m, only, extra)
+    refresh_fleet_rollups(con, lo_m, hi_m, only, extra)
     lo_h, hi_h = floor_to(lo_m, HOUR_MS), floor_to(hi_m - 1, HOUR_MS) + HOUR_MS
     con.execute(f"DELETE FROM rollup_1h WHERE bucket >= ? AND bucket < ?{only}", [lo_h, hi_h, *extra])
     con.execute(

@@ -20,6 +20,7 @@ from collectors.pipeline import IngestOptions, ingest, make_context
 from collectors.sources import ExpositionSource
 from normalizers import Context
 from store import Held, IngestRun, connect
+from store.fleetrollups import FLEET_TABLES
 from tests.conftest import REPO
 
 NOW = 1_795_000_000.0
@@ -227,7 +228,8 @@ def tables(db: Path) -> dict[str, list[tuple[object, ...]]]:
     con = connect(db, read_only=True)
     try:
         return {t: sorted(con.execute(f"SELECT * FROM {t}").fetchall(), key=repr)
-                for t in ("samples", "rejects", "versions", "error_state", "rollup_1m", "rollup_1h", "ingest_runs")}
+                for t in ("samples", "rejects", "versions", "error_state", "rollup_1m", "rollup_1h", "ingest_runs",
+                          *FLEET_TABLES)}
     finally:
         con.close()
 

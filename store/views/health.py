@@ -24,7 +24,8 @@ import duckdb
 import polars as pl
 
 from canonical.metrics import METRICS
-from canonical.timeunits import MINUTE_MS
+from canonical.timeunits import HOUR_MS, MINUTE_MS
+from store.fleetrollups import BUSY_UTIL, NODE_METRICS
 from store.rollups import floor_to
 from store.views.window import (
     STALE_MS,
@@ -41,7 +42,6 @@ from store.views.window import (
 UTIL, MEM_USED, MEM_TOTAL = "accelerator.utilization", "accelerator.memory.used", "accelerator.memory.total"
 POWER, TEMP, CLOCK, HEALTH = "accelerator.power", "accelerator.temperature", "accelerator.clock", "accelerator.health"
 ERRORS, TTFT = "accelerator.errors", "serving.time_to_first_token"
-BUSY_UTIL = 0.5          # a device-minute at or above this utilization is busy
 THROTTLE_RATIO = 0.9     # busy and below this share of the reference clock = throttled
 THROTTLED_DEVICE = 0.1   # a device with at least this share of its busy minutes throttled is throttled
 STRAGGLER_RATIO = 0.85   # mean clock below this share of the pool median = straggler
@@ -106,29 +106,50 @@ def gauge_tiles(con: duckdb.DuckDBPyConnection, w: Window) -> pl.DataFrame:
 
 def _device_minutes(w: Window) -> tuple[str, list[object]]:
     """Per device-minute mean clock and utilization (the throttling view), as SQL and parameters."""
-    table, _ = table_for(w, MINUTE_MS)
     pools, params = pool_filter(w)
+    if table_for(w, MINUTE_MS)[0] != "samples":
+        return (f"SELECT pool, node, device, bucket AS minute, clock, util FROM device_minutes "
+                f"WHERE bucket >= ? AND bucket < ?{pools}", [w.start_ms, w.end_ms, *params])
     which, metrics = primary([CLOCK, UTIL])
     sql = f"""
         SELECT pool, node, device, bucket - bucket % {MINUTE_MS} AS minute,
             sum(sum) FILTER (WHERE metric = ?) / sum(count) FILTER (WHERE metric = ?) AS clock,
             sum(sum) FILTER (WHERE metric = ?) / sum(count) FILTER (WHERE metric = ?) AS util
-        FROM {rollup_source(table)}
+        FROM {rollup_source("samples")}
         WHERE bucket >= ? AND bucket < ? AND {which} AND device <> ''{pools}
         GROUP BY ALL"""
     return sql, [CLOCK, CLOCK, UTIL, UTIL, w.start_ms, w.end_ms, *metrics, *params]
 
 
+def _device_summary(w: Window) -> tuple[str, list[object]]:
+    """Per device: busy device-minutes and highest device-minute clock in the window, as SQL and parameters.
+
+    A window of whole hours reads device_hours, so only the throttled candidates' minutes are read."""
+    pools, params = pool_filter(w)
+    if w.start_ms % HOUR_MS == 0 and w.end_ms % HOUR_MS == 0:
+        return (f"SELECT pool, node, device, sum(busy)::BIGINT AS busy, max(max_clock) AS max_clock FROM device_hours "
+                f"WHERE bucket >= ? AND bucket < ?{pools} GROUP BY ALL", [w.start_ms, w.end_ms, *params])
+    minutes, mparams = _device_minutes(w)
+    return (f"SELECT pool, node, device, count(*) FILTER (WHERE util >= ?) AS busy, max(clock) AS max_clock "
+            f"FROM ({minutes}) GROUP BY ALL", [BUSY_UTIL, *mparams])
+
+
 def device_throttling(con: duckdb.DuckDBPyConnection, w: Window) -> pl.DataFrame:
     """Per device: busy device-minutes, throttled ones, and whether the device counts as throttled."""
-    minutes, params = _device_minutes(w)
+    summary, sparams = _device_summary(w)
+    minutes, mparams = _device_minutes(w)
+    # the throttled minutes are a filter on the minutes below the highest pool's reference, joined to their
+    # pool's: a healthy fleet has few, so the join sees few rows
     return frame(con, f"""
-        WITH m AS ({minutes}), ref AS (SELECT pool, max(clock) AS ref FROM m GROUP BY pool)
-        SELECT m.pool, m.node, m.device, count(*) FILTER (WHERE util >= ?) AS busy,
-            count(*) FILTER (WHERE util >= ? AND clock < ? * ref.ref) AS throttled_minutes,
-            busy > 0 AND throttled_minutes >= ? * busy AS throttled
-        FROM m JOIN ref USING (pool) GROUP BY m.pool, m.node, m.device ORDER BY m.pool, m.node, m.device""",
-        [*params, BUSY_UTIL, BUSY_UTIL, THROTTLE_RATIO, THROTTLED_DEVICE])
+        WITH d AS ({summary}), ref AS (SELECT pool, max(max_clock) AS ref FROM d GROUP BY pool),
+        t AS (
+            SELECT m.pool, m.node, m.device, count(*) AS n FROM ({minutes}) m JOIN ref USING (pool)
+            WHERE m.util >= ? AND m.clock < ? * (SELECT max(ref) FROM ref) AND m.clock < ? * ref.ref
+            GROUP BY ALL)
+        SELECT d.pool, d.node, d.device, d.busy, coalesce(t.n, 0) AS throttled_minutes,
+            d.busy > 0 AND coalesce(t.n, 0) >= ? * d.busy AS throttled
+        FROM d LEFT JOIN t USING (pool, node, device) ORDER BY d.pool, d.node, d.device""",
+        [*sparams, *mparams, BUSY_UTIL, THROTTLE_RATIO, THROTTLE_RATIO, THROTTLED_DEVICE])
 
 
 def throttled_share(con: duckdb.DuckDBPyConnection, w: Window, per_device: pl.DataFrame | None = None) -> pl.DataFrame:
@@ -159,6 +180,7 @@ def pool_tiles(con: duckdb.DuckDBPyConnection, w: Window, pools: list[str],
         [pl.col(c).cast(t) for c, t in TILE_SCHEMA.items()])
 
 
+NODE_TABLE = {"rollup_1m": "node_1m", "rollup_1h": "node_1h"}
 SERIES = {  # series name -> (numerator metric, denominator metric or None for a plain mean)
     "utilization": (UTIL, None),
     "HBM used": (MEM_USED, MEM_TOTAL),
@@ -166,17 +188,24 @@ SERIES = {  # series name -> (numerator metric, denominator metric or None for a
     "temperature (°C)": (TEMP, None),
     "clock (MHz)": (CLOCK, None),
 }
+assert {m for pair in SERIES.values() for m in pair if m} <= set(NODE_METRICS), "node_1m must hold every series"
 
 
 def metric_series(con: duckdb.DuckDBPyConnection, w: Window, step_ms: int) -> pl.DataFrame:
     """Pool-level series per step bucket: t, pool, series, value (see SERIES for what each one is)."""
     table, _ = table_for(w, step_ms)
     pools, params = pool_filter(w)
-    which, metrics = primary(sorted({m for pair in SERIES.values() for m in pair if m}))
+    needed = sorted({m for pair in SERIES.values() for m in pair if m})
+    metrics: list[object] = list(needed)
+    if table == "samples":
+        which, metrics = primary(needed)
+        source, where = rollup_source(table), f"device <> '' AND {which}"
+    else:  # the node rollups hold these sums over each node's device-wide series, an eighth of the rows or less
+        source, where = NODE_TABLE[table], f"metric IN ({in_list(needed)})"
     raw = frame(con, f"""
         SELECT bucket - bucket % {int(step_ms)} AS t, pool, metric, sum(sum) AS s, sum(count) AS n
-        FROM {rollup_source(table)}
-        WHERE bucket >= ? AND bucket < ? AND device <> '' AND {which}{pools}
+        FROM {source}
+        WHERE bucket >= ? AND bucket < ? AND {where}{pools}
         GROUP BY ALL""", [w.start_ms, w.end_ms, *metrics, *params])
     parts = []
     for name, (num, den) in SERIES.items():
