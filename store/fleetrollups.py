@@ -1,4 +1,4 @@
-"""The fleet views' rollups (device minutes and hours, node minutes and hours), derived from rollup_1m."""
+"""The fleet views' rollups (device minutes and hours, node minutes and hours), derived from the rollups."""
 
 from __future__ import annotations
 
@@ -8,20 +8,31 @@ from canonical.timeunits import HOUR_MS
 
 BUSY_UTIL = 0.5  # a device-minute at or above this mean utilization is busy
 CLOCK, UTIL = "accelerator.clock", "accelerator.utilization"
+POWER, TEMP = "accelerator.power", "accelerator.temperature"
+USED, TOTAL, HEALTH, ERRORS = ("accelerator.memory.used", "accelerator.memory.total", "accelerator.health",
+                               "accelerator.errors")
 # the gauges Fleet health charts per pool; node_1m sums them over each node's devices
-NODE_METRICS = (UTIL, "accelerator.memory.used", "accelerator.memory.total", "accelerator.power",
-                "accelerator.temperature", CLOCK)
+NODE_METRICS = (UTIL, USED, TOTAL, POWER, TEMP, CLOCK)
 FLEET_TABLES = ("device_minutes", "device_hours", "node_1m", "node_1h")
+# device_hours columns read from a device-hour's device-wide rollup_1h rows: (column, aggregate, metric)
+HOUR_COLUMNS = (
+    ("util_sum", "sum(sum)", UTIL), ("util_count", "sum(count)", UTIL),
+    ("clock_sum", "sum(sum)", CLOCK), ("clock_count", "sum(count)", CLOCK),
+    ("power_sum", "sum(sum)", POWER), ("power_count", "sum(count)", POWER),
+    ("used_sum", "sum(sum)", USED), ("total_sum", "sum(sum)", TOTAL), ("temp_max", "max(max)", TEMP),
+    ("health_last", "arg_max(last, last_ts)", HEALTH), ("health_ts", "max(last_ts)", HEALTH),
+    ("used_last", "arg_max(last, last_ts)", USED), ("used_ts", "max(last_ts)", USED),
+    ("total_last", "arg_max(last, last_ts)", TOTAL), ("total_ts", "max(last_ts)", TOTAL),
+)
 
 
-def refresh_fleet_rollups(con: duckdb.DuckDBPyConnection, lo_m: int, hi_m: int, only: str,
+def refresh_fleet_minutes(con: duckdb.DuckDBPyConnection, lo_m: int, hi_m: int, only: str,
                           extra: list[object]) -> None:
-    """Rebuild the fleet rollups of minutes [lo_m, hi_m) and of the hours holding them from rollup_1m.
+    """Rebuild device_minutes and node_1m of minutes [lo_m, hi_m) from rollup_1m.
 
-    `only` and `extra` narrow it to the nodes refresh_rollups narrows to; it runs after rollup_1m and inside
-    the same transaction. lo_m and hi_m are minute bounds.
+    `only` and `extra` narrow it to the nodes refresh_rollups narrows to; it runs after rollup_1m, inside the
+    same transaction.
     """
-    lo_h, hi_h = lo_m - lo_m % HOUR_MS, (hi_m - 1) - (hi_m - 1) % HOUR_MS + HOUR_MS
     for table in ("device_minutes", "node_1m"):
         con.execute(f"DELETE FROM {table} WHERE bucket >= ? AND bucket < ?{only}", [lo_m, hi_m, *extra])
     con.execute(f"""
@@ -38,13 +49,34 @@ def refresh_fleet_rollups(con: duckdb.DuckDBPyConnection, lo_m: int, hi_m: int, 
         WHERE bucket >= ? AND bucket < ?{only} AND device <> '' AND device_wide
             AND metric IN ({", ".join("?" * len(NODE_METRICS))})
         GROUP BY bucket, pool, node, metric""", [lo_m, hi_m, *extra, *NODE_METRICS])
+
+
+def refresh_fleet_hours(con: duckdb.DuckDBPyConnection, lo_h: int, hi_h: int, only: str,
+                        extra: list[object]) -> None:
+    """Rebuild device_hours and node_1h of hours [lo_h, hi_h) from rollup_1h, device_minutes and node_1m.
+
+    Runs after rollup_1h and refresh_fleet_minutes, narrowed and inside the transaction as they are.
+    """
     for table in ("device_hours", "node_1h"):
         con.execute(f"DELETE FROM {table} WHERE bucket >= ? AND bucket < ?{only}", [lo_h, hi_h, *extra])
+    columns = ",\n".join(f"{agg} FILTER (WHERE metric = ? AND device_wide) AS {name}" for name, agg, _ in HOUR_COLUMNS)
+    names = ", ".join(name for name, _, _ in HOUR_COLUMNS)
     con.execute(f"""
         INSERT INTO device_hours
-        SELECT bucket - bucket % {HOUR_MS}, pool, node, device, count(*) FILTER (WHERE util >= ?), max(clock)
-        FROM device_minutes WHERE bucket >= ? AND bucket < ?{only} GROUP BY ALL""",
-        [BUSY_UTIL, lo_h, hi_h, *extra])
+        WITH h AS (
+            SELECT bucket, pool, node, device, {columns},
+                max(last_ts) FILTER (WHERE metric <> ?) AS last_ts, max(last_ts) AS seen_ts
+            FROM rollup_1h WHERE bucket >= ? AND bucket < ?{only} AND metric LIKE 'accelerator.%'
+            GROUP BY bucket, pool, node, device
+        ), m AS (
+            SELECT bucket - bucket % {HOUR_MS} AS bucket, pool, node, device, count(*) AS minutes,
+                count(*) FILTER (WHERE util >= ?) AS busy, max(clock) AS max_clock
+            FROM device_minutes WHERE bucket >= ? AND bucket < ?{only} GROUP BY ALL
+        )
+        SELECT h.bucket, h.pool, h.node, h.device, coalesce(m.minutes, 0), coalesce(m.busy, 0), m.max_clock,
+            {names}, last_ts, seen_ts
+        FROM h LEFT JOIN m USING (bucket, pool, node, device)""",
+        [*(metric for _, _, metric in HOUR_COLUMNS), ERRORS, lo_h, hi_h, *extra, BUSY_UTIL, lo_h, hi_h, *extra])
     con.execute(f"""
         INSERT INTO node_1h
         SELECT bucket - bucket % {HOUR_MS}, pool, node, metric, sum(count), sum(sum)

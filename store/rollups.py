@@ -9,7 +9,7 @@ import duckdb
 
 from canonical.timeunits import HOUR_MS, MINUTE_MS
 from store.db import fetch_one
-from store.fleetrollups import refresh_fleet_rollups
+from store.fleetrollups import refresh_fleet_hours, refresh_fleet_minutes
 
 ROLLUP_TABLES = {"1m": ("rollup_1m", MINUTE_MS), "1h": ("rollup_1h", HOUR_MS)}
 # 1m buckets are recomputed a slice of this many hours at a time: the aggregation's table of groups then stays
@@ -58,13 +58,14 @@ def refresh_rollups(con: duckdb.DuckDBPyConnection, start_ms: int, end_ms: int,
             f"count(*), sum(value), avg(value), min(value), max(value), arg_max(value, ts), max(ts) FROM samples "
             f"WHERE ts >= ? AND ts < ?{only} GROUP BY ALL", [max(start, lo_m), min(start + SLICE_MS, hi_m), *extra])
     minute_rows = _changes(con, "rollup_1m", lo_m, hi_m, only, extra)
-    refresh_fleet_rollups(con, lo_m, hi_m, only, extra)
+    refresh_fleet_minutes(con, lo_m, hi_m, only, extra)
     lo_h, hi_h = floor_to(lo_m, HOUR_MS), floor_to(hi_m - 1, HOUR_MS) + HOUR_MS
     con.execute(f"DELETE FROM rollup_1h WHERE bucket >= ? AND bucket < ?{only}", [lo_h, hi_h, *extra])
     con.execute(
         f"INSERT INTO rollup_1h (bucket, {_DIMS}, {_VALUES}) SELECT bucket - bucket % {HOUR_MS} AS hour, {_DIMS}, "
         f"sum(count), sum(sum), sum(sum) / sum(count), min(min), max(max), arg_max(last, last_ts), max(last_ts) "
         f"FROM rollup_1m WHERE bucket >= ? AND bucket < ?{only} GROUP BY ALL", [lo_h, hi_h, *extra])
+    refresh_fleet_hours(con, lo_h, hi_h, only, extra)
     return minute_rows, _changes(con, "rollup_1h", lo_h, hi_h, only, extra)
 
 

@@ -11,7 +11,7 @@ import polars as pl
 import pytest
 
 from store import Held, IngestRun, commit_run
-from store.fleetrollups import BUSY_UTIL, CLOCK, FLEET_TABLES, NODE_METRICS, UTIL
+from store.fleetrollups import BUSY_UTIL, CLOCK, ERRORS, FLEET_TABLES, HEALTH, HOUR_COLUMNS, NODE_METRICS, UTIL
 from store.rollups import HOUR_MS, MINUTE_MS, prune_raw
 
 T0 = 1_767_225_600_000  # 2026-01-01T00:00:00Z
@@ -36,7 +36,8 @@ def ingest(con: duckdb.DuckDBPyConnection, batch: pl.DataFrame, source: str = "t
 def table(con: duckdb.DuckDBPyConnection, name: str) -> list[tuple[object, ...]]:
     # means rounded: a rebuild may add the same values in another order
     cols = {"device_minutes": "bucket, pool, node, device, round(clock, 6), round(util, 9)",
-            "device_hours": "bucket, pool, node, device, busy, round(max_clock, 6)",
+            "device_hours": "bucket, pool, node, device, minutes, busy, round(max_clock, 6), "
+                            + ", ".join(f"round({c}, 6)" for c, _, _ in HOUR_COLUMNS) + ", last_ts, seen_ts",
             "node_1m": "bucket, pool, node, metric, count, round(sum, 6)",
             "node_1h": "bucket, pool, node, metric, count, round(sum, 6)"}[name]
     return con.execute(f"SELECT {cols} FROM {name} ORDER BY ALL").fetchall()
@@ -52,10 +53,22 @@ def test_the_fleet_rollups_hold_the_hand_computed_aggregates(con: duckdb.DuckDBP
         (0, "n1", "1", UTIL, 0.9, True), (0, "n1", "1", CLOCK, 1.2e9, True),
         (0, "n1", "0", POWER, 300.0, True), (0, "n1", "1", POWER, 500.0, True), (30_000, "n1", "1", POWER, 700.0, True),
         (HOUR_MS, "n2", "0", TEMP, 60.0, True), (HOUR_MS, "n2", "", TEMP, 40.0, True),  # a node-wide sensor
+        (0, "n1", "0", HEALTH, 1.0, True), (45_000, "n1", "0", HEALTH, 0.0, True),
+        (2 * m, "n1", "1", ERRORS, 1.0, True),
     ))
     assert table(con, "device_minutes") == [
         (T0, "p", "n1", "0", 1.8e9, 0.45), (T0, "p", "n1", "1", 1.2e9, 0.9), (T0 + m, "p", "n1", "0", None, 0.5)]
-    assert table(con, "device_hours") == [(T0, "p", "n1", "0", 1, 1.8e9), (T0, "p", "n1", "1", 1, 1.2e9)]
+    hours = con.execute("SELECT node, device, minutes, busy, max_clock, util_sum / util_count, "
+                        "clock_sum / clock_count, power_sum / power_count, temp_max, health_last, health_ts, last_ts, "
+                        "seen_ts FROM device_hours ORDER BY ALL").fetchall()
+    assert [tuple(pytest.approx(v) if isinstance(v, float) else v for v in r) for r in hours] == [
+        # n1/0: minute 0 at 0.45 is idle, minute 1 at 0.5 busy; the last health reading is 0 at 45 s; its newest
+        # sample is the component clock's at 60 s
+        ("n1", "0", 2, 1, 1.8e9, 1.4 / 3, 1.8e9, 300.0, None, 0.0, T0 + 45_000, T0 + m, T0 + m),
+        # n1/1: its error event at 120 s is seen but is not an accelerator reading
+        ("n1", "1", 1, 1, 1.2e9, 0.9, 1.2e9, 600.0, None, None, None, T0 + 30_000, T0 + 2 * m),
+        ("n2", "", 0, 0, None, None, None, None, 40.0, None, None, T0 + HOUR_MS, T0 + HOUR_MS),
+        ("n2", "0", 0, 0, None, None, None, None, 60.0, None, None, T0 + HOUR_MS, T0 + HOUR_MS)]
     assert table(con, "node_1m") == [
         (T0, "p", "n1", CLOCK, 3, 4.8e9), (T0, "p", "n1", POWER, 3, 1500.0), (T0, "p", "n1", UTIL, 3, 1.8),
         (T0 + m, "p", "n1", UTIL, 1, 0.5), (T0 + HOUR_MS, "p", "n2", TEMP, 1, 60.0)]
@@ -97,21 +110,21 @@ def test_ingests_node_by_node_and_overlapping_leave_what_a_rebuild_builds(con: d
     ingest(con, raw.filter(pl.col("ts") >= T0 + 70 * MINUTE_MS + 15_000), "tail")  # overlaps: n3 is new
     got = {name: table(con, name) for name in FLEET_TABLES}
     assert all(got.values()) and got == rebuilt(con)
-    assert [r for r in got["device_hours"]] == sorted(
-        (h, "p", n, d, sum(1 for u in us if u >= BUSY_UTIL), c)
+    assert [r[:7] for r in got["device_hours"] if r[4]] == sorted(
+        (h, "p", n, d, len(us), sum(1 for u in us if u >= BUSY_UTIL), c)
         for (h, n, d), (us, c) in _per_device_hour(got["device_minutes"]).items())
 
 
-def _per_device_hour(minutes: list[tuple[object, ...]]) -> dict[tuple[object, ...], tuple[list[float], object]]:
-    out: dict[tuple[object, ...], tuple[list[float], object]] = {}
+def _per_device_hour(minutes: list[tuple[object, ...]]) -> dict[tuple[int, str, str], tuple[list[float], object]]:
+    """Per device-hour, independently of the SQL: its minutes' utilizations (NaN for none) and its top clock."""
+    out: dict[tuple[int, str, str], tuple[list[float], object]] = {}
     for bucket, _, node, device, clock, util in minutes:
-        hour = int(bucket) - int(bucket) % HOUR_MS  # type: ignore[call-overload]
-        us, best = out.get((hour, node, device), ([], None))
-        if util is not None:
-            us.append(float(util))  # type: ignore[arg-type]
-        if clock is not None and (best is None or clock > best):  # type: ignore[operator]
+        key = (int(str(bucket)) // HOUR_MS * HOUR_MS, str(node), str(device))
+        us, best = out.get(key, ([], None))
+        us.append(float("nan") if util is None else float(str(util)))
+        if clock is not None and (best is None or float(str(clock)) > float(str(best))):
             best = clock
-        out[(hour, node, device)] = (us, best)
+        out[key] = (us, best)
     return out
 
 

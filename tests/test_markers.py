@@ -83,6 +83,19 @@ def test_severe_events_of_one_node_or_device(ro: duckdb.DuckDBPyConnection, pool
         assert got["events"].to_list() == [1.0] and got["codes"].to_list() == ["79"]
 
 
+@pytest.mark.parametrize(("window", "expected"), [
+    # edges inside hours: the event at minute 65 is before the start, the one at 70 after it
+    (Window(T0 + 66 * MINUTE_MS, T0 + 2 * HOUR_MS), [(T0 + 60 * MINUTE_MS, "h100-a", "n2", "fatal", 2.0, "48")]),
+    # the end is open: minute 65 is left out, minute 10 is in; the two hours read are one span
+    (Window(T0 + 5 * MINUTE_MS, T0 + 65 * MINUTE_MS), [(T0, "ascend-a", "n1", "fatal", 1.0, "8C084E00")]),
+    (Window(T0 - HOUR_MS, T0), [(T0 - 15 * MINUTE_MS, "h100-a", "n2", "fatal", 1.0, "79")]),
+    (Window(T0 + 20 * MINUTE_MS, T0 + 60 * MINUTE_MS), []),
+])
+def test_severe_events_of_windows_that_cut_hours(ro: duckdb.DuckDBPyConnection, window: Window,
+                                                 expected: list[tuple[object, ...]]) -> None:
+    assert severe_events(ro, window, 15 * MINUTE_MS).rows() == expected
+
+
 def test_version_changes_are_the_new_versions_first_seen_in_the_window(ro: duckdb.DuckDBPyConnection) -> None:
     got = version_changes(ro, W)
     assert got.select("ts", "node", "device", "component", "previous", "version").rows() == [

@@ -17,11 +17,12 @@ from pathlib import Path
 import duckdb
 import polars as pl
 import pytest
+from polars.testing import assert_frame_equal
 
 from pool_registry import Registry
 from store import Held, IngestRun, commit_run, connect, save_registry
 from store.rollups import HOUR_MS, MINUTE_MS
-from store.views import cost, drift, export, faults, health, reliability
+from store.views import cost, drift, export, faults, health, reliability, status
 from store.views import node as one_node
 from store.views.window import Window, counter_increments, histogram_quantile, le_value, table_for
 
@@ -143,6 +144,22 @@ def test_rollup_and_raw_paths_agree_with_an_independent_polars_computation(ro: d
                  .agg(pl.col("value").mean())["value"].sum())
         assert tiles[pool]["utilization"] == pytest.approx(util)
         assert tiles[pool]["power_w"] == pytest.approx(power)
+
+
+def test_whole_hours_read_from_the_fleet_rollups_equal_the_rollup_path(ro: duckdb.DuckDBPyConnection,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    def views() -> list[pl.DataFrame]:
+        return [health.pool_tiles(ro, WHOLE, ALL), status.device_facts(ro, WHOLE), health.worst_devices(ro, WHOLE),
+                health.device_throttling(ro, WHOLE), health.metric_series(ro, WHOLE, HOUR_MS).drop_nulls("value")]
+
+    fast = views()
+    assert fast[1]["fatal_errors"].sum() == 1.0 and fast[3]["throttled"].sum() == 2  # the fixture's faults
+    for module in (health, status):
+        monkeypatch.setattr(module, "whole_hours", lambda w: False)
+    real = health.table_for  # metric_series then reads raw samples: the node rollups are the only other path
+    monkeypatch.setattr(health, "table_for", lambda w, step=None: ("samples", 0) if step == HOUR_MS else real(w, step))
+    for got, want in zip(fast, views(), strict=True):
+        assert_frame_equal(got, want, check_exact=False)
 
 
 def test_table_choice_follows_the_window_alignment() -> None:

@@ -13,15 +13,37 @@ CREATE TABLE device_minutes (
     util   DOUBLE
 );
 
--- device_hours: per device-hour, its busy device-minutes (mean utilization >= 0.5, store.fleetrollups.BUSY_UTIL)
--- and its highest device-minute clock: whole hours of the throttling view without reading their minutes.
+-- device_hours: per device-hour (device '' for a node's node-wide series), what the fleet views read of it:
+-- minutes: its device-minutes with a clock or utilization sample; busy: those at mean utilization >= 0.5
+-- (store.fleetrollups.BUSY_UTIL); max_clock: its highest device-minute clock; then, of its device-wide series,
+-- sums and counts of utilization, clock and power, memory used and total sums, the hottest temperature, the
+-- last health, memory used and memory total readings with their times; last_ts: its newest accelerator
+-- sample but error events; seen_ts: its newest accelerator sample.
 CREATE TABLE device_hours (
-    bucket    BIGINT  NOT NULL,
-    pool      VARCHAR NOT NULL,
-    node      VARCHAR NOT NULL,
-    device    VARCHAR NOT NULL,
-    busy      BIGINT  NOT NULL,
-    max_clock DOUBLE
+    bucket      BIGINT  NOT NULL,
+    pool        VARCHAR NOT NULL,
+    node        VARCHAR NOT NULL,
+    device      VARCHAR NOT NULL,
+    minutes     BIGINT  NOT NULL,
+    busy        BIGINT  NOT NULL,
+    max_clock   DOUBLE,
+    util_sum    DOUBLE,
+    util_count  BIGINT,
+    clock_sum   DOUBLE,
+    clock_count BIGINT,
+    power_sum   DOUBLE,
+    power_count BIGINT,
+    used_sum    DOUBLE,
+    total_sum   DOUBLE,
+    temp_max    DOUBLE,
+    health_last DOUBLE,
+    health_ts   BIGINT,
+    used_last   DOUBLE,
+    used_ts     BIGINT,
+    total_last  DOUBLE,
+    total_ts    BIGINT,
+    last_ts     BIGINT,
+    seen_ts     BIGINT  NOT NULL
 );
 
 -- node_1m, node_1h: per node, metric and bucket, the sum and count of its devices' device-wide samples of the
@@ -54,8 +76,35 @@ WHERE device <> '' AND device_wide AND metric IN ('accelerator.clock', 'accelera
 GROUP BY bucket, pool, node, device;
 
 INSERT INTO device_hours
-SELECT bucket - bucket % 3600000, pool, node, device, count(*) FILTER (WHERE util >= 0.5), max(clock)
-FROM device_minutes GROUP BY ALL;
+WITH h AS (
+    SELECT bucket, pool, node, device,
+        sum(sum) FILTER (WHERE metric = 'accelerator.utilization' AND device_wide) AS util_sum,
+        sum(count) FILTER (WHERE metric = 'accelerator.utilization' AND device_wide) AS util_count,
+        sum(sum) FILTER (WHERE metric = 'accelerator.clock' AND device_wide) AS clock_sum,
+        sum(count) FILTER (WHERE metric = 'accelerator.clock' AND device_wide) AS clock_count,
+        sum(sum) FILTER (WHERE metric = 'accelerator.power' AND device_wide) AS power_sum,
+        sum(count) FILTER (WHERE metric = 'accelerator.power' AND device_wide) AS power_count,
+        sum(sum) FILTER (WHERE metric = 'accelerator.memory.used' AND device_wide) AS used_sum,
+        sum(sum) FILTER (WHERE metric = 'accelerator.memory.total' AND device_wide) AS total_sum,
+        max(max) FILTER (WHERE metric = 'accelerator.temperature' AND device_wide) AS temp_max,
+        arg_max(last, last_ts) FILTER (WHERE metric = 'accelerator.health' AND device_wide) AS health_last,
+        max(last_ts) FILTER (WHERE metric = 'accelerator.health' AND device_wide) AS health_ts,
+        arg_max(last, last_ts) FILTER (WHERE metric = 'accelerator.memory.used' AND device_wide) AS used_last,
+        max(last_ts) FILTER (WHERE metric = 'accelerator.memory.used' AND device_wide) AS used_ts,
+        arg_max(last, last_ts) FILTER (WHERE metric = 'accelerator.memory.total' AND device_wide) AS total_last,
+        max(last_ts) FILTER (WHERE metric = 'accelerator.memory.total' AND device_wide) AS total_ts,
+        max(last_ts) FILTER (WHERE metric <> 'accelerator.errors') AS last_ts,
+        max(last_ts) AS seen_ts
+    FROM rollup_1h WHERE metric LIKE 'accelerator.%' GROUP BY bucket, pool, node, device
+), m AS (
+    SELECT bucket - bucket % 3600000 AS bucket, pool, node, device, count(*) AS minutes,
+        count(*) FILTER (WHERE util >= 0.5) AS busy, max(clock) AS max_clock
+    FROM device_minutes GROUP BY ALL
+)
+SELECT h.bucket, h.pool, h.node, h.device, coalesce(m.minutes, 0), coalesce(m.busy, 0), m.max_clock,
+    util_sum, util_count, clock_sum, clock_count, power_sum, power_count, used_sum, total_sum, temp_max,
+    health_last, health_ts, used_last, used_ts, total_last, total_ts, last_ts, seen_ts
+FROM h LEFT JOIN m USING (bucket, pool, node, device);
 
 INSERT INTO node_1m
 SELECT bucket, pool, node, metric, sum(count), sum(sum) FROM rollup_1m

@@ -24,7 +24,7 @@ import duckdb
 import polars as pl
 
 from canonical.metrics import METRICS
-from canonical.timeunits import HOUR_MS, MINUTE_MS
+from canonical.timeunits import MINUTE_MS
 from store.fleetrollups import BUSY_UTIL, NODE_METRICS
 from store.rollups import floor_to
 from store.views.window import (
@@ -37,6 +37,7 @@ from store.views.window import (
     pool_filter,
     rollup_source,
     table_for,
+    whole_hours,
 )
 
 UTIL, MEM_USED, MEM_TOTAL = "accelerator.utilization", "accelerator.memory.used", "accelerator.memory.total"
@@ -78,6 +79,8 @@ def reporting_devices(con: duckdb.DuckDBPyConnection, w: Window) -> pl.DataFrame
 
 def gauge_tiles(con: duckdb.DuckDBPyConnection, w: Window) -> pl.DataFrame:
     """utilization, hbm_used, power_w, temp_max and fatal_errors per pool over the window."""
+    if whole_hours(w):
+        return _gauge_tiles_from_hours(con, w)
     table, _ = table_for(w)
     src = rollup_source(table)
     pools, params = pool_filter(w)
@@ -104,6 +107,29 @@ def gauge_tiles(con: duckdb.DuckDBPyConnection, w: Window) -> pl.DataFrame:
         [w.start_ms, w.end_ms, *metrics, *params, POWER, UTIL, UTIL, MEM_USED, MEM_TOTAL, TEMP, ERRORS])
 
 
+def _gauge_tiles_from_hours(con: duckdb.DuckDBPyConnection, w: Window) -> pl.DataFrame:
+    """gauge_tiles of a window of whole hours: the gauges from device_hours, the errors from rollup_1h."""
+    pools, params = pool_filter(w)
+    return frame(con, f"""
+        WITH d AS (
+            SELECT pool, sum(util_sum) AS util_sum, sum(util_count) AS util_count, sum(used_sum) AS used_sum,
+                sum(total_sum) AS total_sum, max(temp_max) AS temp_max, sum(power_sum) / sum(power_count) AS p
+            FROM device_hours WHERE bucket >= ? AND bucket < ?{pools} GROUP BY pool, node, device
+        ), e AS (
+            SELECT pool, sum(sum) AS fatal_errors FROM rollup_1h
+            WHERE bucket >= ? AND bucket < ? AND metric = ? AND device_wide
+                AND json_extract_string(attributes, '$.severity') = 'fatal'{pools}
+            GROUP BY pool
+        ), agg AS (
+            SELECT pool, sum(util_sum) / sum(util_count) AS utilization,
+                sum(used_sum) / nullif(sum(total_sum), 0) AS hbm_used, sum(p) AS power_w, max(temp_max) AS temp_max
+            FROM d GROUP BY pool
+        )
+        SELECT pool, utilization, hbm_used, power_w, temp_max, coalesce(e.fatal_errors, 0) AS fatal_errors
+        FROM agg LEFT JOIN e USING (pool) ORDER BY pool""",
+        [w.start_ms, w.end_ms, *params, w.start_ms, w.end_ms, ERRORS, *params])
+
+
 def _device_minutes(w: Window) -> tuple[str, list[object]]:
     """Per device-minute mean clock and utilization (the throttling view), as SQL and parameters."""
     pools, params = pool_filter(w)
@@ -126,9 +152,10 @@ def _device_summary(w: Window) -> tuple[str, list[object]]:
 
     A window of whole hours reads device_hours, so only the throttled candidates' minutes are read."""
     pools, params = pool_filter(w)
-    if w.start_ms % HOUR_MS == 0 and w.end_ms % HOUR_MS == 0:
+    if whole_hours(w):
         return (f"SELECT pool, node, device, sum(busy)::BIGINT AS busy, max(max_clock) AS max_clock FROM device_hours "
-                f"WHERE bucket >= ? AND bucket < ?{pools} GROUP BY ALL", [w.start_ms, w.end_ms, *params])
+                f"WHERE bucket >= ? AND bucket < ? AND device <> ''{pools} GROUP BY ALL HAVING sum(minutes) > 0",
+                [w.start_ms, w.end_ms, *params])
     minutes, mparams = _device_minutes(w)
     return (f"SELECT pool, node, device, count(*) FILTER (WHERE util >= ?) AS busy, max(clock) AS max_clock "
             f"FROM ({minutes}) GROUP BY ALL", [BUSY_UTIL, *mparams])
@@ -232,6 +259,10 @@ def worst_devices(con: duckdb.DuckDBPyConnection, w: Window) -> pl.DataFrame:
     end = effective_end(con, w)
     which, metrics = primary([CLOCK, TEMP])
     per_device = frame(con, f"""
+        SELECT pool, node, device, sum(clock_sum) / sum(clock_count) AS clock, max(temp_max) AS temp_max,
+            max(seen_ts) AS last_ts
+        FROM device_hours WHERE bucket >= ? AND bucket < ? AND device <> ''{pools} GROUP BY pool, node, device""",
+        [w.start_ms, w.end_ms, *params]) if whole_hours(w) else frame(con, f"""
         SELECT pool, node, device,
             sum(sum) FILTER (WHERE metric = ? AND {which}) / sum(count) FILTER (WHERE metric = ? AND {which}) AS clock,
             max(max) FILTER (WHERE metric = ? AND {which}) AS temp_max,

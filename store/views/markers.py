@@ -12,6 +12,8 @@ import duckdb
 import polars as pl
 
 from canonical.metrics import ERRORS_METRIC
+from canonical.timeunits import HOUR_MS
+from store.rollups import floor_to
 from store.views.window import Window, frame, pool_filter
 
 SEVERE = ("fatal", "critical")  # "critical" is what some vendors call fatal before the taxonomy maps it
@@ -36,17 +38,39 @@ def severe_events(con: duckdb.DuckDBPyConnection, w: Window, step_ms: int, node:
     pools, params = pool_filter(w)
     place, place_params = _place(node, device)
     severities = ", ".join("?" * len(SEVERE))
+    severe = f"json_extract_string(attributes, '$.severity') IN ({severities})"
+    # raw samples only of the hours whose hourly rollup holds a severe event: a fleet's day of samples is
+    # hundreds of millions of rows, its severe hours a handful
+    hours = con.execute(f"""
+        SELECT DISTINCT bucket FROM rollup_1h
+        WHERE metric = ? AND bucket >= ? AND bucket < ? AND max > 0 AND {severe}{pools}{place} ORDER BY bucket""",
+                        [ERRORS_METRIC, floor_to(w.start_ms, HOUR_MS), w.end_ms, *SEVERE, *params,
+                         *place_params]).fetchall()
+    spans = _spans([int(h) for (h,) in hours], w)
+    if not spans:
+        return pl.DataFrame(schema=EVENT_SCHEMA)
+    within = " OR ".join("(ts >= ? AND ts < ?)" for _ in spans)
     return frame(con, f"""
         SELECT ts - ts % {int(step_ms)} AS t, pool, node, json_extract_string(attributes, '$.severity') AS severity,
             sum(value) AS events,
             string_agg(DISTINCT coalesce(json_extract_string(attributes, '$.code'), ''), ', '
                        ORDER BY coalesce(json_extract_string(attributes, '$.code'), '')) AS codes
         FROM samples
-        WHERE metric = ? AND ts >= ? AND ts < ? AND json_extract_string(attributes, '$.severity') IN ({severities})
-            AND value > 0{pools}{place}
+        WHERE metric = ? AND ({within}) AND {severe} AND value > 0{pools}{place}
         GROUP BY ALL ORDER BY t, pool, node""",
-                 [ERRORS_METRIC, w.start_ms, w.end_ms, *SEVERE, *params, *place_params]).select(
+                 [ERRORS_METRIC, *(b for span in spans for b in span), *SEVERE, *params, *place_params]).select(
         [pl.col(c).cast(t) for c, t in EVENT_SCHEMA.items()])
+
+
+def _spans(hours: list[int], w: Window) -> list[tuple[int, int]]:
+    """Sorted hour starts as runs of consecutive hours, each [start, end) clipped to the window."""
+    spans: list[tuple[int, int]] = []
+    for h in hours:
+        if spans and spans[-1][1] == h:
+            spans[-1] = (spans[-1][0], h + HOUR_MS)
+        else:
+            spans.append((h, h + HOUR_MS))
+    return [(max(a, w.start_ms), min(b, w.end_ms)) for a, b in spans]
 
 
 def version_changes(con: duckdb.DuckDBPyConnection, w: Window, node: str | None = None,

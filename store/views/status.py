@@ -16,7 +16,16 @@ import duckdb
 import polars as pl
 
 from store.views.health import ERRORS, HEALTH, MEM_TOTAL, MEM_USED, TEMP, device_throttling
-from store.views.window import STALE_MS, Window, effective_end, frame, pool_filter, rollup_source, table_for
+from store.views.window import (
+    STALE_MS,
+    Window,
+    effective_end,
+    frame,
+    pool_filter,
+    rollup_source,
+    table_for,
+    whole_hours,
+)
 
 RECURRING = ("prometheus", "scrape")  # ingest kinds that run on a schedule, so their silence means lag
 
@@ -33,7 +42,7 @@ def device_facts(con: duckdb.DuckDBPyConnection, w: Window) -> pl.DataFrame:
     table, _ = table_for(w)
     pools, params = pool_filter(w)
     fatal = "metric = ? AND json_extract_string(attributes, '$.severity') = 'fatal' AND sum > 0"
-    state = frame(con, f"""
+    state = _facts_from_hours(con, w) if whole_hours(w) else frame(con, f"""
         WITH r AS (
             SELECT pool, node, device, metric, attributes, device_wide, sum, max, last, last_ts
             FROM {rollup_source(table)}
@@ -56,6 +65,30 @@ def device_facts(con: duckdb.DuckDBPyConnection, w: Window) -> pl.DataFrame:
     out = state.join(throttling, on=["pool", "node", "device"], how="left").with_columns(
         (end - pl.col("last_ts")).alias("silent_ms"), (pl.col("last_ts") < end - STALE_MS).alias("stopped"))
     return out.select([pl.col(c).cast(t) for c, t in FACTS_SCHEMA.items()]).sort("pool", "node", "device")
+
+
+def _facts_from_hours(con: duckdb.DuckDBPyConnection, w: Window) -> pl.DataFrame:
+    """device_facts' state columns of a window of whole hours: device_hours, and the fatal events of rollup_1h."""
+    pools, params = pool_filter(w)
+    return frame(con, f"""
+        WITH d AS (
+            SELECT pool, node, device, max(temp_max) AS temp_max, arg_max(health_last, health_ts) AS last_health,
+                arg_max(used_last, used_ts) / nullif(arg_max(total_last, total_ts), 0) AS hbm_used,
+                max(last_ts) AS last_ts
+            FROM device_hours WHERE bucket >= ? AND bucket < ?{pools} GROUP BY pool, node, device
+        ), f AS (
+            SELECT pool, node, device, sum(sum) AS fatal_errors,
+                string_agg(DISTINCT json_extract_string(attributes, '$.code'), ', ') AS fatal_codes
+            FROM rollup_1h
+            WHERE bucket >= ? AND bucket < ? AND metric = ? AND sum > 0
+                AND json_extract_string(attributes, '$.severity') = 'fatal'{pools}
+            GROUP BY pool, node, device
+        )
+        SELECT pool, node, device, temp_max, last_health, coalesce(fatal_errors, 0) AS fatal_errors,
+            coalesce(fatal_codes, '') AS fatal_codes, hbm_used, last_ts
+        FROM d LEFT JOIN f USING (pool, node, device)
+        WHERE device <> '' OR coalesce(fatal_errors, 0) > 0""",
+        [w.start_ms, w.end_ms, *params, w.start_ms, w.end_ms, ERRORS, *params])
 
 
 LAG_SCHEMA = {"kind": pl.String, "source": pl.String, "newest_sample_ms": pl.Int64, "last_status": pl.String}

@@ -46,6 +46,11 @@ def table_for(w: Window, step_ms: int | None = None) -> tuple[str, int]:
     return "samples", 0
 
 
+def whole_hours(w: Window) -> bool:
+    """True when the window starts and ends on the hour, so the hourly rollups answer it exactly."""
+    return w.start_ms % HOUR_MS == 0 and w.end_ms % HOUR_MS == 0
+
+
 def rollup_source(table: str) -> str:
     """A FROM clause with rollup columns, raw samples seen as one-sample buckets when table is 'samples'."""
     if table == "samples":
