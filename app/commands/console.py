@@ -12,6 +12,8 @@ from app.commands._base import Context, add_command
 from app.errors import UsageError
 
 CONSOLE_MAIN = Path(__file__).resolve().parent.parent / "console" / "main.py"
+# streamlit's own command line, started after the console's layers are imported (app/console/launch.py)
+CONSOLE_LAUNCH = CONSOLE_MAIN.with_name("launch.py")
 
 
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
@@ -27,7 +29,7 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
 
 def streamlit_command(port: int, address: str, secrets: Path | None = None) -> list[str]:
     """The streamlit invocation, with telemetry and browser launch off (and a secrets file when given)."""
-    return [sys.executable, "-m", "streamlit", "run", str(CONSOLE_MAIN),
+    return [sys.executable, str(CONSOLE_LAUNCH), "run", str(CONSOLE_MAIN),
             "--server.headless", "true", "--server.port", str(port), "--server.address", address,
             "--browser.gatherUsageStats", "false", "--client.toolbarMode", "minimal",
             *(["--secrets.files", str(secrets.resolve())] if secrets else [])]
