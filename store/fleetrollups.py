@@ -1,4 +1,4 @@
-"""The fleet views' rollups (device minutes and hours, node minutes and hours), derived from the rollups."""
+"""The fleet views' rollups (device minutes and hours, node and pool minutes and hours), derived from the rollups."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ USED, TOTAL, HEALTH, ERRORS = ("accelerator.memory.used", "accelerator.memory.to
                                "accelerator.errors")
 # the gauges Fleet health charts per pool; node_1m sums them over each node's devices
 NODE_METRICS = (UTIL, USED, TOTAL, POWER, TEMP, CLOCK)
-FLEET_TABLES = ("device_minutes", "device_hours", "node_1m", "node_1h")
+FLEET_TABLES = ("device_minutes", "device_hours", "node_1m", "node_1h", "pool_1m", "pool_1h")
 # device_hours columns read from a device-hour's device-wide rollup_1h rows: (column, aggregate, metric)
 HOUR_COLUMNS = (
     ("util_sum", "sum(sum)", UTIL), ("util_count", "sum(count)", UTIL),
@@ -49,6 +49,7 @@ def refresh_fleet_minutes(con: duckdb.DuckDBPyConnection, lo_m: int, hi_m: int, 
         WHERE bucket >= ? AND bucket < ?{only} AND device <> '' AND device_wide
             AND metric IN ({", ".join("?" * len(NODE_METRICS))})
         GROUP BY bucket, pool, node, metric""", [lo_m, hi_m, *extra, *NODE_METRICS])
+    _refresh_pools(con, "pool_1m", "node_1m", lo_m, hi_m, only, extra)
 
 
 def refresh_fleet_hours(con: duckdb.DuckDBPyConnection, lo_h: int, hi_h: int, only: str,
@@ -81,3 +82,22 @@ def refresh_fleet_hours(con: duckdb.DuckDBPyConnection, lo_h: int, hi_h: int, on
         INSERT INTO node_1h
         SELECT bucket - bucket % {HOUR_MS}, pool, node, metric, sum(count), sum(sum)
         FROM node_1m WHERE bucket >= ? AND bucket < ?{only} GROUP BY ALL""", [lo_h, hi_h, *extra])
+    _refresh_pools(con, "pool_1h", "node_1h", lo_h, hi_h, only, extra)
+
+
+def _refresh_pools(con: duckdb.DuckDBPyConnection, table: str, source: str, lo: int, hi: int, only: str,
+                   extra: list[object]) -> None:
+    """Rebuild `table`'s buckets [lo, hi) of the pools whose nodes the run wrote, summing `source` over nodes."""
+    # a pool's sum needs all its nodes, so the narrowing is by the pools of the run's nodes, read from the
+    # node rollup (which holds their rows and nothing else's the run could have changed)
+    pools = [p for (p,) in con.execute(f"SELECT DISTINCT pool FROM {source} WHERE bucket >= ? AND bucket < ?{only}",
+                                      [lo, hi, *extra]).fetchall()]
+    if only and not pools:
+        return
+    con.execute(f"DELETE FROM {table} WHERE bucket >= ? AND bucket < ?"
+                + ("" if not only else " AND list_contains(?, pool)"), [lo, hi, *([pools] if only else [])])
+    con.execute(f"""
+        INSERT INTO {table}
+        SELECT bucket, pool, metric, sum(count), sum(sum) FROM {source}
+        WHERE bucket >= ? AND bucket < ?{"" if not only else " AND list_contains(?, pool)"}
+        GROUP BY bucket, pool, metric""", [lo, hi, *([pools] if only else [])])

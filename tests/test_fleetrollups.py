@@ -19,9 +19,10 @@ POWER, TEMP = "accelerator.power", "accelerator.temperature"
 
 
 def rows(*samples: tuple[int, str, str, str, float, bool]) -> pl.DataFrame:
-    """(ms after T0, node, device, metric, value, device_wide) as canonical rows of pool p."""
+    """(ms after T0, node, device, metric, value, device_wide) as canonical rows; node n3 is pool q's, others p's."""
     return pl.DataFrame({
-        "ts": [T0 + s[0] for s in samples], "pool": "p", "node": [s[1] for s in samples],
+        "ts": [T0 + s[0] for s in samples], "pool": ["q" if s[1] == "n3" else "p" for s in samples],
+        "node": [s[1] for s in samples],
         "device": [s[2] for s in samples], "metric": [s[3] for s in samples],
         "value": [s[4] for s in samples], "attributes": "{}", "device_wide": [s[5] for s in samples]})
 
@@ -39,7 +40,9 @@ def table(con: duckdb.DuckDBPyConnection, name: str) -> list[tuple[object, ...]]
             "device_hours": "bucket, pool, node, device, minutes, busy, round(max_clock, 6), "
                             + ", ".join(f"round({c}, 6)" for c, _, _ in HOUR_COLUMNS) + ", last_ts, seen_ts",
             "node_1m": "bucket, pool, node, metric, count, round(sum, 6)",
-            "node_1h": "bucket, pool, node, metric, count, round(sum, 6)"}[name]
+            "node_1h": "bucket, pool, node, metric, count, round(sum, 6)",
+            "pool_1m": "bucket, pool, metric, count, round(sum, 6)",
+            "pool_1h": "bucket, pool, metric, count, round(sum, 6)"}[name]
     return con.execute(f"SELECT {cols} FROM {name} ORDER BY ALL").fetchall()
 
 
@@ -75,6 +78,9 @@ def test_the_fleet_rollups_hold_the_hand_computed_aggregates(con: duckdb.DuckDBP
     assert table(con, "node_1h") == [
         (T0, "p", "n1", CLOCK, 3, 4.8e9), (T0, "p", "n1", POWER, 3, 1500.0), (T0, "p", "n1", UTIL, 4, 2.3),
         (T0 + HOUR_MS, "p", "n2", TEMP, 1, 60.0)]
+    assert table(con, "pool_1h") == [
+        (T0, "p", CLOCK, 3, 4.8e9), (T0, "p", POWER, 3, 1500.0), (T0, "p", UTIL, 4, 2.3),
+        (T0 + HOUR_MS, "p", TEMP, 1, 60.0)]
 
 
 def fleet(n: int, seed: int) -> pl.DataFrame:
@@ -90,7 +96,8 @@ def fleet(n: int, seed: int) -> pl.DataFrame:
 
 def rebuilt(con: duckdb.DuckDBPyConnection) -> dict[str, list[tuple[object, ...]]]:
     """Each fleet table as the migration's statements build it from rollup_1m, in a rolled-back transaction."""
-    sql = resources.files("store.migrations").joinpath("0009_fleet_rollups.sql").read_text(encoding="utf-8")
+    sql = "".join(resources.files("store.migrations").joinpath(name).read_text(encoding="utf-8")
+                  for name in ("0009_fleet_rollups.sql", "0010_pool_rollups.sql"))
     fills = [s for s in sql.split(";") if s.strip() and "INSERT INTO" in s]
     con.execute("BEGIN TRANSACTION")
     try:
@@ -111,7 +118,7 @@ def test_ingests_node_by_node_and_overlapping_leave_what_a_rebuild_builds(con: d
     got = {name: table(con, name) for name in FLEET_TABLES}
     assert all(got.values()) and got == rebuilt(con)
     assert [r[:7] for r in got["device_hours"] if r[4]] == sorted(
-        (h, "p", n, d, len(us), sum(1 for u in us if u >= BUSY_UTIL), c)
+        (h, "q" if n == "n3" else "p", n, d, len(us), sum(1 for u in us if u >= BUSY_UTIL), c)
         for (h, n, d), (us, c) in _per_device_hour(got["device_minutes"]).items())
 
 

@@ -207,7 +207,7 @@ def pool_tiles(con: duckdb.DuckDBPyConnection, w: Window, pools: list[str],
         [pl.col(c).cast(t) for c, t in TILE_SCHEMA.items()])
 
 
-NODE_TABLE = {"rollup_1m": "node_1m", "rollup_1h": "node_1h"}
+POOL_TABLE = {"rollup_1m": "pool_1m", "rollup_1h": "pool_1h"}
 SERIES = {  # series name -> (numerator metric, denominator metric or None for a plain mean)
     "utilization": (UTIL, None),
     "HBM used": (MEM_USED, MEM_TOTAL),
@@ -215,7 +215,7 @@ SERIES = {  # series name -> (numerator metric, denominator metric or None for a
     "temperature (°C)": (TEMP, None),
     "clock (MHz)": (CLOCK, None),
 }
-assert {m for pair in SERIES.values() for m in pair if m} <= set(NODE_METRICS), "node_1m must hold every series"
+assert {m for pair in SERIES.values() for m in pair if m} <= set(NODE_METRICS), "pool_1m must hold every series"
 
 
 def metric_series(con: duckdb.DuckDBPyConnection, w: Window, step_ms: int) -> pl.DataFrame:
@@ -227,8 +227,8 @@ def metric_series(con: duckdb.DuckDBPyConnection, w: Window, step_ms: int) -> pl
     if table == "samples":
         which, metrics = primary(needed)
         source, where = rollup_source(table), f"device <> '' AND {which}"
-    else:  # the node rollups hold these sums over each node's device-wide series, an eighth of the rows or less
-        source, where = NODE_TABLE[table], f"metric IN ({in_list(needed)})"
+    else:  # the pool rollups hold these sums over each pool's device-wide series: a row per pool and bucket
+        source, where = POOL_TABLE[table], f"metric IN ({in_list(needed)})"
     raw = frame(con, f"""
         SELECT bucket - bucket % {int(step_ms)} AS t, pool, metric, sum(sum) AS s, sum(count) AS n
         FROM {source}
