@@ -113,13 +113,18 @@ def render_times(db: Path, page: str, window: str) -> tuple[float, float]:
     return first, cached
 
 
-def _console(db: Path, port: int) -> subprocess.Popen[bytes]:
-    """`hetpool console` on the database in its own process group, once its health endpoint answers."""
+def _console(db: Path, port: int, warm: bool = True) -> subprocess.Popen[bytes]:
+    """`hetpool console` on the database in its own process group, once its health endpoint answers.
+
+    warm=False is the baseline: `streamlit run` itself, so the first visitor's session imports the layers."""
+    from app.commands.console import streamlit_command
+
     home = db.parent / "console-home"  # streamlit writes its machine id under $HOME
     home.mkdir(exist_ok=True)
-    proc = subprocess.Popen([sys.executable, "-m", "app.cli", "--db", str(db), "console", "--port", str(port)],
-                            cwd=MAIN.parents[2], env={**os.environ, "HOME": str(home)}, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, start_new_session=True)
+    cmd = [sys.executable, "-m", "app.cli", "--db", str(db), "console", "--port", str(port)] if warm else \
+        [sys.executable, "-m", "streamlit", *streamlit_command(port, "127.0.0.1")[2:]]
+    proc = subprocess.Popen(cmd, cwd=MAIN.parents[2], env={**os.environ, "HOME": str(home), "HETPOOL_DB": str(db)},
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         try:
@@ -142,7 +147,8 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
 
 
 def browser_times(db: Path, runs: int) -> None:
-    """Fleet health's first render in Chromium on a freshly started console: tiles shown, everything drawn."""
+    """Fleet health's first render in Chromium on a freshly started console: tiles shown, everything drawn; the
+    baseline is the same console started as plain `streamlit run`, measured in the same run, runs interleaved."""
     from playwright.sync_api import sync_playwright
 
     with socket.socket() as s:
@@ -152,25 +158,35 @@ def browser_times(db: Path, runs: int) -> None:
         browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox", "--disable-gpu"])
         try:
             for window, path in BROWSER_URLS:
-                tiles, drawn = [], []
+                times: dict[bool, tuple[list[float], list[float]]] = {False: ([], []), True: ([], [])}
                 for _ in range(runs):
-                    proc = _console(db, port)
-                    try:
-                        context = browser.new_context(viewport={"width": 1280, "height": 2400})
-                        page = context.new_page()
-                        start = time.perf_counter()
-                        page.goto(f"http://127.0.0.1:{port}/{path}")
-                        page.get_by_text("Devices reporting").first.wait_for(timeout=120_000)
-                        tiles.append(time.perf_counter() - start)
-                        page.wait_for_function(DRAWN, timeout=120_000, polling=20)
-                        drawn.append(time.perf_counter() - start)
-                        context.close()
-                    finally:
-                        _stop(proc)
-                report(f"browser, {window}: tiles shown (best of {runs})", min(tiles) * 1000, "ms")
-                report(f"browser, {window}: all drawn (best of {runs})", min(drawn) * 1000, "ms")
+                    for warm in (False, True):
+                        proc = _console(db, port, warm)
+                        try:
+                            context = browser.new_context(viewport={"width": 1280, "height": 2400})
+                            page = context.new_page()
+                            start = time.perf_counter()
+                            page.goto(f"http://127.0.0.1:{port}/{path}")
+                            page.get_by_text("Devices reporting").first.wait_for(timeout=120_000)
+                            times[warm][0].append(time.perf_counter() - start)
+                            page.wait_for_function(DRAWN, timeout=120_000, polling=20)
+                            times[warm][1].append(time.perf_counter() - start)
+                            context.close()
+                        finally:
+                            _stop(proc)
+                (cold_tiles, cold_drawn), (tiles, drawn) = times[False], times[True]
+                report(f"browser, {window}: tiles shown, plain streamlit run (best of {runs})",
+                       min(cold_tiles) * 1000, "ms")
+                report(f"browser, {window}: tiles shown (best of {runs})", min(tiles) * 1000, "ms",
+                       min(cold_tiles) * 1000, "plain")
+                report(f"browser, {window}: all drawn, plain streamlit run (best of {runs})",
+                       min(cold_drawn) * 1000, "ms")
+                report(f"browser, {window}: all drawn (best of {runs})", min(drawn) * 1000, "ms",
+                       min(cold_drawn) * 1000, "plain")
                 print(json.dumps({"window": window, "tiles_s": [round(x, 2) for x in tiles],
-                                  "drawn_s": [round(x, 2) for x in drawn]}), flush=True)
+                                  "drawn_s": [round(x, 2) for x in drawn],
+                                  "plain_tiles_s": [round(x, 2) for x in cold_tiles],
+                                  "plain_drawn_s": [round(x, 2) for x in cold_drawn]}), flush=True)
         finally:
             browser.close()
 
