@@ -18,6 +18,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
+from app.commands.console import CONSOLE_LAUNCH
 from collectors.prometheus import PullOptions, pull
 from collectors.promhttp import PromClient
 from pool_registry import load_registry
@@ -102,7 +103,8 @@ def test_serve_runs_collectors_console_and_health_and_sigterm_stops_them(fleet_d
     try:
         wait_for(lambda: (h := health(url)) is not None and h[0] == 200, 60, "a healthy report")
         wait_for(lambda: _ok(console_port), 60, "the console")
-        streamlit = [c for c in children(proc.pid) if "streamlit" in Path(f"/proc/{c}/cmdline").read_text()]
+        streamlit = [c for c in children(proc.pid)  # Streamlit, started through the console's launcher
+                     if str(CONSOLE_LAUNCH) in Path(f"/proc/{c}/cmdline").read_text()]
         assert len(streamlit) == 1
     finally:
         proc.send_signal(signal.SIGTERM)
