@@ -10,7 +10,7 @@ import sys
 from app.commands import add_commands
 from app.commands._base import Context, OneLineParser, common_options
 from app.commands._child import terminate_on_sigterm
-from app.errors import user_errors
+from app.exceptions import user_errors
 
 
 def build_parser(*, lazy: bool = False) -> argparse.ArgumentParser:

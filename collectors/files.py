@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import NoReturn
 
-from collectors.errors import CollectorError
+from collectors.exceptions import CollectorError
 
 # Larger chunks mean fewer batches, each with a fixed cost in every stage, but more memory held per batch:
 # 48 MiB measured fastest within the 1 GiB peak RSS target.

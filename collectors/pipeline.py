@@ -19,7 +19,7 @@ import duckdb
 import polars as pl
 
 from canonical.timeunits import DAY_MS
-from collectors.errors import CollectorError
+from collectors.exceptions import CollectorError
 from collectors.scrape import check_url, scrape, url_host
 from collectors.sources import Chunks, ExpositionSource, OutOfOrder, Source
 from normalizers import (

@@ -23,7 +23,7 @@ from canonical.feednames import ERROR_STATE, ERRORS_SAMPLE, VERSION_SAMPLE, cano
 from canonical.prometheus import SAMPLE_SUFFIXES
 from canonical.schemas import REJECT_SCHEMA
 from canonical.timeunits import HOUR_MS
-from collectors.errors import CollectorError
+from collectors.exceptions import CollectorError
 from collectors.pipeline import IngestOptions, IngestReport, clock_options, ingest, make_context
 from collectors.promhttp import ChunkFailed, PromClient, PromUnavailable
 from collectors.promjson import RangeVector

@@ -12,7 +12,7 @@ import requests
 from prometheus_api_client import PrometheusConnect
 from urllib3.util.retry import Retry
 
-from collectors.errors import CollectorError
+from collectors.exceptions import CollectorError
 from collectors.promjson import RangeVector, ResponseError, parse_matrix
 
 ENV_TOKEN = "HETPOOL_PROM_TOKEN"

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import BinaryIO, cast
 from urllib.parse import urlparse
 
-from collectors.errors import CollectorError
+from collectors.exceptions import CollectorError
 
 # Plain text exposition first: hetpool does not read the protobuf format.
 ACCEPT = "text/plain;version=0.0.4;q=0.9,application/openmetrics-text;version=1.0.0;q=0.8,*/*;q=0.1"

@@ -16,7 +16,7 @@ from typing import Protocol
 
 import polars as pl
 
-from collectors.errors import CollectorError
+from collectors.exceptions import CollectorError
 from normalizers import ExpositionParser, RawBatch
 from normalizers.typecheck import TypeChecker
 

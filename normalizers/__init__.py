@@ -4,7 +4,7 @@ Pure: bytes, text or frames in, Polars frames out. No network, no database, no f
 """
 
 from canonical.metrics import ERROR_CLASSES, METRICS, SEVERITIES, Canonical, ErrorClass
-from normalizers.errors import NormalizerError, ProfileError, UnknownProfileError
+from normalizers.exceptions import NormalizerError, ProfileError, UnknownProfileError
 from normalizers.exposition import ExpositionParser, RawBatch
 from normalizers.normalize import Normalized, Normalizer, Options, StateLookup
 from normalizers.profile import Profile

@@ -10,7 +10,7 @@ from yaml.nodes import MappingNode, Node, SequenceNode
 
 from canonical.metrics import METRICS, RESERVED_ATTRIBUTES
 from canonical.prometheus import SAMPLE_SUFFIXES
-from normalizers.errors import ProfileError
+from normalizers.exceptions import ProfileError
 from normalizers.profile import (
     DEVICE,
     PREFIX_MARK,

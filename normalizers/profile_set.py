@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
-from normalizers.errors import ProfileError, UnknownProfileError
+from normalizers.exceptions import ProfileError, UnknownProfileError
 from normalizers.profile import Profile
 from normalizers.profile_loader import load_profile, load_profile_text
 from pool_registry import ConfigError, Problem

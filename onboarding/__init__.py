@@ -1,6 +1,6 @@
 """Chip onboarding tracker: stages and checklist judged from evidence files, telemetry and replays."""
 
-from onboarding.errors import EvidenceError, OnboardingError
+from onboarding.exceptions import EvidenceError, OnboardingError
 from onboarding.facts import Facts, read_facts
 from onboarding.tracker import Item, Stage, Track, onboarding_pools, track
 

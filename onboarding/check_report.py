@@ -14,7 +14,7 @@ from typing import Any
 
 import polars as pl
 
-from onboarding.errors import EvidenceError
+from onboarding.exceptions import EvidenceError
 from onboarding.gates import FAIL, PASS, Outcome
 
 FORMATS = ("openmetrics", "prometheus")

@@ -18,11 +18,11 @@ from collections.abc import Callable, Iterator
 import polars as pl
 
 from onboarding.check_report import parse_families
-from onboarding.errors import EvidenceError
+from onboarding.exceptions import EvidenceError
 from onboarding.plan_report import looks_like_plan, parse_plan_report
 from pool_registry.csvtext import csv_records
 from replay.benchtable import parse_bench_table
-from replay.errors import BenchTableError
+from replay.exceptions import BenchTableError
 
 # A value may be nan or inf in a run's metrics (that is what the precision gate looks for), never elsewhere.
 _NON_FINITE = {"nan", "+nan", "-nan", "inf", "+inf", "-inf", "infinity", "+infinity", "-infinity"}

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import duckdb
 
-from onboarding.errors import OnboardingError
 from onboarding.evidence import LOADERS, parse_evidence
+from onboarding.exceptions import OnboardingError
 from pool_registry import Registry
 from pool_registry.onboarding import FILE, ITEM_IDS, item_spec
 from store.evidence import add_evidence

@@ -8,7 +8,7 @@ import numpy as np
 import polars as pl
 
 from replay.bench import closed_loop, default_requests
-from replay.errors import ReplayError
+from replay.exceptions import ReplayError
 from replay.fleet import PoolSpec
 
 PASS, FAIL, PENDING = "pass", "fail", "pending"

@@ -8,8 +8,8 @@ import datetime as dt
 from canonical.metrics import CORE_METRICS
 from onboarding import gates
 from onboarding.check_report import judge_report, parse_check_report
-from onboarding.errors import EvidenceError
 from onboarding.evidence import parse_evidence
+from onboarding.exceptions import EvidenceError
 from onboarding.facts import Facts
 from onboarding.gates import FAIL, PASS, PENDING, Outcome
 from onboarding.plan_report import judge_plan

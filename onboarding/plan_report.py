@@ -14,7 +14,7 @@ import json
 
 import polars as pl
 
-from onboarding.errors import EvidenceError
+from onboarding.exceptions import EvidenceError
 from onboarding.gates import FAIL, PASS, Outcome
 from pool_registry import Pool, Registry
 

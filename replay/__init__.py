@@ -14,7 +14,7 @@ from replay.calibrate import PoolFit, calibrate, calibrated_candidate
 from replay.candidate import candidate_to_dict, load_candidate, load_candidate_text
 from replay.config import Candidate, PoolOverride, SlaTier
 from replay.engine import ReplayResult, replay_summary, run_replay
-from replay.errors import (
+from replay.exceptions import (
     BenchTableError,
     CandidateError,
     GateError,

@@ -39,7 +39,7 @@ import numpy as np
 
 from replay.book import Book
 from replay.costmodel import StepModel
-from replay.errors import ReplayError
+from replay.exceptions import ReplayError
 from replay.fleet import PoolSpec
 from replay.replica import Replica
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import polars as pl
 
 from pool_registry.csvtext import csv_records
-from replay.errors import BenchTableError
+from replay.exceptions import BenchTableError
 
 REQUIRED = ("pool", "isl", "osl", "concurrency", "ttft_ms", "tpot_ms")
 OPTIONAL = ("output_tok_s", "arrivals")

@@ -36,7 +36,7 @@ from replay.bench import closed_loop
 from replay.config import Candidate
 from replay.costmodel import StepModel
 from replay.engine import prepare_traffic
-from replay.errors import ReplayError
+from replay.exceptions import ReplayError
 from replay.fitting import Coefficient, apply, fit, prior
 from replay.fleet import PoolSpec, pools_by_id
 from replay.plan import build_plan

@@ -53,7 +53,7 @@ from replay.config import (
     PredictorSpec,
     SlaTier,
 )
-from replay.errors import CandidateError, UnknownNameError
+from replay.exceptions import CandidateError, UnknownNameError
 from replay.policies import get_policy
 from replay.predictors import get_predictor
 

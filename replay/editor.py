@@ -16,7 +16,7 @@ import yaml
 from pool_registry import Interconnect, Registry
 from replay.candidate import load_candidate_text, predictor_to_data
 from replay.config import Candidate, PredictorSpec
-from replay.errors import CandidateError, ReplayError
+from replay.exceptions import CandidateError, ReplayError
 from replay.fleet import pools_by_id, resolve_pools
 
 POOL_FIELDS = ("replicas", "max_concurrency", "pp", "max_num_batched_tokens", "gpu_memory_utilization",

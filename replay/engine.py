@@ -16,7 +16,7 @@ import polars as pl
 
 from pool_registry import Registry
 from replay.config import Candidate
-from replay.errors import ReplayError
+from replay.exceptions import ReplayError
 from replay.faults import PoolFaultModel, resolve
 from replay.fleet import resolve_pools
 from replay.plan import build_plan

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pool_registry import KV_CACHE_DTYPES, Chip, Interconnect, Model, Registry
 from pool_registry.model import GB
 from replay.config import Candidate
-from replay.errors import ReplayError
+from replay.exceptions import ReplayError
 
 
 @dataclass(frozen=True)

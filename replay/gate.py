@@ -18,7 +18,7 @@ from pathlib import Path
 
 from pool_registry import Reader
 from pool_registry.yamlread import read_text
-from replay.errors import GateError
+from replay.exceptions import GateError
 from replay.summary import Summary
 
 FIELDS = ("max_cost_increase_pct", "max_ttft_p99_increase_pct", "max_sla_violation_increase_pts")

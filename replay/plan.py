@@ -20,7 +20,7 @@ import polars as pl
 
 from replay import constraints, costmodel, predictors
 from replay.config import Candidate
-from replay.errors import ReplayError
+from replay.exceptions import ReplayError
 from replay.fleet import PoolSpec
 from replay.predictors import Forecast
 

@@ -34,7 +34,7 @@ from pool_registry.yamlread import read_text
 from replay.candidate import override_value
 from replay.config import OVERFLOW_MODES, OVERRIDE_FIELDS, Candidate, PoolOverride
 from replay.engine import replay_summary
-from replay.errors import GridError, UnknownNameError
+from replay.exceptions import GridError, UnknownNameError
 from replay.policies import get_policy
 
 

@@ -20,7 +20,7 @@ import replay
 from pool_registry import Registry
 from replay.config import Candidate
 from replay.engine import replay_summary
-from replay.errors import ReplayError
+from replay.exceptions import ReplayError
 
 RAY_MISSING = "the ray executor needs Ray, which is not installed; install it with: pip install 'hetpool[ray]'"
 

@@ -26,7 +26,7 @@ from pool_registry import Registry
 from replay.candidate import candidate_to_dict
 from replay.config import Candidate, PredictorSpec
 from replay.engine import ReplayResult, run_replay
-from replay.errors import ReplayError
+from replay.exceptions import ReplayError
 from replay.fleet import PoolSpec, resolve_pools
 from replay.gate import Gate, Verdict, evaluate
 from replay.predictors import ORACLE_NOTE

@@ -1,7 +1,7 @@
 """DuckDB store: the only layer that holds SQL and opens connections."""
 
 from store.db import DEFAULT_DB, ENV_DB, Access, Held, Store, connect, resolve_db_path, schema_version, transaction
-from store.errors import MigrationError, StoreBusy, StoreError
+from store.exceptions import MigrationError, StoreBusy, StoreError
 from store.ingest import IngestCounts, IngestRun, StaleStage, commit_run
 from store.snapshots import Snapshot, latest_registry, require_registry, save_registry
 

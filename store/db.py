@@ -12,7 +12,7 @@ from typing import Protocol
 
 import duckdb
 
-from store.errors import MigrationError, StoreBusy, StoreError
+from store.exceptions import MigrationError, StoreBusy, StoreError
 from store.locks import Gate, WaitHook, process_name
 from store.migrate import available, migrate
 

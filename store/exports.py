@@ -18,7 +18,7 @@ import polars as pl
 from canonical.metrics import METRICS
 from canonical.timeunits import DAY_MS
 from store.db import fetch_one
-from store.errors import StoreError
+from store.exceptions import StoreError
 from store.rollups import raw_horizon
 from store.snapshots import latest_registry
 

@@ -20,7 +20,7 @@ from canonical.redact import redact
 from canonical.schemas import DEVICE_WIDE, KEY, RECORD_MAX_CHARS, SAMPLE_COLUMNS, SAMPLE_SCHEMA, VERSION_SCHEMA
 from store.db import Access, fetch_one, transaction
 from store.error_state import record_error_state
-from store.errors import StoreError
+from store.exceptions import StoreError
 from store.rollups import raw_horizon, refresh_rollups
 
 _KEY_SQL = ", ".join(KEY)

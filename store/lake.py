@@ -30,7 +30,7 @@ import duckdb
 from canonical.metrics import CATALOG_VERSION, METRICS
 from canonical.timeunits import DAY_MS
 from store.db import Access
-from store.errors import StoreError
+from store.exceptions import StoreError
 from store.exports import RESOLUTIONS, SOURCES, ExportFilter, check_names
 from store.lakefiles import (
     SCHEMA_FILE,

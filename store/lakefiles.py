@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from store.errors import StoreError
+from store.exceptions import StoreError
 
 SCHEMA_FILE = "_schema.json"
 MANIFEST_FILE = "_manifest.json"

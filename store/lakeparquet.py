@@ -21,7 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from store.errors import StoreError
+from store.exceptions import StoreError
 from store.lakefiles import SCHEMA_VERSION, Replace, temp_name
 
 TS_TYPE = pa.timestamp("ms", tz="UTC")

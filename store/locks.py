@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from store.errors import StoreBusy, StoreError
+from store.exceptions import StoreBusy, StoreError
 
 ENV_TIMEOUT = "HETPOOL_LOCK_TIMEOUT"
 DEFAULT_TIMEOUT_S = 60.0

@@ -9,7 +9,7 @@ from importlib import resources
 
 import duckdb
 
-from store.errors import MigrationError
+from store.exceptions import MigrationError
 
 _NAME = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import duckdb
 
 from store.db import Store, connect, fetch_one
-from store.errors import StoreError
+from store.exceptions import StoreError
 
 _BUILDING = ".building-"
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import duckdb
 import polars as pl
 
-from store.errors import StoreError
+from store.exceptions import StoreError
 from store.ingest import IngestRun
 
 REQUEST_COLUMNS: dict[str, pl.DataType] = {

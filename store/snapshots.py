@@ -10,7 +10,7 @@ import duckdb
 
 from pool_registry import Registry, registry_from_json, registry_to_json
 from store.db import fetch_one
-from store.errors import StoreError
+from store.exceptions import StoreError
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ from pool_registry import Registry
 from replay import Candidate, closed_loop, run_replay
 from replay.bench import random_lengths, service_seconds
 from replay.costmodel import StepModel
-from replay.errors import ReplayError
+from replay.exceptions import ReplayError
 from replay.fleet import PoolSpec, resolve_pools
 from replay.replica import Replica
 from tests.replay_fleets import fleet, pool

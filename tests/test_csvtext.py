@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from onboarding.errors import EvidenceError
 from onboarding.evidence import parse_evidence
+from onboarding.exceptions import EvidenceError
 from pool_registry.csvtext import csv_records
 from replay.benchtable import parse_bench_table, read_bench_table
-from replay.errors import BenchTableError
+from replay.exceptions import BenchTableError
 
 LIMIT = "not valid CSV: field larger than field limit (131072)"  # the csv module's default field_size_limit
 BENCH_HEADER = "pool,isl,osl,concurrency,ttft_ms,tpot_ms\n"

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from app.demo.dialects import device_dialect, engine_dialect
-from app.demo.errors import DemoError
+from app.demo.exceptions import DemoError
 from app.demo.expo import family, labels_text, render
 from normalizers import ExpositionParser
 

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from pool_registry import Registry, load_registry
 from replay import load_candidate, load_candidate_text
 from replay.editor import DEFAULT_TIERS, CandidateForm, candidate_body, candidate_yaml, check_form, form_of
-from replay.errors import CandidateError
+from replay.exceptions import CandidateError
 from tests.conftest import FLEET, REPO
 
 REGISTRY = load_registry(FLEET)

@@ -11,7 +11,7 @@ import polars as pl
 import pytest
 
 from store import Held, IngestRun, commit_run
-from store.errors import StoreError
+from store.exceptions import StoreError
 from store.exports import ExportFilter, export_samples
 
 DAY = 86_400_000

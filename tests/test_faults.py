@@ -16,7 +16,7 @@ import yaml
 from replay import Candidate, SlaTier, run_replay
 from replay.candidate import candidate_to_dict, load_candidate_text
 from replay.config import FaultSpec, PoolFaults, PredictorSpec
-from replay.errors import CandidateError
+from replay.exceptions import CandidateError
 from replay.faults import PoolFaultModel, from_telemetry, next_failure, resolve
 from replay.gate import Gate, evaluate
 from tests.replay_fleets import chip, flat_model, pool

@@ -14,7 +14,7 @@ import duckdb
 import pytest
 
 from app.cli import main
-from collectors.errors import CollectorError
+from collectors.exceptions import CollectorError
 from collectors.files import read_chunks
 from collectors.pipeline import IngestOptions, ingest, make_context
 from collectors.sources import ExpositionSource

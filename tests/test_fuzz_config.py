@@ -14,12 +14,12 @@ from hypothesis import given
 
 from access.roles import RolesError, load_roles_text
 from app.serve.config import ServeConfigError, load_serve_text
-from normalizers.errors import ProfileError
+from normalizers.exceptions import ProfileError
 from normalizers.profile_loader import load_profile_text
 from pool_registry import Registry, RegistryError, load_registry, load_registry_text
 from pool_registry.yamlread import ConfigError
 from replay.candidate import load_candidate_text
-from replay.errors import CandidateError
+from replay.exceptions import CandidateError
 from status.rules import RulesError, load_rules_text
 from tests.conftest import FLEET, REPO
 from tests.fuzzing import cases, mutated, repo_files, text_of

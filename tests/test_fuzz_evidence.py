@@ -12,8 +12,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from onboarding.errors import EvidenceError
 from onboarding.evidence import parse_evidence
+from onboarding.exceptions import EvidenceError
 from tests.conftest import REPO
 from tests.fuzzing import cases, mutated, text_of
 

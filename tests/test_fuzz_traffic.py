@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from replay.errors import ReplayError
+from replay.exceptions import ReplayError
 from replay.traffic import parse_traffic
 from tests.fuzzing import cases, corpus_files, mutated, repo_files
 

@@ -26,7 +26,7 @@ import pytest
 from app.serve.config import ExportPlan
 from app.serve.lake import LakeExport
 from store import Held, IngestRun, Store, commit_run, connect
-from store.errors import StoreError
+from store.exceptions import StoreError
 from store.exports import ExportFilter
 from store.lake import fingerprints, partition_key, write_lake
 from store.lakefiles import Manifest, write_manifest

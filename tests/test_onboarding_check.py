@@ -14,7 +14,7 @@ from streamlit.testing.v1 import AppTest
 from app.commands.check import check
 from app.console import onboarding_data
 from onboarding.check_report import judge_report, parse_check_report
-from onboarding.errors import EvidenceError
+from onboarding.exceptions import EvidenceError
 from onboarding.gates import FAIL, PASS, PENDING
 from pool_registry import load_registry
 from store import ENV_DB

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from onboarding.errors import OnboardingError
+from onboarding.exceptions import OnboardingError
 from onboarding.files import read_file, registry_files
 from pool_registry import load_registry
 from tests.cli import run

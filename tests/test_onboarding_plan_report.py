@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from onboarding.errors import EvidenceError
 from onboarding.evidence import parse_evidence
+from onboarding.exceptions import EvidenceError
 from onboarding.gates import FAIL, PASS
 from onboarding.plan_report import judge_plan, parse_plan_report
 from pool_registry import Registry

@@ -11,7 +11,7 @@ import duckdb
 import polars as pl
 import pytest
 
-from collectors.errors import CollectorError
+from collectors.exceptions import CollectorError
 from collectors.files import read_chunks
 from collectors.pipeline import IngestOptions, IngestReport, clock_options, ingest_exposition
 from store import Held, connect

@@ -10,7 +10,7 @@ import pytest
 
 from pool_registry import load_registry
 from replay import POLICIES, Candidate, SlaTier, UnknownNameError, get_policy, load_candidate, run_replay
-from replay.errors import ReplayError
+from replay.exceptions import ReplayError
 from tests.conftest import FLEET, REPO
 from tests.replay_fleets import chip, fleet, model, pool
 

@@ -9,7 +9,7 @@ import duckdb
 import polars as pl
 import pytest
 
-from collectors.errors import CollectorError
+from collectors.exceptions import CollectorError
 from collectors.pipeline import IngestOptions, ingest_scrapes
 from collectors.scrape import scrape
 from store import Held

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from replay.errors import TrafficError, UnknownNameError
+from replay.exceptions import TrafficError, UnknownNameError
 from replay.traffic import FORMATS, ParseOptions, epoch_ms, get_format, parse_traffic, read_traffic
 from replay.traffic.mooncake import cached_prefix_tokens
 

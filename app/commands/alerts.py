@@ -8,7 +8,7 @@ import datetime as dt
 import time
 
 from app.commands._base import Context, add_command
-from app.errors import UsageError
+from app.exceptions import UsageError
 from canonical.timeunits import parse_duration_ms
 
 

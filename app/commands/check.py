@@ -42,7 +42,7 @@ def fetch(url: str, session: requests.Session | None = None, timeout: float = 10
     """GET an exporter's /metrics as hetpool's scrape asks for it; the body and its content type."""
     import requests
 
-    from collectors.errors import CollectorError
+    from collectors.exceptions import CollectorError
     from collectors.scrape import ACCEPT, check_url
 
     http = session or requests.Session()
@@ -66,7 +66,7 @@ def fetch(url: str, session: requests.Session | None = None, timeout: float = 10
 
 def read(source: str, session: requests.Session | None = None) -> tuple[bytes, str]:
     """The bytes of a file or URL, and the content type a URL was served with."""
-    from collectors.errors import CollectorError
+    from collectors.exceptions import CollectorError
     from collectors.files import read_chunks
 
     if source.startswith(("http://", "https://")):

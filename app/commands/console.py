@@ -9,7 +9,7 @@ from pathlib import Path
 
 from app.commands import _child
 from app.commands._base import Context, add_command
-from app.errors import UsageError
+from app.exceptions import UsageError
 
 CONSOLE_MAIN = Path(__file__).resolve().parent.parent / "console" / "main.py"
 # streamlit's own command line, started after the console's layers are imported (app/console/launch.py)

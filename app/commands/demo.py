@@ -59,7 +59,7 @@ def run(ctx: Context) -> int:
     import yaml  # here, not at the top: `hetpool demo --help` loads no layer
 
     from app.demo.build import DemoSpec, build_demo, demo_fleet
-    from app.demo.errors import DemoError
+    from app.demo.exceptions import DemoError
     from app.demo.onboarding import localize_evidence
     from pool_registry import load_registry, registry_to_dict
     from store import Held, connect, schema_version

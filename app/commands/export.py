@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from app.commands._base import Context, add_command, timestamp_ms
 from app.commands._choices import EXPORT_FORMATS, EXPORT_RESOLUTIONS
-from app.errors import UsageError
+from app.exceptions import UsageError
 
 if TYPE_CHECKING:
     from store.exports import ExportFilter

@@ -8,7 +8,7 @@ import time
 
 from app.commands._base import Context, add_command, duration_ms
 from app.commands._choices import FEED_ENV_TOKEN, FEED_MAX_SERIES, FEED_REFRESH_S, FEED_WINDOW_MS
-from app.errors import UsageError
+from app.exceptions import UsageError
 
 # run imports the feed server and the store, so that `hetpool serve-feed --help` loads no layer.
 

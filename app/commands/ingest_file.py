@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from app.commands._base import Context, add_command, duration_ms, timestamp_ms
-from app.errors import UsageError
+from app.exceptions import UsageError
 
 if TYPE_CHECKING:
     from collectors.pipeline import IngestOptions, IngestReport

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from app.commands._base import Context, add_command, duration_ms, timestamp_ms
 from app.commands._choices import PROM_ENV_PASSWORD, PROM_ENV_TOKEN, PROM_ENV_USER
-from app.errors import UsageError
+from app.exceptions import UsageError
 from canonical.timeunits import HOUR_MS
 
 if TYPE_CHECKING:

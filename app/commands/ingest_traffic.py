@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from app.commands._base import Context, add_command
 from app.commands._choices import TRACE_FORMATS, TRACE_START
-from app.errors import UsageError
+from app.exceptions import UsageError
 
 if TYPE_CHECKING:
     from replay.traffic import ParseOptions

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from app.commands._base import Context, add_command
-from app.errors import UsageError
+from app.exceptions import UsageError
 
 if TYPE_CHECKING:
     from onboarding import Item, Stage, Track

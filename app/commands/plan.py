@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from app.commands._base import Context, add_command
 from app.commands._choices import PLAN_CONCURRENCY
-from app.errors import UsageError
+from app.exceptions import UsageError
 
 if TYPE_CHECKING:
     from pool_registry import Registry

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from app.commands._base import Context, add_command, add_group
 from app.commands._choices import SWEEP_EXECUTORS
 from app.commands.ingest_traffic import add_traffic_options, parse_options, parse_time
-from app.errors import UsageError
+from app.exceptions import UsageError
 
 if TYPE_CHECKING:
     import duckdb

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from app.commands import _child
 from app.commands._base import Context, add_command
 from app.commands.console import streamlit_command
-from app.errors import UsageError
+from app.exceptions import UsageError
 
 if TYPE_CHECKING:
     from app.serve.config import ServeConfig

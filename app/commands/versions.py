@@ -9,7 +9,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from app.commands._base import Context, add_command, duration_ms
-from app.errors import UsageError
+from app.exceptions import UsageError
 from canonical.timeunits import DAY_MS, HOUR_MS
 
 if TYPE_CHECKING:

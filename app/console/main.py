@@ -13,7 +13,7 @@ if str(_ROOT) not in sys.path:
 import streamlit as st  # noqa: E402
 
 from app.console import auth, cache, filters  # noqa: E402
-from app.errors import USER_ERRORS  # noqa: E402
+from app.exceptions import USER_ERRORS  # noqa: E402
 
 # Not "pages/": Streamlit would serve a folder of that name by itself, around the navigation.
 PAGES = Path(__file__).resolve().parent / "screens"

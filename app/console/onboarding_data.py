@@ -11,8 +11,8 @@ import polars as pl
 from app.console.data import query
 from onboarding import Track, onboarding_pools, read_facts
 from onboarding.check_report import parse_check_report
-from onboarding.errors import EvidenceError
 from onboarding.evidence import parse_evidence, parse_loss_curve
+from onboarding.exceptions import EvidenceError
 from onboarding.gates import benchmark, deviations, key_steps
 from onboarding.report import tracks
 from onboarding.stability import growth, sustained_start

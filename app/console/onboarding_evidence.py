@@ -7,7 +7,7 @@ import datetime as dt
 import streamlit as st
 
 from app.console import auth, data, writes
-from app.errors import USER_ERRORS
+from app.exceptions import USER_ERRORS
 from onboarding.evidence import LOADERS
 from onboarding.files import uploaded_files
 from pool_registry.onboarding import item_spec

@@ -20,7 +20,7 @@ import numpy as np
 import polars as pl
 
 from app.demo.dialects import EngineSlice, NodeSlice, device_dialect, engine_dialect
-from app.demo.errors import DemoError
+from app.demo.exceptions import DemoError
 from app.demo.onboarding import plant_onboarding
 from app.demo.story import (
     DAY_MS,

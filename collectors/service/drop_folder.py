@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from collectors.errors import CollectorError
+from collectors.exceptions import CollectorError
 from collectors.files import read_chunks
 from collectors.pipeline import IngestOptions, ingest_exposition
 from collectors.service.base import Outcome, StopCheck

@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 
 from canonical.redact import redact
 from canonical.timeunits import iso_utc
-from collectors.errors import CollectorError
+from collectors.exceptions import CollectorError
 from collectors.service.base import Collector, Outcome, Status
 from collectors.service.prometheus_pull import PullIncomplete
 from normalizers import NormalizerError

@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from normalizers.errors import NormalizerError
+from normalizers.exceptions import NormalizerError
 from normalizers.promrules import promql
 from normalizers.promrules.relabel import Join, Setter, Target, copy, when
 from pool_registry import Registry

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 from pool_registry import Model, Pool, Registry
 from replay.config import Candidate
-from replay.errors import ReplayError
+from replay.exceptions import ReplayError
 from replay.planner.layouts import Excluded, enumerate_layouts
 from replay.planner.memory import memory, memory_wall
 from replay.planner.rank import Plan, Targets, meets, misses, rank

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from replay.errors import UnknownNameError
+from replay.exceptions import UnknownNameError
 from replay.policies import cost_min, least_loaded, observed, pd_split, round_robin, sla_cost
 from replay.policies.base import Policy, Router, State
 

@@ -14,7 +14,7 @@ prefill pool serves is served whole, at arrival, on the cheapest pool that serve
 from __future__ import annotations
 
 from replay import costmodel
-from replay.errors import ReplayError
+from replay.exceptions import ReplayError
 from replay.plan import Plan
 from replay.policies.base import State
 from replay.replica import Replica

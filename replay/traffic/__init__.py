@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from replay.errors import TrafficError, UnknownNameError
+from replay.exceptions import TrafficError, UnknownNameError
 from replay.traffic import azure, burstgpt, csvfmt, jsonl, mooncake, parquet
 from replay.traffic.base import (
     DEFAULT_START,

@@ -11,7 +11,7 @@ import datetime as dt
 
 import polars as pl
 
-from replay.errors import TrafficError
+from replay.exceptions import TrafficError
 from replay.traffic.base import Parsed, ParseOptions, epoch_ms, finalize, int_check
 
 REQUIRED = ("in_tokens", "out_tokens")

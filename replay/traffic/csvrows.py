@@ -7,7 +7,7 @@ import io
 
 import polars as pl
 
-from replay.errors import TrafficError
+from replay.exceptions import TrafficError
 
 _BOOKKEEPING = ("seq", "line", "record", "reason")
 

@@ -6,7 +6,7 @@ import io
 
 import polars as pl
 
-from replay.errors import TrafficError
+from replay.exceptions import TrafficError
 from replay.traffic.base import Parsed, ParseOptions
 from replay.traffic.canonical import from_raw
 

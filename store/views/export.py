@@ -8,7 +8,7 @@ import duckdb
 import polars as pl
 
 from canonical.timeunits import HOUR_MS
-from store.errors import StoreError
+from store.exceptions import StoreError
 from store.exports import ExportFilter, export_count, export_frame
 from store.views.window import Window, frame, pool_filter
 

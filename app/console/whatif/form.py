@@ -17,7 +17,7 @@ from pool_registry import KV_CACHE_DTYPES, Registry
 from replay.candidate import load_candidate_text
 from replay.config import OVERFLOW_MODES, Candidate
 from replay.editor import INT_FIELDS, POOL_FIELDS, CandidateForm, form_of, registry_values
-from replay.errors import CandidateError, GateError
+from replay.exceptions import CandidateError, GateError
 from replay.gate import FIELDS as GATE_FIELDS
 from replay.gate import Gate, load_gate_text
 from replay.policies import POLICIES

@@ -15,7 +15,7 @@ from app.console.whatif.results import kpi_table, oracle_warning, predictor_line
 from pool_registry import Registry
 from replay.candidate import load_candidate_text
 from replay.editor import form_of
-from replay.errors import CandidateError
+from replay.exceptions import CandidateError
 from replay.summary import Summary, summary_from_dict
 
 

@@ -13,7 +13,7 @@ from app.console import cache, charts, data
 from app.console.whatif import charts as whatif_charts
 from app.console.whatif import form as whatif_form
 from app.console.whatif.traffic import Pick
-from app.errors import USER_ERRORS
+from app.exceptions import USER_ERRORS
 from pool_registry import Registry
 from replay.bench import closed_loop, default_requests
 from replay.benchtable import parse_bench_table
@@ -21,7 +21,7 @@ from replay.calibrate import PoolFit, calibrate
 from replay.config import OVERRIDE_FIELDS, Candidate, PoolOverride
 from replay.editor import check_form, form_of
 from replay.engine import run_replay
-from replay.errors import GridError
+from replay.exceptions import GridError
 from replay.fleet import pools_by_id
 from replay.policies import POLICIES
 from replay.sweep import expand, load_grid_text, run_sweep

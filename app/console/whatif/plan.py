@@ -9,7 +9,7 @@ import streamlit as st
 
 from app.console import charts
 from app.console.charts import CHART_HEIGHT, pool_scale
-from app.errors import USER_ERRORS
+from app.exceptions import USER_ERRORS
 from pool_registry import Registry
 from replay.planner import PlanReport, PlanSettings, Targets, memory_frame, plan_model, plans_frame
 

@@ -16,7 +16,7 @@ import streamlit as st
 from app.console import auth, cache, charts, data, writes
 from app.console.whatif import charts as whatif_charts
 from app.console.whatif.traffic import Pick
-from app.errors import USER_ERRORS
+from app.exceptions import USER_ERRORS
 from pool_registry import Registry
 from replay.config import Candidate
 from replay.gate import Gate, Verdict

@@ -12,7 +12,7 @@ import streamlit as st
 from app.console import data
 from app.console.filters import HOUR_MS, fmt_time
 from pool_registry import Registry
-from replay.errors import TrafficError
+from replay.exceptions import TrafficError
 from replay.traffic import FORMATS, Parsed, ParseOptions, parse_traffic
 from replay.whatif import Traffic, file_traffic, stored_traffic
 

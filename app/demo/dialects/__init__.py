@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from app.demo.dialects import amd, ascend, cambricon, dcgm, gaudi, sglang, vllm
 from app.demo.dialects.base import DeviceDialect, EngineDialect, EngineSlice, NodeSlice
-from app.demo.errors import DemoError
+from app.demo.exceptions import DemoError
 
 DEVICES: dict[str, DeviceDialect] = {d.profile: d for d in (
     dcgm.DIALECT, amd.DIALECT, ascend.DIALECT, gaudi.DIALECT, cambricon.DIALECT)}

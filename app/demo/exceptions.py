@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from app.errors import UsageError
+from app.exceptions import UsageError
 
 
 class DemoError(UsageError):

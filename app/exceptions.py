@@ -15,8 +15,8 @@ class UsageError(Exception):
 
 
 # module, class: each layer's exception for what the user can fix
-_LAYER_ERRORS = (("pool_registry", "ConfigError"), ("store", "StoreError"), ("collectors.errors", "CollectorError"),
-                 ("replay.errors", "ReplayError"), ("normalizers", "NormalizerError"),
+_LAYER_ERRORS = (("pool_registry", "ConfigError"), ("store", "StoreError"), ("collectors.exceptions", "CollectorError"),
+                 ("replay.exceptions", "ReplayError"), ("normalizers", "NormalizerError"),
                  ("onboarding", "OnboardingError"), ("access", "AccessDenied"))
 
 
@@ -27,6 +27,6 @@ def user_errors() -> tuple[type[BaseException], ...]:
 
 
 def __getattr__(name: str) -> tuple[type[BaseException], ...]:
-    if name == "USER_ERRORS":  # `from app.errors import USER_ERRORS` keeps working for the console
+    if name == "USER_ERRORS":  # `from app.exceptions import USER_ERRORS` keeps working for the console
         return user_errors()
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
