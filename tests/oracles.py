@@ -5,7 +5,7 @@ from __future__ import annotations
 import duckdb
 import polars as pl
 
-from store.views.window import histogram_quantile, le_value
+from store.views.counters import histogram_quantile, le_value
 
 
 def raw_increase(con: duckdb.DuckDBPyConnection, metric: str, start_ms: int, end_ms: int,

@@ -24,7 +24,8 @@ from store import Held, IngestRun, commit_run, connect, save_registry
 from store.rollups import HOUR_MS, MINUTE_MS
 from store.views import cost, drift, export, faults, health, reliability, status
 from store.views import node as one_node
-from store.views.window import Window, counter_increments, histogram_quantile, le_value, table_for
+from store.views.counters import counter_increments, histogram_quantile, le_value
+from store.views.window import Window, table_for
 
 T0 = 1_767_225_600_000  # 2026-01-01T00:00:00Z
 STEPS = 240             # 2 hours at 30 s

@@ -16,9 +16,10 @@ import polars as pl
 
 from canonical.timeunits import HOUR_MS
 from pool_registry import Registry
+from store.views.counters import counter_increments
 from store.views.health import UTIL, primary
 from store.views.reliability import hour_window
-from store.views.window import Window, counter_increments, data_span, frame, pool_filter
+from store.views.window import Window, data_span, frame, pool_filter
 
 PROMPT, GENERATED = "serving.tokens.prompt", "serving.tokens.generated"
 

@@ -27,12 +27,12 @@ from canonical.metrics import METRICS
 from canonical.timeunits import MINUTE_MS
 from store.fleetrollups import BUSY_UTIL, NODE_METRICS
 from store.rollups import floor_to
+from store.views.counters import histogram_quantiles
 from store.views.window import (
     STALE_MS,
     Window,
     effective_end,
     frame,
-    histogram_quantiles,
     in_list,
     pool_filter,
     rollup_source,

@@ -13,7 +13,8 @@ import pytest
 from collectors.files import read_chunks
 from collectors.pipeline import IngestOptions, ingest_exposition
 from store import Held
-from store.views.window import Window, counter_increments, histogram_quantile, histogram_quantiles
+from store.views.counters import counter_increments, histogram_quantile, histogram_quantiles
+from store.views.window import Window
 from tests.oracles import raw_increase, raw_quantile
 
 BOUNDS = [0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0]
