@@ -11,8 +11,8 @@ Library entry points for the CLI and the console:
 from replay.bench import BenchPoint, closed_loop, default_requests
 from replay.benchtable import parse_bench_table, read_bench_table
 from replay.calibrate import PoolFit, calibrate, calibrated_candidate
-from replay.candidate import candidate_to_dict, load_candidate, load_candidate_text
-from replay.config import Candidate, PoolOverride, SlaTier
+from replay.candidate import Candidate, PoolOverride, SlaTier
+from replay.candidate_loader import candidate_to_dict, load_candidate, load_candidate_text
 from replay.engine import ReplayResult, replay_summary, run_replay
 from replay.exceptions import (
     BenchTableError,

@@ -33,7 +33,7 @@ from scipy.optimize import minimize
 
 from pool_registry import Registry
 from replay.bench import closed_loop
-from replay.config import Candidate
+from replay.candidate import Candidate
 from replay.costmodel import StepModel
 from replay.engine import prepare_traffic
 from replay.exceptions import ReplayError

@@ -14,8 +14,8 @@ from typing import Any
 import yaml
 
 from pool_registry import Interconnect, Registry
-from replay.candidate import load_candidate_text, predictor_to_data
-from replay.config import Candidate, PredictorSpec
+from replay.candidate import Candidate, PredictorSpec
+from replay.candidate_loader import load_candidate_text, predictor_to_data
 from replay.exceptions import CandidateError, ReplayError
 from replay.fleet import pools_by_id, resolve_pools
 

@@ -15,7 +15,7 @@ import numpy as np
 import polars as pl
 
 from pool_registry import Registry
-from replay.config import Candidate
+from replay.candidate import Candidate
 from replay.exceptions import ReplayError
 from replay.faults import PoolFaultModel, resolve
 from replay.fleet import resolve_pools

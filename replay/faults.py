@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from replay.config import FaultSpec, PoolFaults
+from replay.candidate import FaultSpec, PoolFaults
 
 SECONDS_PER_HOUR = 3600.0
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from pool_registry import KV_CACHE_DTYPES, Chip, Interconnect, Model, Registry
 from pool_registry.model import GB
-from replay.config import Candidate
+from replay.candidate import Candidate
 from replay.exceptions import ReplayError
 
 

@@ -19,7 +19,7 @@ import numpy as np
 import polars as pl
 
 from replay import constraints, costmodel, predictors
-from replay.config import Candidate
+from replay.candidate import Candidate
 from replay.exceptions import ReplayError
 from replay.fleet import PoolSpec
 from replay.predictors import Forecast

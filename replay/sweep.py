@@ -31,8 +31,8 @@ from yaml.nodes import Node
 
 from pool_registry import Reader, Registry
 from pool_registry.yamlread import read_text
-from replay.candidate import override_value
-from replay.config import OVERFLOW_MODES, OVERRIDE_FIELDS, Candidate, PoolOverride
+from replay.candidate import OVERFLOW_MODES, OVERRIDE_FIELDS, Candidate, PoolOverride
+from replay.candidate_loader import override_value
 from replay.engine import replay_summary
 from replay.exceptions import GridError, UnknownNameError
 from replay.policies import get_policy

@@ -18,7 +18,7 @@ import canonical
 import pool_registry
 import replay
 from pool_registry import Registry
-from replay.config import Candidate
+from replay.candidate import Candidate
 from replay.engine import replay_summary
 from replay.exceptions import ReplayError
 

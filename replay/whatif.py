@@ -23,8 +23,8 @@ from typing import Any
 import polars as pl
 
 from pool_registry import Registry
-from replay.candidate import candidate_to_dict
-from replay.config import Candidate, PredictorSpec
+from replay.candidate import Candidate, PredictorSpec
+from replay.candidate_loader import candidate_to_dict
 from replay.engine import ReplayResult, run_replay
 from replay.exceptions import ReplayError
 from replay.fleet import PoolSpec, resolve_pools

@@ -14,8 +14,8 @@ import pytest
 import yaml
 
 from replay import Candidate, SlaTier, run_replay
-from replay.candidate import candidate_to_dict, load_candidate_text
-from replay.config import FaultSpec, PoolFaults, PredictorSpec
+from replay.candidate import FaultSpec, PoolFaults, PredictorSpec
+from replay.candidate_loader import candidate_to_dict, load_candidate_text
 from replay.exceptions import CandidateError
 from replay.faults import PoolFaultModel, from_telemetry, next_failure, resolve
 from replay.gate import Gate, evaluate

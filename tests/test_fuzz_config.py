@@ -18,7 +18,7 @@ from normalizers.exceptions import ProfileError
 from normalizers.profile_loader import load_profile_text
 from pool_registry import Registry, RegistryError, load_registry, load_registry_text
 from pool_registry.yamlread import ConfigError
-from replay.candidate import load_candidate_text
+from replay.candidate_loader import load_candidate_text
 from replay.exceptions import CandidateError
 from status.rules import RulesError, load_rules_text
 from tests.conftest import FLEET, REPO

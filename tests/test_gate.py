@@ -8,7 +8,7 @@ import polars as pl
 import pytest
 
 from replay import Candidate, Gate, GateError, PoolOverride, SlaTier, evaluate, load_gate_text, run_replay
-from replay.config import PredictorSpec
+from replay.candidate import PredictorSpec
 from replay.summary import Summary
 from tests.replay_fleets import fleet, pool
 

@@ -12,7 +12,7 @@ import yaml
 
 from pool_registry import Registry
 from replay import Candidate, CandidateError, ReplayError, SlaTier, candidate_to_dict, load_candidate_text, run_replay
-from replay.config import PredictorSpec
+from replay.candidate import PredictorSpec
 from replay.predictors import ORACLE_NOTE, PREDICTORS, UnknownNameError, get_predictor
 from replay.predictors.online import length_bins, quantiles
 from tests.replay_fleets import chip, fleet, model, pool

@@ -16,7 +16,7 @@ import pytest
 
 from pool_registry import Registry
 from replay import Candidate, SlaTier, run_replay
-from replay.config import PredictorSpec
+from replay.candidate import PredictorSpec
 from tests import replay_fleets
 from tests.replay_fleets import chip, flat_model, pool
 

@@ -9,7 +9,7 @@ import pytest
 
 from pool_registry import Registry
 from replay import Candidate, Gate, ParseOptions, ReplayError, SlaTier, parse_traffic, run_replay
-from replay.config import PredictorSpec
+from replay.candidate import PredictorSpec
 from replay.predictors import ORACLE_NOTE
 from replay.whatif import file_traffic, run_whatif, stored_traffic
 

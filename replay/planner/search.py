@@ -10,7 +10,7 @@ import dataclasses
 from dataclasses import dataclass, field
 
 from pool_registry import Model, Pool, Registry
-from replay.config import Candidate
+from replay.candidate import Candidate
 from replay.exceptions import ReplayError
 from replay.planner.layouts import Excluded, enumerate_layouts
 from replay.planner.memory import memory, memory_wall

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from pool_registry import Pool, Registry
 from replay.bench import BenchPoint, closed_loop, default_requests
-from replay.config import Candidate
+from replay.candidate import Candidate
 from replay.fleet import PoolSpec
 from replay.planner.layouts import Layout
 from replay.planner.memory import Engine

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from replay.config import PredictorSpec
+from replay.candidate import PredictorSpec
 from replay.exceptions import ReplayError, UnknownNameError
 from replay.predictors import fixed, online, oracle, table
 from replay.predictors.base import Forecast, Predictor

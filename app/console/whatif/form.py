@@ -14,8 +14,8 @@ import yaml
 
 from app.console import data
 from pool_registry import KV_CACHE_DTYPES, Registry
-from replay.candidate import load_candidate_text
-from replay.config import OVERFLOW_MODES, Candidate
+from replay.candidate import OVERFLOW_MODES, Candidate
+from replay.candidate_loader import load_candidate_text
 from replay.editor import INT_FIELDS, POOL_FIELDS, CandidateForm, form_of, registry_values
 from replay.exceptions import CandidateError, GateError
 from replay.gate import FIELDS as GATE_FIELDS

@@ -13,7 +13,7 @@ from app.console import data
 from app.console.whatif import form as whatif_form
 from app.console.whatif.results import kpi_table, oracle_warning, predictor_line
 from pool_registry import Registry
-from replay.candidate import load_candidate_text
+from replay.candidate_loader import load_candidate_text
 from replay.editor import form_of
 from replay.exceptions import CandidateError
 from replay.summary import Summary, summary_from_dict

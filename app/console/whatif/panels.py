@@ -18,7 +18,7 @@ from pool_registry import Registry
 from replay.bench import closed_loop, default_requests
 from replay.benchtable import parse_bench_table
 from replay.calibrate import PoolFit, calibrate
-from replay.config import OVERRIDE_FIELDS, Candidate, PoolOverride
+from replay.candidate import OVERRIDE_FIELDS, Candidate, PoolOverride
 from replay.editor import check_form, form_of
 from replay.engine import run_replay
 from replay.exceptions import GridError

@@ -18,7 +18,7 @@ from app.console.whatif import charts as whatif_charts
 from app.console.whatif.traffic import Pick
 from app.exceptions import USER_ERRORS
 from pool_registry import Registry
-from replay.config import Candidate
+from replay.candidate import Candidate
 from replay.gate import Gate, Verdict
 from replay.predictors import ORACLE_NOTE
 from replay.series import bucket_ms, latency_cdf, pool_timeline
