@@ -15,6 +15,7 @@ each replica's live batch, KV use and queue (Replica.predict).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Protocol
 
 from replay.plan import Plan
@@ -117,6 +118,9 @@ class Policy(Protocol):
 class AtArrival:
     """Base of routers that decide once, at arrival: decode stays where the prefill ran."""
 
+    def __init__(self, plan: Plan, state: State) -> None:
+        self.orders, self.code, self.state = plan.orders, plan.code, state
+
     def splits(self, p: int) -> bool:
         """Never: every request runs where it arrived."""
         return False
@@ -129,3 +133,21 @@ class AtArrival:
 def no_options(name: str, options: dict[str, tuple[str, ...]]) -> list[str]:
     """The check for policies that take no options."""
     return [f"policy '{name}' takes no options, got: {', '.join(sorted(options))}"] if options else []
+
+
+class ArrivalPolicy:
+    """A policy without options whose router decides once, at arrival: its name and its router's class."""
+
+    sla_aware = False
+    split = False
+
+    def __init__(self, name: str, make: Callable[[Plan, State], Router]) -> None:
+        self.name, self.make = name, make
+
+    def check_options(self, options: dict[str, tuple[str, ...]]) -> list[str]:
+        """No options."""
+        return no_options(self.name, options)
+
+    def router(self, plan: Plan, state: State, options: dict[str, tuple[str, ...]]) -> Router:
+        """The router for one run."""
+        return self.make(plan, state)

@@ -8,24 +8,8 @@ run or cannot fit it, goes to overflow.
 from __future__ import annotations
 
 from replay.plan import Plan
-from replay.policies.base import AtArrival, State, no_options
+from replay.policies.base import ArrivalPolicy, AtArrival, State
 from replay.replica import Replica
-
-
-class Observed:
-    """The observed routing."""
-
-    name = "observed"
-    sla_aware = False
-    split = False
-
-    def check_options(self, options: dict[str, tuple[str, ...]]) -> list[str]:
-        """No options."""
-        return no_options(self.name, options)
-
-    def router(self, plan: Plan, state: State, options: dict[str, tuple[str, ...]]) -> _Router:
-        """Look up each request's observed pool and replica."""
-        return _Router(plan, state)
 
 
 class _Router(AtArrival):
@@ -43,4 +27,4 @@ class _Router(AtArrival):
         return self.state.pick(p, t)  # no replica observed, or the observed one has failed
 
 
-POLICY = Observed()
+POLICY = ArrivalPolicy("observed", _Router)

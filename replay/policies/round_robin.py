@@ -6,24 +6,8 @@ The rotation starts at a pool drawn from the run's RNG, so the seed decides it a
 from __future__ import annotations
 
 from replay.plan import Plan
-from replay.policies.base import AtArrival, State, no_options
+from replay.policies.base import ArrivalPolicy, AtArrival, State
 from replay.replica import Replica
-
-
-class RoundRobin:
-    """Rotate over the fleet's pools."""
-
-    name = "round_robin"
-    sla_aware = False
-    split = False
-
-    def check_options(self, options: dict[str, tuple[str, ...]]) -> list[str]:
-        """No options."""
-        return no_options(self.name, options)
-
-    def router(self, plan: Plan, state: State, options: dict[str, tuple[str, ...]]) -> _Router:
-        """A rotating pointer over pool indices."""
-        return _Router(plan, state)
 
 
 class _Router(AtArrival):
@@ -53,4 +37,4 @@ class _Router(AtArrival):
         return None
 
 
-POLICY = RoundRobin()
+POLICY = ArrivalPolicy("round_robin", _Router)

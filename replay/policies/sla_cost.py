@@ -52,7 +52,7 @@ class SlaCost:
 
 class _Router(AtArrival):
     def __init__(self, plan: Plan, state: State) -> None:
-        self.orders, self.code, self.state = plan.orders, plan.code, state
+        super().__init__(plan, state)
         self.ttft, self.e2e = plan.ttft_list, plan.e2e_list
 
     def route(self, i: int, t: float) -> Replica | None:
