@@ -8,6 +8,7 @@ from pool_registry.model import (
     Assignment,
     Chip,
     CostModel,
+    EngineShape,
     Interconnect,
     Model,
     Onboarding,
@@ -22,7 +23,7 @@ from pool_registry.versions import SpecifierError, parse_specifier, satisfies, v
 from pool_registry.yamlread import ConfigError, Problem, Reader
 
 __all__ = [
-    "DTYPES", "KV_CACHE_DTYPES", "ONBOARDING_STAGES", "Assignment", "Chip", "ConfigError", "CostModel",
+    "DTYPES", "KV_CACHE_DTYPES", "ONBOARDING_STAGES", "Assignment", "Chip", "ConfigError", "CostModel", "EngineShape",
     "Interconnect", "Model", "Onboarding", "Pool", "Problem", "Reader", "Registry", "RegistryError", "Serving",
     "SpecifierError", "Thermal", "UnknownIdError", "load_registry", "load_registry_text", "parse_specifier",
     "registry_from_json", "registry_to_dict", "registry_to_json", "satisfies", "version_key",

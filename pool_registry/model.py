@@ -120,19 +120,17 @@ class Assignment:
         return False
 
 
-@dataclass(frozen=True)
-class Serving:
-    """What a pool serves, how wide its replicas are and how their engine batches (vLLM's names and defaults).
+@dataclass(frozen=True, kw_only=True)
+class EngineShape:
+    """How wide a pool's replicas are and how their engine batches (vLLM's names and defaults).
 
     max_concurrency is the engine's max_num_seqs (running sequences per replica); max_queue bounds the
     requests waiting in the whole pool. pp is the pipeline depth, so tensor parallelism is
     devices_per_replica / pp. step_overhead_ms is the fixed time every engine step adds (scheduling,
     sampling, launches) and seq_overhead_us the time it adds per running sequence; 0 keeps a registry written
-    before they existed meaning what it meant.
+    before they existed meaning what it meant. The registry's serving block and the replay's pools share it.
     """
 
-    model: str
-    engine: str
     replicas: int
     devices_per_replica: int
     max_concurrency: int
@@ -148,7 +146,15 @@ class Serving:
     @property
     def tp(self) -> int:
         """Tensor-parallel degree: devices per pipeline stage."""
-        return self.devices_per_replica // self.pp
+        return max(1, self.devices_per_replica // self.pp)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Serving(EngineShape):
+    """What a pool serves (a model id of the registry, on an engine) and the shape of its replicas."""
+
+    model: str
+    engine: str
 
 
 @dataclass(frozen=True)

@@ -3,44 +3,26 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
+from typing import Any
 
-from pool_registry import KV_CACHE_DTYPES, Chip, Interconnect, Model, Registry
+from pool_registry import KV_CACHE_DTYPES, Chip, CostModel, EngineShape, Interconnect, Model, Registry
 from pool_registry.model import GB
-from replay.candidate import Candidate
+from replay.candidate import Candidate, PoolOverride
 from replay.exceptions import ReplayError
 
 
-@dataclass(frozen=True)
-class PoolSpec:
-    """Everything the cost model and the simulator need about one pool, with overrides applied."""
+@dataclass(frozen=True, kw_only=True)
+class PoolSpec(EngineShape, CostModel):
+    """Everything the cost model and the simulator need about one pool, with overrides applied: the shape of
+    its replicas and its cost-model coefficients as the registry declares them, and the parts they stand on."""
 
     id: str
     chip: Chip
     model: Model
-    replicas: int
-    devices_per_replica: int
-    max_concurrency: int
-    max_queue: int
-    mfu: float
-    mem_bw_eff: float
     hourly_cost_per_device: float
-    pp: int = 1
-    max_num_batched_tokens: int = 8192
-    gpu_memory_utilization: float = 0.9
-    kv_cache_dtype: str = "auto"
-    step_overhead_ms: float = 0.0
-    seq_overhead_us: float = 0.0
-    mfu_decode: float | None = None     # None: decode sustains the prefill's mfu
-    collective_us: float | None = None  # None: the link's declared latency
-    ep: int = 1
     devices_per_node: int = 0           # 0: one node holds a replica
     network: Interconnect | None = None
-
-    @property
-    def tp(self) -> int:
-        """Tensor-parallel degree: devices per pipeline stage."""
-        return max(1, self.devices_per_replica // self.pp)
 
     @property
     def slots(self) -> int:
@@ -122,26 +104,25 @@ def resolve_pools(registry: Registry, candidate: Candidate) -> tuple[PoolSpec, .
         s = pool.serving
         replicas = o.replicas or (max(1, round(s.replicas * o.replicas_scale)) if o.replicas_scale else s.replicas)
         spec = PoolSpec(
-            id=pool.id, chip=registry.chip_of(pool), model=registry.model(s.model), replicas=replicas,
-            devices_per_replica=o.devices_per_replica or s.devices_per_replica,
-            max_concurrency=o.max_concurrency or s.max_concurrency,
-            max_queue=s.max_queue if o.max_queue is None else o.max_queue,
-            mfu=o.mfu or pool.cost_model.mfu, mem_bw_eff=o.mem_bw_eff or pool.cost_model.mem_bw_eff,
+            id=pool.id, chip=registry.chip_of(pool), model=registry.model(s.model),
             hourly_cost_per_device=o.hourly_cost_per_device or pool.hourly_cost_per_device,
-            pp=o.pp or s.pp, max_num_batched_tokens=o.max_num_batched_tokens or s.max_num_batched_tokens,
-            gpu_memory_utilization=o.gpu_memory_utilization or s.gpu_memory_utilization,
-            kv_cache_dtype=o.kv_cache_dtype or s.kv_cache_dtype,
-            step_overhead_ms=s.step_overhead_ms if o.step_overhead_ms is None else o.step_overhead_ms,
-            seq_overhead_us=s.seq_overhead_us if o.seq_overhead_us is None else o.seq_overhead_us,
-            mfu_decode=o.mfu_decode or pool.cost_model.mfu_decode,
-            collective_us=pool.cost_model.collective_us if o.collective_us is None else o.collective_us,
-            ep=o.ep or s.ep, devices_per_node=pool.devices_per_node, network=pool.network,
-        )
+            devices_per_node=pool.devices_per_node, network=pool.network,
+            **_overridden(s, EngineShape, o), **_overridden(pool.cost_model, CostModel, o), replicas=replicas)
         _check(spec, candidate.name)
         specs.append(spec)
     if not specs:
         raise ReplayError(f"candidate '{candidate.name}' leaves no serving pool to replay on")
     return tuple(specs)
+
+
+def _overridden(base: EngineShape | CostModel, shape: type, o: PoolOverride) -> dict[str, Any]:
+    """The fields of shape in base, each replaced by the candidate's value where it sets one (not None)."""
+    out = {}
+    for f in fields(shape):
+        if f.name != "replicas":  # replicas_scale applies to it: resolve_pools's own rule
+            value = getattr(o, f.name)
+            out[f.name] = getattr(base, f.name) if value is None else value
+    return out
 
 
 def pools_by_id(registry: Registry, candidate: Candidate) -> dict[str, PoolSpec]:
