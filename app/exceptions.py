@@ -16,8 +16,8 @@ class UsageError(Exception):
 
 # module, class: each layer's exception for what the user can fix
 _LAYER_ERRORS = (("pool_registry", "ConfigError"), ("store", "StoreError"), ("collectors.exceptions", "CollectorError"),
-                 ("replay.exceptions", "ReplayError"), ("normalizers", "NormalizerError"),
-                 ("onboarding", "OnboardingError"), ("access", "AccessDenied"))
+                 ("replay.exceptions", "ReplayError"), ("traces.exceptions", "TrafficError"),
+                 ("normalizers", "NormalizerError"), ("onboarding", "OnboardingError"), ("access", "AccessDenied"))
 
 
 @cache

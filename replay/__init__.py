@@ -20,14 +20,14 @@ from replay.exceptions import (
     GateError,
     GridError,
     ReplayError,
-    TrafficError,
     UnknownNameError,
 )
 from replay.gate import Gate, Verdict, evaluate, load_gate, load_gate_text
 from replay.policies import POLICIES, get_policy
 from replay.summary import Summary, summary_from_dict
 from replay.sweep import Grid, expand, load_grid, load_grid_text, pareto_front, run_sweep
-from replay.traffic import FORMATS, Parsed, ParseOptions, parse_traffic, read_traffic
+from traces import FORMATS, Parsed, ParseOptions, parse_traffic, read_traffic
+from traces.exceptions import TrafficError
 
 __all__ = [
     "FORMATS", "POLICIES", "BenchPoint", "BenchTableError", "Candidate", "CandidateError", "Gate", "GateError",

@@ -23,7 +23,7 @@ from replay.plan import build_plan
 from replay.policies import get_policy
 from replay.simulator import simulate
 from replay.summary import Summary, build
-from replay.traffic.base import DEFAULT_TIER, TRAFFIC_SCHEMA
+from traces.base import DEFAULT_TIER, TRAFFIC_SCHEMA
 
 
 @dataclass(frozen=True)

@@ -6,15 +6,11 @@ from pool_registry import ConfigError
 
 
 class ReplayError(Exception):
-    """Traffic or a replay that cannot be used as asked."""
-
-
-class TrafficError(ReplayError):
-    """A traffic file that cannot be read at all (as opposed to single bad rows, which are rejected)."""
+    """A replay that cannot be run as asked."""
 
 
 class UnknownNameError(ReplayError):
-    """A policy, format or overflow mode that is not registered."""
+    """A policy, predictor or overflow mode that is not registered."""
 
 
 class CandidateError(ConfigError):

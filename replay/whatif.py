@@ -31,7 +31,7 @@ from replay.fleet import PoolSpec, resolve_pools
 from replay.gate import Gate, Verdict, evaluate
 from replay.predictors import ORACLE_NOTE
 from replay.summary import Summary
-from replay.traffic import Parsed
+from traces import Parsed
 
 Progress = Callable[[float, str], None]  # (share done 0-1, what is happening now)
 

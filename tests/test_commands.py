@@ -84,9 +84,9 @@ def test_the_parsers_names_are_the_layers() -> None:
     from collectors import promhttp
     from replay.planner import DEFAULT_CONCURRENCY
     from replay.sweep import EXECUTORS
-    from replay.traffic import DEFAULT_START, FORMATS
     from store.exports import FORMATS as EXPORT_FORMATS
     from store.exports import RESOLUTIONS
+    from traces import DEFAULT_START, FORMATS
 
     assert tuple(sorted(FORMATS)) == _choices.TRACE_FORMATS
     assert DEFAULT_START.isoformat() == _choices.TRACE_START

@@ -12,9 +12,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from replay.exceptions import ReplayError
-from replay.traffic import parse_traffic
 from tests.fuzzing import cases, corpus_files, mutated, repo_files
+from traces import parse_traffic
+from traces.exceptions import TrafficError
 
 HEAD = 4 << 10  # a few dozen rows of each trace: every case parses a whole file
 OWN_JSONL = "\n".join(json.dumps(r) for r in [
@@ -42,7 +42,7 @@ TRACES = st.sampled_from(sorted(SEEDS)).flatmap(lambda name: st.tuples(st.just(n
 def check(data: bytes, name: str, fmt: str) -> None:
     try:
         _, parsed = parse_traffic(data, name, fmt)
-    except ReplayError as exc:
+    except TrafficError as exc:
         assert str(exc).startswith(f"{name}: ") and "\n" not in str(exc)
         return
     assert parsed.read == parsed.frame.height + parsed.rejects.height

@@ -12,16 +12,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from replay.exceptions import TrafficError, UnknownNameError
-from replay.traffic import FORMATS, ParseOptions, epoch_ms, get_format, parse_traffic, read_traffic
-from replay.traffic.mooncake import cached_prefix_tokens
+from traces import FORMATS, ParseOptions, epoch_ms, get_format, parse_traffic, read_traffic
+from traces.exceptions import TrafficError, UnknownFormatError
+from traces.mooncake import cached_prefix_tokens
 
 FIXTURES = Path(__file__).parent / "fixtures"
 T0 = epoch_ms(dt.datetime(2025, 1, 1, tzinfo=dt.UTC))
 
 
 def test_unknown_format_names_the_known_ones() -> None:
-    with pytest.raises(UnknownNameError) as exc:
+    with pytest.raises(UnknownFormatError) as exc:
         get_format("azur")
     assert str(exc.value) == "unknown traffic format 'azur'; known: azure, burstgpt, csv, jsonl, mooncake, parquet"
     assert sorted(FORMATS) == ["azure", "burstgpt", "csv", "jsonl", "mooncake", "parquet"]

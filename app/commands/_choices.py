@@ -5,8 +5,8 @@ Each is a copy of a layer's value; tests/test_commands.py checks that every one 
 
 from __future__ import annotations
 
-TRACE_FORMATS = ("azure", "burstgpt", "csv", "jsonl", "mooncake", "parquet")  # sorted(replay.traffic.FORMATS)
-TRACE_START = "2025-01-01T00:00:00+00:00"  # replay.traffic.DEFAULT_START.isoformat()
+TRACE_FORMATS = ("azure", "burstgpt", "csv", "jsonl", "mooncake", "parquet")  # sorted(traces.FORMATS)
+TRACE_START = "2025-01-01T00:00:00+00:00"  # traces.DEFAULT_START.isoformat()
 SWEEP_EXECUTORS = ("process", "ray")  # replay.sweep.EXECUTORS
 PLAN_CONCURRENCY = (1, 16, 64)  # replay.planner.DEFAULT_CONCURRENCY
 EXPORT_FORMATS = ("csv", "jsonl", "parquet")  # store.exports.FORMATS

@@ -12,7 +12,7 @@ from app.commands._choices import TRACE_FORMATS, TRACE_START
 from app.exceptions import UsageError
 
 if TYPE_CHECKING:
-    from replay.traffic import ParseOptions
+    from traces import ParseOptions
 
 # The layers are imported in the functions that run the command, so that this --help, and replay's that shares
 # add_traffic_options, load none of them.
@@ -22,7 +22,7 @@ SHOW_REJECTS = 5
 
 def parse_time(text: str, flag: str) -> int:
     """Epoch ms of an ISO 8601 argument (UTC when it has no zone)."""
-    from replay.traffic import epoch_ms
+    from traces import epoch_ms
 
     try:
         return epoch_ms(dt.datetime.fromisoformat(text))
@@ -64,7 +64,7 @@ def add_traffic_options(p: argparse.ArgumentParser) -> None:
 
 def parse_options(args: argparse.Namespace) -> ParseOptions:
     """ParseOptions from the shared traffic flags."""
-    from replay.traffic import ParseOptions
+    from traces import ParseOptions
 
     return ParseOptions(model=args.model, sla_tier=args.sla_tier, start_ms=parse_time(args.start_at, "--start-at"),
                         time_scale=args.time_scale)
@@ -84,7 +84,7 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
 def run(ctx: Context) -> int:
     """Parse, then store new requests and every reject in one transaction."""
     from collectors.traffic import ingest_traffic
-    from replay.traffic import read_traffic
+    from traces import read_traffic
 
     args = ctx.args
     fmt, parsed = read_traffic(args.path, args.format, parse_options(args))

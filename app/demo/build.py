@@ -40,8 +40,8 @@ from collectors.pipeline import IngestOptions, ingest_exposition, make_context
 from collectors.traffic import ingest_traffic
 from onboarding.files import registry_files, store_files
 from pool_registry import Registry
-from replay.traffic import FORMATS, ParseOptions
 from store import Access, save_registry
+from traces import FORMATS, ParseOptions
 
 Progress = Callable[[float, str], None]
 # shares of the progress bar: the story (device signals, serving the requests, engine counters), then the

@@ -14,7 +14,7 @@ from replay.candidate import PredictorSpec
 from replay.exceptions import ReplayError, UnknownNameError
 from replay.predictors import fixed, online, oracle, table
 from replay.predictors.base import Forecast, Predictor
-from replay.traffic.base import DEFAULT_TIER
+from traces.base import DEFAULT_TIER
 
 PREDICTORS: dict[str, Predictor] = {p.name: p for p in (online.PREDICTOR, fixed.PREDICTOR, table.PREDICTOR,
                                                          oracle.PREDICTOR)}

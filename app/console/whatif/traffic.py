@@ -12,9 +12,9 @@ import streamlit as st
 from app.console import data
 from app.console.filters import HOUR_MS, fmt_time
 from pool_registry import Registry
-from replay.exceptions import TrafficError
-from replay.traffic import FORMATS, Parsed, ParseOptions, parse_traffic
 from replay.whatif import Traffic, file_traffic, stored_traffic
+from traces import FORMATS, Parsed, ParseOptions, parse_traffic
+from traces.exceptions import TrafficError
 
 STORED, UPLOAD = "Stored requests", "Upload a trace"
 WINDOWS = {"Last hour": 1, "Last 6 hours": 6, "Last 24 hours": 24, "Whole trace": 0}

@@ -6,7 +6,7 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
-from replay.traffic.csvrows import decode
+from traces.csvrows import decode
 
 
 def records(data: bytes, source: str) -> Iterator[tuple[int, str, dict[str, Any] | None, str | None]]:

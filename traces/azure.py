@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import polars as pl
 
-from replay.traffic.base import Parsed, ParseOptions, finalize
-from replay.traffic.csvrows import decode, read_rows
+from traces.base import Parsed, ParseOptions, finalize
+from traces.csvrows import decode, read_rows
 
 COLUMNS = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
 

@@ -1,4 +1,4 @@
-"""The project's own Parquet request format (see replay.traffic.canonical for the columns)."""
+"""The project's own Parquet request format (see traces.canonical for the columns)."""
 
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ import io
 
 import polars as pl
 
-from replay.exceptions import TrafficError
-from replay.traffic.base import Parsed, ParseOptions
-from replay.traffic.canonical import from_raw
+from traces.base import Parsed, ParseOptions
+from traces.canonical import from_raw
+from traces.exceptions import TrafficError
 
 
 class ParquetFormat:

@@ -1,12 +1,11 @@
-"""Traffic adapters: one module per format, a registry, and auto-detection."""
+"""Request traces: one parser module per format, a registry, and auto-detection (pure: bytes in, rows out)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from replay.exceptions import TrafficError, UnknownNameError
-from replay.traffic import azure, burstgpt, csvfmt, jsonl, mooncake, parquet
-from replay.traffic.base import (
+from traces import azure, burstgpt, csvfmt, jsonl, mooncake, parquet
+from traces.base import (
     DEFAULT_START,
     DEFAULT_TIER,
     TRAFFIC_SCHEMA,
@@ -16,6 +15,7 @@ from replay.traffic.base import (
     epoch_ms,
     scale_time,
 )
+from traces.exceptions import TrafficError, UnknownFormatError
 
 # Detection tries the most specific formats first: the own csv/jsonl formats accept more.
 FORMATS: dict[str, TrafficFormat] = {f.name: f for f in (
@@ -28,7 +28,7 @@ def get_format(name: str) -> TrafficFormat:
     try:
         return FORMATS[name]
     except KeyError:
-        raise UnknownNameError(f"unknown traffic format '{name}'; known: {', '.join(sorted(FORMATS))}") from None
+        raise UnknownFormatError(f"unknown traffic format '{name}'; known: {', '.join(sorted(FORMATS))}") from None
 
 
 def detect_format(filename: str, head: bytes) -> TrafficFormat:

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import polars as pl
 
-from replay.traffic.base import MAX_OFFSET_MS, Parsed, ParseOptions, finalize
-from replay.traffic.csvrows import decode, read_rows
+from traces.base import MAX_OFFSET_MS, Parsed, ParseOptions, finalize
+from traces.csvrows import decode, read_rows
 
 COLUMNS = ("Timestamp", "Request tokens", "Response tokens")
 TOTAL = "Total tokens"

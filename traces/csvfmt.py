@@ -1,10 +1,10 @@
-"""The project's own CSV request format (see replay.traffic.canonical for the columns)."""
+"""The project's own CSV request format (see traces.canonical for the columns)."""
 
 from __future__ import annotations
 
-from replay.traffic.base import Parsed, ParseOptions
-from replay.traffic.canonical import from_raw
-from replay.traffic.csvrows import decode, read_rows
+from traces.base import Parsed, ParseOptions
+from traces.canonical import from_raw
+from traces.csvrows import decode, read_rows
 
 
 class CsvFormat:

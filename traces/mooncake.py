@@ -14,8 +14,8 @@ from typing import Any
 
 import polars as pl
 
-from replay.traffic.base import MAX_OFFSET_MS, Parsed, ParseOptions, finalize
-from replay.traffic.jsonrows import as_text, records
+from traces.base import MAX_OFFSET_MS, Parsed, ParseOptions, finalize
+from traces.jsonrows import as_text, records
 
 BLOCK_TOKENS = 512
 

@@ -1,4 +1,4 @@
-"""The project's own JSON Lines request format (see replay.traffic.canonical for the keys)."""
+"""The project's own JSON Lines request format (see traces.canonical for the keys)."""
 
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ from typing import Any
 
 import polars as pl
 
-from replay.traffic.base import Parsed, ParseOptions
-from replay.traffic.canonical import OPTIONAL, REQUIRED, from_raw
-from replay.traffic.jsonrows import as_text, records
+from traces.base import Parsed, ParseOptions
+from traces.canonical import OPTIONAL, REQUIRED, from_raw
+from traces.jsonrows import as_text, records
 
 KEYS = ("arrival", "arrival_ms", *REQUIRED, *OPTIONAL)
 

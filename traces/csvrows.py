@@ -7,7 +7,7 @@ import io
 
 import polars as pl
 
-from replay.exceptions import TrafficError
+from traces.exceptions import TrafficError
 
 _BOOKKEEPING = ("seq", "line", "record", "reason")
 

@@ -11,8 +11,8 @@ import datetime as dt
 
 import polars as pl
 
-from replay.exceptions import TrafficError
-from replay.traffic.base import Parsed, ParseOptions, epoch_ms, finalize, int_check
+from traces.base import Parsed, ParseOptions, epoch_ms, finalize, int_check
+from traces.exceptions import TrafficError
 
 REQUIRED = ("in_tokens", "out_tokens")
 OPTIONAL = ("cached_tokens", "sla_tier", "model", "obs_pool", "obs_ttft_s", "obs_e2e_s", "outcome")
