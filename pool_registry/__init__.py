@@ -1,4 +1,4 @@
-"""Fleet registry: YAML in, frozen dataclasses out. Depends on nothing else in hetpool."""
+"""Fleet registry: YAML in, frozen dataclasses out. Depends on nothing in hetpool but canonical/."""
 
 from pool_registry.loader import RegistryError, load_registry, load_registry_text
 from pool_registry.model import (

@@ -15,6 +15,8 @@ import yaml
 from yaml.constructor import SafeConstructor
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
+from canonical import fileread
+
 T = TypeVar("T")
 
 
@@ -324,15 +326,10 @@ class Reader:
 
 def read_text(path: str | Path, error: type[ConfigError] = ConfigError) -> str:
     """Read a config file, turning I/O trouble into `error` naming the file."""
-    p = Path(path)
     try:
-        return p.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise error([Problem(str(p), None, "", "file not found")]) from None
-    except IsADirectoryError:
-        raise error([Problem(str(p), None, "", "is a directory, expected a YAML file")]) from None
-    except UnicodeDecodeError as exc:
-        raise error([Problem(str(p), None, "", f"not UTF-8 text ({exc.reason})")]) from None
+        return fileread.read_text(path, "a YAML file", encoding="utf-8")
+    except fileread.UnreadableFile as exc:
+        raise error([Problem(str(exc.path), None, "", exc.reason)]) from None
 
 
 _SCALARS: dict[str, Callable[[SafeConstructor, ScalarNode], Any]] = {

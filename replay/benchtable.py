@@ -15,6 +15,7 @@ from pathlib import Path
 
 import polars as pl
 
+from canonical.fileread import UnreadableFile, read_text
 from pool_registry.csvtext import csv_records
 from replay.exceptions import BenchTableError
 
@@ -32,11 +33,9 @@ def read_bench_table(path: str | Path) -> pl.DataFrame:
     """Read and check a benchmark CSV file."""
     p = Path(path)
     try:
-        text = p.read_text(encoding="utf-8-sig")
-    except FileNotFoundError:
-        raise BenchTableError(f"{p}: file not found") from None
-    except (IsADirectoryError, UnicodeDecodeError) as exc:
-        raise BenchTableError(f"{p}: cannot read a CSV table ({exc})") from None
+        text = read_text(p, "a CSV table")
+    except UnreadableFile as exc:
+        raise BenchTableError(str(exc)) from None
     return parse_bench_table(text, str(p))
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from canonical.fileread import UnreadableFile, read_bytes
 from traces import azure, burstgpt, csvfmt, jsonl, mooncake, parquet
 from traces.base import (
     DEFAULT_START,
@@ -55,11 +56,9 @@ def read_traffic(path: str | Path, fmt: str = "auto",
     """Read and parse a traffic file; I/O trouble becomes a TrafficError naming the file."""
     p = Path(path)
     try:
-        data = p.read_bytes()
-    except FileNotFoundError:
-        raise TrafficError(f"{p}: file not found") from None
-    except IsADirectoryError:
-        raise TrafficError(f"{p}: is a directory, expected a traffic file") from None
+        data = read_bytes(p, "a traffic file")
+    except UnreadableFile as exc:
+        raise TrafficError(str(exc)) from None
     return parse_traffic(data, p.name, fmt, options)
 
 
