@@ -163,7 +163,7 @@ def closed_loop(pool: PoolSpec, concurrency: int, isl: int, osl: int, requests: 
             waiting += 1
             continue
         t, ver, _ = heapq.heappop(heap)
-        if ver != replica.ver:
+        if ver != replica.version:
             continue
         replica.boundary(t)
         while done:  # each completion frees its client, which sends its next request at once

@@ -209,7 +209,7 @@ def simulate(plan: Plan, policy: Policy, options: dict[str, tuple[str, ...]], ov
             et, ver, rid = pop(heap)
             if rid >= 0:
                 rep = flat[rid]
-                if rep.ver == ver:
+                if rep.version == ver:
                     rep.boundary(et)
                 elif ver < 0:
                     fault(rep, ver, et)
@@ -222,7 +222,7 @@ def simulate(plan: Plan, policy: Policy, options: dict[str, tuple[str, ...]], ov
         et, ver, rid = pop(heap)
         if rid >= 0:
             rep = flat[rid]
-            if rep.ver == ver:
+            if rep.version == ver:
                 rep.boundary(et)
             elif ver < 0:
                 fault(rep, ver, et)
@@ -259,14 +259,14 @@ class Outage:
         """Push replica r's next failure, if it falls within the replayed window."""
         t = next_failure(self.rng, self.state.fail_rate[r.pool], after)
         if t <= self.horizon:
-            heapq.heappush(self.heap, (t, FAIL, r.rid))
+            heapq.heappush(self.heap, (t, FAIL, r.serial))
 
     def failed(self, r: Replica, t: float) -> list[int]:
         """Replica r fails at t: take it out of service until its repair; returns the requests to retry."""
         lost, tokens = r.fail(t)
         self.state.went_down(r)
         r.repair_at = t + self.repair[r.pool]
-        heapq.heappush(self.heap, (r.repair_at, REPAIR, r.rid))
+        heapq.heappush(self.heap, (r.repair_at, REPAIR, r.serial))
         self.failures[r.pool] += 1
         self.lost_tokens += tokens
         first = r.book.first

@@ -55,8 +55,8 @@ class State:
             return min(self.replicas[p], key=lambda r: r.repair_at)
         best, load = None, 1 << 62
         for r in reps:
-            if r.n_run < load and r.n_run < r.mc and not r.wait:
-                best, load = r, r.n_run
+            if r.running < load and r.running < r.max_concurrency and not r.queue:
+                best, load = r, r.running
         if best is not None:
             return best
         soonest = float("inf")
