@@ -16,7 +16,7 @@ from onboarding.plan_report import judge_plan
 from onboarding.stability import stability
 from pool_registry import Pool, Registry
 from pool_registry.onboarding import MANUAL, Check, ItemSpec
-from replay.candidate_loader import Candidate
+from replay.candidate import Candidate
 from replay.fleet import pools_by_id
 
 

@@ -14,7 +14,7 @@ from onboarding.evidence import (
 )
 from pool_registry import Registry
 from replay.bench import closed_loop, default_requests
-from replay.candidate_loader import Candidate
+from replay.candidate import Candidate
 from replay.fleet import resolve_pools
 
 

@@ -26,7 +26,7 @@ from onboarding.gates import FAIL, PASS, PENDING
 from onboarding.stability import growth, stability
 from pool_registry import Registry
 from replay.bench import closed_loop, default_requests
-from replay.candidate_loader import Candidate
+from replay.candidate import Candidate
 from replay.fleet import resolve_pools
 from store import Held, IngestRun, commit_run, connect, save_registry
 from store.evidence import add_evidence

@@ -17,7 +17,7 @@ from onboarding.gates import benchmark, deviations, key_steps
 from onboarding.report import tracks
 from onboarding.stability import growth, sustained_start
 from pool_registry.onboarding import item_spec
-from replay.candidate_loader import Candidate
+from replay.candidate import Candidate
 from replay.fleet import pools_by_id
 from store import latest_registry
 
