@@ -24,7 +24,7 @@ from replay import (
     run_replay,
 )
 from replay.calibrate import calibration_requests
-from replay.fleet import resolve_pools
+from replay.fleet import pools_by_id, resolve_pools
 from tests.replay_fleets import chip, fleet, model, pool
 
 pytestmark = pytest.mark.slow  # each fit takes a minute or more on two cores
@@ -172,7 +172,7 @@ def tp_fleet(latency_us: float = 2.0, tps: tuple[int, ...] = (2, 4, 8)) -> Regis
 def tp_table(reg: Registry, pools: tuple[str, ...]) -> pl.DataFrame:
     """The closed-loop model's medians at the true coefficients, as a benchmark table."""
     truth = Candidate(name="t", pools={p.id: PoolOverride(**TRUE) for p in reg.pools})  # type: ignore[arg-type]
-    specs = {s.id: s for s in resolve_pools(reg, truth)}
+    specs = pools_by_id(reg, truth)
     lines = ["pool,isl,osl,concurrency,ttft_ms,tpot_ms"]
     for pid in pools:
         for isl, c in GRID:
@@ -213,7 +213,7 @@ def test_a_fit_on_one_tp_degree_carries_to_the_others() -> None:
     table = tp_table(reg, ("tp2", "tp4", "tp8"))
     (f, *_), _ = calibrate(None, reg, bench=table.filter(pl.col("pool") == "tp4"))
     fitted = Candidate(name="f", pools={p: PoolOverride(**f.values()) for p in ("tp2", "tp8")})  # type: ignore[arg-type]
-    specs = {s.id: s for s in resolve_pools(reg, fitted)}
+    specs = pools_by_id(reg, fitted)
     for pid in ("tp2", "tp8"):
         rows = table.filter(pl.col("pool") == pid)
         errors = []

@@ -33,7 +33,7 @@ from pool_registry import Registry, load_registry
 from replay import Candidate, PoolOverride, calibrate, closed_loop, parse_bench_table, run_replay
 from replay.calibrate import calibration_requests
 from replay.fitting import STATUSES, Coefficient, apply, fit, prior
-from replay.fleet import PoolSpec, resolve_pools
+from replay.fleet import PoolSpec, pools_by_id
 
 # A target the model misses: the test states the target, the reason the measured error and why.
 MISS = pytest.mark.xfail(strict=True, raises=AssertionError)
@@ -169,7 +169,7 @@ def registry_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def specs_of(reg: Registry, overrides: dict[str, dict[str, float]] | None = None) -> dict[str, PoolSpec]:
     """The registry's pools, with coefficient overrides per pool."""
     pools = {p: PoolOverride(**v) for p, v in (overrides or {}).items()}  # type: ignore[arg-type]
-    return {s.id: s for s in resolve_pools(reg, Candidate(name="public", pools=pools))}
+    return pools_by_id(reg, Candidate(name="public", pools=pools))
 
 
 def mdape(model: list[float], measured: list[float]) -> float:

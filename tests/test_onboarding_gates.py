@@ -15,7 +15,7 @@ from onboarding.evidence import (
 from pool_registry import Registry
 from replay.bench import closed_loop, default_requests
 from replay.candidate import Candidate
-from replay.fleet import resolve_pools
+from replay.fleet import pools_by_id
 
 
 def test_operators_all_within_tolerance_pass() -> None:
@@ -116,7 +116,7 @@ def test_a_malformed_loss_curve_names_file_line_and_column() -> None:
 
 
 def _bench_rows(fleet: Registry, scale: float) -> str:
-    spec = {s.id: s for s in resolve_pools(fleet, Candidate(name="t"))}["mlu370-a"]
+    spec = pools_by_id(fleet, Candidate(name="t"))["mlu370-a"]
     lines = ["pool,isl,osl,concurrency,ttft_ms,tpot_ms"]
     for c in (1, 8):
         p = closed_loop(spec, c, 1024, 128, default_requests(c))
@@ -125,7 +125,7 @@ def _bench_rows(fleet: Registry, scale: float) -> str:
 
 
 def test_a_benchmark_within_tolerance_of_the_model_passes_and_one_off_fails(fleet: Registry) -> None:
-    spec = {s.id: s for s in resolve_pools(fleet, Candidate(name="t"))}["mlu370-a"]
+    spec = pools_by_id(fleet, Candidate(name="t"))["mlu370-a"]
     near, compared = gates.benchmark(parse_benchmark(_bench_rows(fleet, 1.1)), spec, 0.25)
     assert near.status == gates.PASS and compared["error"].to_list() == pytest.approx([0.1, 0.1], abs=1e-4)
     far, _ = gates.benchmark(parse_benchmark(_bench_rows(fleet, 1.5)), spec, 0.25)

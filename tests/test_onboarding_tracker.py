@@ -27,7 +27,7 @@ from onboarding.stability import growth, stability
 from pool_registry import Registry
 from replay.bench import closed_loop, default_requests
 from replay.candidate import Candidate
-from replay.fleet import resolve_pools
+from replay.fleet import pools_by_id
 from store import Held, IngestRun, commit_run, connect, save_registry
 from store.evidence import add_evidence
 from tests.conftest import FLEET, REPO
@@ -161,7 +161,7 @@ def test_evidence_added_on_the_command_line_moves_the_pool_through_its_stages(
     ops.write_text("op,max_abs_err,tol\nmatmul,0.004,0.01\n")
     assert run(capsys, *db, "onboarding", "add-evidence", "mlu370-a", "operators", str(ops), "--at",
                "2026-11-26")[0] == 0
-    spec = {s.id: s for s in resolve_pools(fleet, Candidate(name="t"))}["mlu370-a"]
+    spec = pools_by_id(fleet, Candidate(name="t"))["mlu370-a"]
     p = closed_loop(spec, 4, 512, 64, default_requests(4))
     bench = tmp_path / "bench.csv"
     bench.write_text(f"pool,isl,osl,concurrency,ttft_ms,tpot_ms\nmlu370-a,512,64,4,{p.ttft_ms_p50:.3f},"
