@@ -11,9 +11,10 @@ CLOCK, UTIL = "accelerator.clock", "accelerator.utilization"
 POWER, TEMP = "accelerator.power", "accelerator.temperature"
 USED, TOTAL, HEALTH, ERRORS = ("accelerator.memory.used", "accelerator.memory.total", "accelerator.health",
                                "accelerator.errors")
+SEVERE = ("fatal", "critical")  # "critical" is what some vendors call fatal before the taxonomy maps it
 # the gauges Fleet health charts per pool; node_1m sums them over each node's devices
 NODE_METRICS = (UTIL, USED, TOTAL, POWER, TEMP, CLOCK)
-FLEET_TABLES = ("device_minutes", "device_hours", "node_1m", "node_1h", "pool_1m", "pool_1h")
+FLEET_TABLES = ("device_minutes", "device_hours", "node_1m", "node_1h", "pool_1m", "pool_1h", "node_events_1m")
 # device_hours columns read from a device-hour's device-wide rollup_1h rows: (column, aggregate, metric)
 HOUR_COLUMNS = (
     ("util_sum", "sum(sum)", UTIL), ("util_count", "sum(count)", UTIL),
@@ -28,12 +29,12 @@ HOUR_COLUMNS = (
 
 def refresh_fleet_minutes(con: duckdb.DuckDBPyConnection, lo_m: int, hi_m: int, only: str,
                           extra: list[object]) -> None:
-    """Rebuild device_minutes and node_1m of minutes [lo_m, hi_m) from rollup_1m.
+    """Rebuild device_minutes, node_1m and node_events_1m of minutes [lo_m, hi_m) from rollup_1m.
 
     `only` and `extra` narrow it to the nodes refresh_rollups narrows to; it runs after rollup_1m, inside the
     same transaction.
     """
-    for table in ("device_minutes", "node_1m"):
+    for table in ("device_minutes", "node_1m", "node_events_1m"):
         con.execute(f"DELETE FROM {table} WHERE bucket >= ? AND bucket < ?{only}", [lo_m, hi_m, *extra])
     con.execute(f"""
         INSERT INTO device_minutes
@@ -49,6 +50,15 @@ def refresh_fleet_minutes(con: duckdb.DuckDBPyConnection, lo_m: int, hi_m: int, 
         WHERE bucket >= ? AND bucket < ?{only} AND device <> '' AND device_wide
             AND metric IN ({", ".join("?" * len(NODE_METRICS))})
         GROUP BY bucket, pool, node, metric""", [lo_m, hi_m, *extra, *NODE_METRICS])
+    severities = ", ".join("?" * len(SEVERE))
+    con.execute(f"""
+        INSERT INTO node_events_1m
+        SELECT bucket, pool, node, json_extract_string(attributes, '$.severity'),
+            coalesce(json_extract_string(attributes, '$.code'), ''), sum(sum)
+        FROM rollup_1m
+        WHERE bucket >= ? AND bucket < ?{only} AND metric = ? AND max > 0
+            AND json_extract_string(attributes, '$.severity') IN ({severities})
+        GROUP BY ALL""", [lo_m, hi_m, *extra, ERRORS, *SEVERE])
     _refresh_pools(con, "pool_1m", "node_1m", lo_m, hi_m, only, extra)
 
 

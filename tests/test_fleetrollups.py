@@ -3,6 +3,7 @@ across overlapping and node-by-node ingests, and the migration fills them for a 
 
 from __future__ import annotations
 
+import json
 import random
 from importlib import resources
 
@@ -11,7 +12,17 @@ import polars as pl
 import pytest
 
 from store import Held, IngestRun, commit_run
-from store.fleetrollups import BUSY_UTIL, CLOCK, ERRORS, FLEET_TABLES, HEALTH, HOUR_COLUMNS, NODE_METRICS, UTIL
+from store.fleetrollups import (
+    BUSY_UTIL,
+    CLOCK,
+    ERRORS,
+    FLEET_TABLES,
+    HEALTH,
+    HOUR_COLUMNS,
+    NODE_METRICS,
+    SEVERE,
+    UTIL,
+)
 from store.rollups import HOUR_MS, MINUTE_MS, prune_raw
 
 T0 = 1_767_225_600_000  # 2026-01-01T00:00:00Z
@@ -42,7 +53,8 @@ def table(con: duckdb.DuckDBPyConnection, name: str) -> list[tuple[object, ...]]
             "node_1m": "bucket, pool, node, metric, count, round(sum, 6)",
             "node_1h": "bucket, pool, node, metric, count, round(sum, 6)",
             "pool_1m": "bucket, pool, metric, count, round(sum, 6)",
-            "pool_1h": "bucket, pool, metric, count, round(sum, 6)"}[name]
+            "pool_1h": "bucket, pool, metric, count, round(sum, 6)",
+            "node_events_1m": "bucket, pool, node, severity, code, events"}[name]
     return con.execute(f"SELECT {cols} FROM {name} ORDER BY ALL").fetchall()
 
 
@@ -83,21 +95,47 @@ def test_the_fleet_rollups_hold_the_hand_computed_aggregates(con: duckdb.DuckDBP
         (T0 + HOUR_MS, "p", TEMP, 1, 60.0)]
 
 
+def test_the_node_minutes_hold_the_severe_events_per_severity_and_code(con: duckdb.DuckDBPyConnection) -> None:
+    m = MINUTE_MS
+    ingest(con, error_rows([
+        (0, "n1", "0", "79", "fatal", 1.0), (30_000, "n1", "1", "79", "fatal", 2.0),  # one node-minute: 3 events
+        (30_000, "n1", "0", "48", "critical", 1.0),      # another severity: its own row
+        (m, "n1", "0", "13", "recoverable", 5.0),        # not severe
+        (m, "n2", "", "8C08", "fatal", 0.0),             # no event
+        (2 * m, "n3", "0", "79", "fatal", 1.0),
+    ]))
+    assert table(con, "node_events_1m") == [
+        (T0, "p", "n1", "critical", "48", 1.0), (T0, "p", "n1", "fatal", "79", 3.0),
+        (T0 + 2 * m, "q", "n3", "fatal", "79", 1.0)]
+    sql = resources.files("store.migrations").joinpath("0011_node_events.sql").read_text(encoding="utf-8")
+    assert all(f"'{s}'" in sql for s in SEVERE)  # the migration's fill names the same severities
+
+
 def fleet(n: int, seed: int) -> pl.DataFrame:
-    """Random samples of the node metrics (and one they leave out) over three hours, three nodes, two devices;
-    values are multiples of 1/1024, so every sum is exact in any order."""
+    """Random samples of the node metrics (and one they leave out) over three hours, three nodes, two devices,
+    and error events of every severity; values are multiples of 1/1024, so every sum is exact in any order."""
     rng = random.Random(seed)
     ts = sorted({rng.randrange(0, 3 * HOUR_MS // 1000) * 1000 for _ in range(n)})
     metrics = [*NODE_METRICS, "accelerator.health"]
-    return rows(*((t, rng.choice(["n1", "n2", "n3"]), rng.choice(["0", "1"]), rng.choice(metrics),
-                   rng.randrange(0, 1025) / 1024 * (2e9 if rng.random() < 0.5 else 1.0), rng.random() < 0.9)
-                  for t in ts))
+    gauges = rows(*((t, rng.choice(["n1", "n2", "n3"]), rng.choice(["0", "1"]), rng.choice(metrics),
+                     rng.randrange(0, 1025) / 1024 * (2e9 if rng.random() < 0.5 else 1.0), rng.random() < 0.9)
+                    for t in ts))
+    events = [(t, rng.choice(["n1", "n2", "n3"]), rng.choice(["0", "1", ""]), rng.choice(["79", "48", "8C08"]),
+               rng.choice([*SEVERE, "recoverable"]), float(rng.randrange(0, 3))) for t in ts[::7]]
+    return pl.concat([gauges, error_rows(events)])
+
+
+def error_rows(events: list[tuple[int, str, str, str, str, float]]) -> pl.DataFrame:
+    """(ms after T0, node, device, code, severity, events) as canonical error-event rows."""
+    frame = rows(*((e[0], e[1], e[2], ERRORS, e[5], True) for e in events))
+    return frame.with_columns(pl.Series("attributes", [
+        json.dumps({"code": e[3], "error_class": "device_lost", "severity": e[4]}, sort_keys=True) for e in events]))
 
 
 def rebuilt(con: duckdb.DuckDBPyConnection) -> dict[str, list[tuple[object, ...]]]:
     """Each fleet table as the migration's statements build it from rollup_1m, in a rolled-back transaction."""
     sql = "".join(resources.files("store.migrations").joinpath(name).read_text(encoding="utf-8")
-                  for name in ("0009_fleet_rollups.sql", "0010_pool_rollups.sql"))
+                  for name in ("0009_fleet_rollups.sql", "0010_pool_rollups.sql", "0011_node_events.sql"))
     fills = [s for s in sql.split(";") if s.strip() and "INSERT INTO" in s]
     con.execute("BEGIN TRANSACTION")
     try:

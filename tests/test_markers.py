@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import random
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -11,8 +12,8 @@ import polars as pl
 import pytest
 
 from store import Held, IngestRun, commit_run, connect
-from store.rollups import HOUR_MS, MINUTE_MS
-from store.views.markers import severe_events, version_changes
+from store.rollups import HOUR_MS, MINUTE_MS, prune_raw
+from store.views.markers import events_from_minutes, events_from_samples, severe_events, version_changes
 from store.views.window import Window
 
 T0 = 1_767_225_600_000  # 2026-01-01T00:00:00Z
@@ -106,3 +107,28 @@ def test_version_changes_are_the_new_versions_first_seen_in_the_window(ro: duckd
     assert version_changes(ro, Window(W.start_ms, W.end_ms, ("h100-a",)), "n1", "0")["component"].to_list() == [
         "vbios", "driver"]  # a device sees its own and its node's changes
     assert version_changes(ro, W, "n2").is_empty()
+
+
+def test_the_node_minutes_give_what_the_raw_samples_give(tmp_path: Path) -> None:
+    rng = random.Random(5)
+    rows = [event(T0 + rng.randrange(-HOUR_MS, 3 * HOUR_MS), rng.choice(["h100-a", "ascend-a"]),
+                  rng.choice(["n1", "n2", "n3"]), rng.choice(["0", "1", ""]), rng.choice(["79", "48", "", "8C08"]),
+                  rng.choice(["fatal", "critical", "recoverable"]), float(rng.randrange(0, 4))) for _ in range(400)]
+    con = connect(tmp_path / "r.duckdb")
+    raw = pl.DataFrame(rows, schema=["ts", "pool", "node", "device", "metric", "value", "attributes", "device_wide"],
+                       orient="row")
+    run = IngestRun("file", "random")
+    run.add_read(raw.height)
+    run.add_samples(raw)
+    commit_run(Held(con), run)
+    for w in (W, Window(T0 + 7 * MINUTE_MS, T0 + 99 * MINUTE_MS, ("h100-a",)), Window(T0 - HOUR_MS, T0 + 3 * HOUR_MS)):
+        for step in (MINUTE_MS, 15 * MINUTE_MS, HOUR_MS):
+            for node in (None, "n2"):
+                got = events_from_minutes(con, w, step, node)
+                assert got.height and got.rows() == events_from_samples(con, w, step, node).rows()
+    # pruned raw history keeps its marks: they are read from the rollup
+    before = severe_events(con, W, 15 * MINUTE_MS)
+    prune_raw(con, keep_ms=HOUR_MS, now_ms=T0 + 4 * HOUR_MS)
+    assert events_from_samples(con, W, 15 * MINUTE_MS).is_empty()
+    assert severe_events(con, W, 15 * MINUTE_MS).rows() == before.rows() and before.height
+    con.close()

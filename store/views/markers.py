@@ -1,7 +1,8 @@
 """What the console marks on its time series: severe error events and software version changes.
 
 - a severe event: an `accelerator.errors` event of a severity in SEVERE, summed per step bucket, pool and node,
-  with the distinct vendor codes;
+  with the distinct vendor codes; read from the node-minute rollup `node_events_1m` where the window and step
+  are whole minutes and no device is asked for, else from the raw samples;
 - a version change: a version of a component first seen on a node (or device) in the window while an older
   version of that component had been seen there before it, stamped with its first sighting.
 """
@@ -12,11 +13,11 @@ import duckdb
 import polars as pl
 
 from canonical.metrics import ERRORS_METRIC
-from canonical.timeunits import HOUR_MS
+from canonical.timeunits import HOUR_MS, MINUTE_MS
+from store.fleetrollups import SEVERE
 from store.rollups import floor_to
 from store.views.window import Window, frame, pool_filter
 
-SEVERE = ("fatal", "critical")  # "critical" is what some vendors call fatal before the taxonomy maps it
 EVENT_SCHEMA = {"t": pl.Int64, "pool": pl.String, "node": pl.String, "severity": pl.String, "events": pl.Float64,
                 "codes": pl.String}
 CHANGE_SCHEMA = {"ts": pl.Int64, "pool": pl.String, "node": pl.String, "device": pl.String,
@@ -35,6 +36,28 @@ def _place(node: str | None, device: str | None) -> tuple[str, list[object]]:
 def severe_events(con: duckdb.DuckDBPyConnection, w: Window, step_ms: int, node: str | None = None,
                   device: str | None = None) -> pl.DataFrame:
     """Severe error events per step bucket, pool, node and severity: t, pool, node, severity, events, codes."""
+    if device is None and w.start_ms % MINUTE_MS == 0 and w.end_ms % MINUTE_MS == 0 and step_ms % MINUTE_MS == 0:
+        return events_from_minutes(con, w, step_ms, node)
+    return events_from_samples(con, w, step_ms, node, device)
+
+
+def events_from_minutes(con: duckdb.DuckDBPyConnection, w: Window, step_ms: int,
+                        node: str | None = None) -> pl.DataFrame:
+    """severe_events from the node-minute rollup, for windows and steps of whole minutes and no device."""
+    pools, params = pool_filter(w)
+    place, place_params = _place(node, None)
+    return frame(con, f"""
+        SELECT bucket - bucket % {int(step_ms)} AS t, pool, node, severity, sum(events) AS events,
+            string_agg(DISTINCT code, ', ' ORDER BY code) AS codes
+        FROM node_events_1m WHERE bucket >= ? AND bucket < ?{pools}{place}
+        GROUP BY ALL ORDER BY t, pool, node, severity""",
+                 [w.start_ms, w.end_ms, *params, *place_params]).select(
+        [pl.col(c).cast(t) for c, t in EVENT_SCHEMA.items()])
+
+
+def events_from_samples(con: duckdb.DuckDBPyConnection, w: Window, step_ms: int, node: str | None = None,
+                        device: str | None = None) -> pl.DataFrame:
+    """severe_events from the raw samples, for any window, step and place (a device keeps its node-wide rows)."""
     pools, params = pool_filter(w)
     place, place_params = _place(node, device)
     severities = ", ".join("?" * len(SEVERE))
@@ -57,7 +80,7 @@ def severe_events(con: duckdb.DuckDBPyConnection, w: Window, step_ms: int, node:
                        ORDER BY coalesce(json_extract_string(attributes, '$.code'), '')) AS codes
         FROM samples
         WHERE metric = ? AND ({within}) AND {severe} AND value > 0{pools}{place}
-        GROUP BY ALL ORDER BY t, pool, node""",
+        GROUP BY ALL ORDER BY t, pool, node, severity""",
                  [ERRORS_METRIC, *(b for span in spans for b in span), *SEVERE, *params, *place_params]).select(
         [pl.col(c).cast(t) for c, t in EVENT_SCHEMA.items()])
 
