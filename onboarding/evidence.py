@@ -17,10 +17,10 @@ from collections.abc import Callable, Iterator
 
 import polars as pl
 
+from canonical.csvtext import csv_records
 from onboarding.check_report import parse_families
 from onboarding.exceptions import EvidenceError
 from onboarding.plan_report import looks_like_plan, parse_plan_report
-from pool_registry.csvtext import csv_records
 from replay.benchtable import parse_bench_table
 from replay.exceptions import BenchTableError
 

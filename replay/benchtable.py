@@ -15,8 +15,8 @@ from pathlib import Path
 
 import polars as pl
 
+from canonical.csvtext import csv_records
 from canonical.fileread import UnreadableFile, read_text
-from pool_registry.csvtext import csv_records
 from replay.exceptions import BenchTableError
 
 REQUIRED = ("pool", "isl", "osl", "concurrency", "ttft_ms", "tpot_ms")

@@ -1,4 +1,4 @@
-"""CSV text as numbered records: the one reader of the onboarding evidence loaders and the benchmark tables."""
+"""CSV text as numbered records: the one reader of the traces, the onboarding evidence and the benchmark tables."""
 
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from canonical.csvtext import csv_lines, csv_records
 from onboarding.evidence import parse_evidence
 from onboarding.exceptions import EvidenceError
-from pool_registry.csvtext import csv_records
 from replay.benchtable import parse_bench_table, read_bench_table
 from replay.exceptions import BenchTableError
 
@@ -37,6 +37,12 @@ def test_a_record_the_csv_module_cannot_read_is_the_callers_error_at_its_line() 
     with pytest.raises(Bad) as exc:
         next(records)
     assert exc.value.args == (3, LIMIT)
+
+
+def test_lines_name_where_each_record_starts_and_ends_and_go_on_after_a_bad_one() -> None:
+    text = "a\n" + "x" * 200_000 + '\nb,"c\nd"\n\ne\n'
+    assert list(csv_lines(text)) == [(1, 1, ["a"], None), (2, 2, None, LIMIT.removeprefix("not valid CSV: ")),
+                                     (3, 4, ["b", "c\nd"], None), (5, 5, [], None), (6, 6, ["e"], None)]
 
 
 # (text, the error's message): the file and line named as before the loaders shared the reader

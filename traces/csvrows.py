@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import csv
-import io
-
 import polars as pl
 
+from canonical.csvtext import csv_lines
 from traces.exceptions import TrafficError
 
 _BOOKKEEPING = ("seq", "line", "record", "reason")
@@ -26,14 +24,11 @@ def read_rows(text: str, source: str, required: tuple[str, ...]) -> tuple[pl.Dat
     Blank lines are not records. A row with fewer or more fields than the header is kept with a reason so
     that it is rejected, never silently padded or truncated.
     """
-    reader = csv.reader(io.StringIO(text, newline=""))
-    try:
-        header = next(reader)
-    except StopIteration:
-        header = []
-    except csv.Error as exc:
-        raise TrafficError(f"{source}: line 1: bad CSV header ({exc})") from None
-    header = [h.strip() for h in header]
+    records = csv_lines(text)
+    first = next(records, None)
+    if first is not None and first[2] is None:
+        raise TrafficError(f"{source}: line 1: bad CSV header ({first[3]})") from None
+    header = [h.strip() for h in (first[2] or [])] if first is not None else []
     absent = [c for c in required if c not in header]
     if absent:
         raise TrafficError(f"{source}: missing column {', '.join(repr(c) for c in absent)}; "
@@ -44,28 +39,20 @@ def read_rows(text: str, source: str, required: tuple[str, ...]) -> tuple[pl.Dat
     width = len(header)
     cols: list[list[str | None]] = [[] for _ in header]
     lines: list[int] = []
-    records: list[str] = []
+    records_text: list[str] = []
     reasons: list[str | None] = []
-    line = reader.line_num
-    while True:
-        start = line + 1
-        try:
-            row = next(reader)
-        except StopIteration:
-            break
-        except csv.Error as exc:
-            line = reader.line_num
+    for start, _, row, why in records:
+        if row is None:
             lines.append(start)
-            records.append("")
-            reasons.append(f"bad CSV row ({exc})")
+            records_text.append("")
+            reasons.append(f"bad CSV row ({why})")
             for col in cols:
                 col.append(None)
             continue
-        line = reader.line_num
         if not row or (len(row) == 1 and not row[0].strip()):
             continue
         lines.append(start)
-        records.append(",".join(row))
+        records_text.append(",".join(row))
         if len(row) != width:
             reasons.append(f"expected {width} fields ({', '.join(header)}), got {len(row)}")
             row = (row + [""] * width)[:width]
@@ -78,7 +65,7 @@ def read_rows(text: str, source: str, required: tuple[str, ...]) -> tuple[pl.Dat
     frame = pl.DataFrame(
         {name: pl.Series(name, values, dtype=pl.String) for name, values in zip(header, cols, strict=True)}
     ).with_columns(
-        pl.Series("line", lines, dtype=pl.Int64), pl.Series("record", records, dtype=pl.String),
+        pl.Series("line", lines, dtype=pl.Int64), pl.Series("record", records_text, dtype=pl.String),
         pl.Series("reason", reasons, dtype=pl.String),
     ) if header else pl.DataFrame()
     if frame.height == 0:
