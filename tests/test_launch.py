@@ -15,6 +15,7 @@ PROBE = """
 import json, runpy, sys
 warmed = runpy.run_path({launch!r}, run_name="probe")["warm"]()
 print(json.dumps({{"warmed": warmed, "streamlit": "streamlit" in sys.modules,
+                  "replay": "replay.calibrate" in sys.modules,
                   "pages": sorted(m for m in sys.modules if m.startswith("app.console."))}}))
 """
 
@@ -32,6 +33,7 @@ def test_warm_imports_the_layers_and_not_streamlit_from_any_directory(tmp_path: 
     assert done.returncode == 0, done.stderr
     got = json.loads(done.stdout.strip().splitlines()[-1])
     assert {"altair", "store.views.health", "app.status_read"} <= set(got["warmed"])
+    assert got["replay"] is True  # the layers' user errors, which every page catches, bring the replay package
     # a module with st.cache_data imported before the runtime exists would keep a cache the runtime never sees
     assert got["streamlit"] is False and got["pages"] == []
 

@@ -20,7 +20,7 @@ WARM = ("altair", "polars", "duckdb", "numpy", "store", "store.views.cost", "sto
         "store.views.drift", "store.views.export", "store.views.faults", "store.views.fleet", "store.views.health",
         "store.views.markers", "store.views.reliability", "store.views.runs", "store.views.versions",
         "pool_registry", "pool_registry.compat", "status.evaluate", "status.rules", "status.verdict",
-        "app.status_read")
+        "app.status_read", "app.exceptions")
 
 
 def warm(modules: tuple[str, ...] = WARM) -> list[str]:
@@ -29,6 +29,10 @@ def warm(modules: tuple[str, ...] = WARM) -> list[str]:
         sys.path.insert(0, str(_ROOT))
     for name in modules:
         importlib.import_module(name)
+    if "app.exceptions" in modules:
+        # every page catches the layers' user errors: importing them loads the replay package (and scipy, half a
+        # second), which would otherwise fall on the first visitor's session
+        importlib.import_module("app.exceptions").user_errors()
     import altair as alt
 
     alt.Chart({"values": [{"t": 0, "v": 0}]}).mark_line().encode(x="t:Q", y="v:Q").to_dict()
