@@ -8,12 +8,15 @@ import random
 from pathlib import Path
 
 import duckdb
+import polars as pl
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from collectors.files import read_chunks
 from collectors.pipeline import IngestOptions, ingest_exposition
 from store import Held
-from store.views.counters import counter_increments, histogram_quantile, histogram_quantiles
+from store.views.counters import bucket_quantiles, counter_increments, histogram_quantile, histogram_quantiles
 from store.views.window import Window
 from tests.oracles import raw_increase, raw_quantile
 
@@ -103,3 +106,20 @@ def test_increase_treats_a_drop_as_a_restart(con: duckdb.DuckDBPyConnection, tmp
     assert whole.select("t", "inc").rows() == [(m0, 8.0), (m0 + 60_000, 12.0)]
     # from raw samples: first seen at 10 (counted from zero), 10 -> 15, the restart at 3, 3 -> 8
     assert raw_increase(con, "serving.tokens.prompt", m0, m0 + 60_000)["increase"].to_list() == [10 + 5 + 3 + 5]
+
+
+@settings(max_examples=200, deadline=None)
+@given(groups=st.lists(st.lists(st.integers(0, 50), min_size=1, max_size=6), min_size=1, max_size=5),
+       q=st.sampled_from([0.0, 0.01, 0.5, 0.9, 0.99, 1.0]), inf=st.booleans())
+def test_the_frame_of_quantiles_equals_the_quantile_of_each_group(groups: list[list[int]], q: float,
+                                                                   inf: bool) -> None:
+    rows = []
+    for g, counts in enumerate(groups):  # counts may fall (a reset between buckets) and may all be zero
+        bounds = BOUNDS[:len(counts)]
+        if inf:
+            bounds = [*bounds[:-1], math.inf]
+        rows += [{"pool": "p", "t": g, "bound": b, "inc": float(c)} for b, c in zip(bounds, counts, strict=True)]
+    got = bucket_quantiles(pl.DataFrame(rows).sample(fraction=1.0, shuffle=True, seed=1), q).sort("t")
+    for (t, value), counts in zip(got.select("t", "value").rows(), groups, strict=True):
+        bounds = BOUNDS[:len(counts)] if not inf else [*BOUNDS[:len(counts) - 1], math.inf]
+        assert value == histogram_quantile(bounds, [float(c) for c in counts], q), (t, counts)

@@ -62,6 +62,8 @@ class Marks:
 
     events: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=EVENT_SCHEMA))
     changes: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=CHANGE_SCHEMA))
+    # the layers drawn for each timeline, built once: a page marks the same events on all its charts
+    layers: dict[Timeline, list[alt.Chart]] = field(default_factory=dict, compare=False, repr=False)
 
     def subtitle(self) -> str:
         """The key to the marks this chart carries (empty without marks)."""
@@ -89,6 +91,12 @@ def with_gaps(df: pl.DataFrame, tl: Timeline, by: str) -> pl.DataFrame:
 
 def _mark_layers(marks: Marks, tl: Timeline) -> list[alt.Chart]:
     """Vertical rules with a mark at the top for each severe event bucket and each version change."""
+    if tl not in marks.layers:
+        marks.layers[tl] = _build_mark_layers(marks, tl)
+    return marks.layers[tl]
+
+
+def _build_mark_layers(marks: Marks, tl: Timeline) -> list[alt.Chart]:
     layers: list[alt.Chart] = []
     if marks.events.height:
         ev = stamped(marks.events).to_pandas()
