@@ -173,11 +173,17 @@ def test_kill_9_then_restart_ends_as_an_uninterrupted_run(recent_prom: Prometheu
     partial = digest(db)[0]
     assert 0 < partial < clean[0]
     proc = serve(config, db)
+    caught_up = True
     try:
         wait_for(lambda: digest(db)[0] >= clean[0], 480, "the restarted pull to catch up")
+    except AssertionError:
+        caught_up = False
     finally:
         proc.send_signal(signal.SIGTERM)
         err = stopped(proc)
+    # on a timeout, what the restarted service said is what tells a stall from a commit that keeps failing
+    assert caught_up, f"timed out waiting for the restarted pull to catch up; it stored {digest(db)[0]} of " \
+                      f"{clean[0]} samples; its log ends:\n{err[-4000:]}"
     assert proc.returncode == 0, err
     assert digest(db) == clean
     with Store(db).read() as c:
