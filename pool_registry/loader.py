@@ -5,9 +5,11 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from yaml.nodes import Node
 
+from pool_registry import quickyaml
 from pool_registry.model import (
     DTYPES,
     KV_CACHE_DTYPES,
@@ -24,6 +26,7 @@ from pool_registry.model import (
     Thermal,
 )
 from pool_registry.onboarding import read_checks
+from pool_registry.valueread import Redo, ValueReader
 from pool_registry.versions import SpecifierError, parse_specifier
 from pool_registry.yamlread import ConfigError, Reader, no_gc_pauses, read_text
 
@@ -40,15 +43,29 @@ def load_registry(path: str | Path) -> Registry:
     return load_registry_text(text, str(path))
 
 
-def load_registry_text(text: str, source: str = "<registry>") -> Registry:
-    """Validate registry YAML (or JSON) text; raise RegistryError listing every problem."""
-    with no_gc_pauses():  # the node tree and the registry built from it stay alive to the end
-        return _load(text, source)
+def load_registry_text(text: str, source: str = "<registry>", *, quick: bool = True) -> Registry:
+    """Validate registry YAML (or JSON) text; raise RegistryError listing every problem.
+
+    A plain file is first read by the quick reader; a problem, or YAML beyond it, is read again with positions.
+    quick=False goes straight to the positioned read."""
+    with no_gc_pauses():  # the tree and the registry built from it stay alive to the end
+        if quick:
+            try:
+                return load_registry_values(quickyaml.parse(text), source)
+            except (quickyaml.Unsupported, Redo):
+                pass  # the positioned reader says where and what
+        r = Reader(source)
+        return _load(r, r.root(text, "a mapping with chips, models and pools", RegistryError))
 
 
-def _load(text: str, source: str) -> Registry:
-    r = Reader(source)
-    root = r.root(text, "a mapping with chips, models and pools", RegistryError)
+def load_registry_values(values: Any, source: str) -> Registry:
+    """A registry from parsed plain values (dicts, lists, scalars); Redo on any problem, which only the text's
+    positioned read can place."""
+    return _load(ValueReader(source), values)
+
+
+def _load(r: Reader, root: Node) -> Registry:
+    """The registry in a tree of YAML nodes (Reader) or of plain values (ValueReader)."""
     top = r.mapping(root, "", required=("chips", "pools"), optional=("version", "name", "models"))
     if "version" in top:
         r.integer(top["version"], "version", ge=1, le=1)
@@ -85,7 +102,7 @@ def _chip(r: Reader, path: str, node: Node) -> Chip:
         dtypes = r.string_list(f["supported_dtypes"], f"{path}.supported_dtypes")
         for i, d in enumerate(dtypes):
             if d not in DTYPES:
-                r.fail(f["supported_dtypes"].value[i], f"{path}.supported_dtypes[{i}]",
+                r.fail(r.element(f["supported_dtypes"], i), f"{path}.supported_dtypes[{i}]",
                        f"unknown dtype '{d}'; expected one of: {', '.join(DTYPES)}")
     chip_id = r.optional(f, "id", path, lambda n, p: _ident(r, n, p), "")
     return Chip(
@@ -125,16 +142,6 @@ def _positive(r: Reader) -> Callable[[Node, str], float]:
 
 def _count(r: Reader) -> Callable[[Node, str], int]:
     return lambda n, p: r.integer(n, p, gt=0)
-
-
-def _field(item: Node | None, key: str) -> Node | None:
-    """The value node of key in a mapping node, for pointing errors at the exact line."""
-    if item is None or not isinstance(item.value, list):
-        return item
-    for pair in item.value:
-        if isinstance(pair, tuple) and pair[0].value == key:
-            return pair[1]
-    return item
 
 
 def _model(r: Reader, path: str, node: Node) -> Model:
@@ -236,7 +243,7 @@ def _assign(r: Reader, node: Node, path: str) -> Assignment:
     if "node_patterns" in f:
         patterns += r.string_list(f["node_patterns"], f"{path}.node_patterns")
     labels: dict[str, str] = r.optional(f, "labels", path, r.string_map, {})
-    if not f and isinstance(node.value, list) and not node.value:
+    if not f and r.empty_mapping(node):
         r.fail(node, path, "expected node_pattern, node_patterns or labels")
     return Assignment(node_patterns=patterns, labels=labels)
 
@@ -309,13 +316,13 @@ def _onboarding(r: Reader, node: Node, path: str) -> Onboarding:
 
 def _check_ids(r: Reader, seq: Node | None, path: str, ids: list[str]) -> None:
     seen: dict[str, int] = {}
-    nodes = seq.value if seq is not None and isinstance(seq.value, list) else []
+    nodes = r.elements(seq)
     for i, item_id in enumerate(ids):
         if not item_id:
             continue
         if item_id in seen:
-            line = nodes[seen[item_id]].start_mark.line + 1 if nodes else "?"
-            r.fail(_field(nodes[i], "id") if nodes else None, f"{path}[{i}].id",
+            line = (r.line(nodes[seen[item_id]]) if nodes else None) or "?"
+            r.fail(r.field(nodes[i], "id") if nodes else None, f"{path}[{i}].id",
                    f"duplicate id '{item_id}' (first defined at line {line})")
         else:
             seen[item_id] = i
@@ -325,12 +332,12 @@ def _check_refs(r: Reader, top: dict[str, Node], chips: tuple[Chip, ...], models
                 pools: tuple[Pool, ...]) -> None:
     chip_ids = [c.id for c in chips]
     model_ids = [m.id for m in models]
-    pool_nodes = top["pools"].value if "pools" in top and isinstance(top["pools"].value, list) else []
+    pool_nodes = r.elements(top.get("pools"))
     for i, pool in enumerate(pools):
         item = pool_nodes[i] if i < len(pool_nodes) else None
         if pool.chip and pool.chip not in chip_ids:
-            r.fail(_field(item, "chip"), f"pools[{i}].chip",
+            r.fail(r.field(item, "chip"), f"pools[{i}].chip",
                    f"unknown chip '{pool.chip}'; known: {', '.join(chip_ids) or '(none)'}")
         if pool.serving and pool.serving.model and pool.serving.model not in model_ids:
-            r.fail(_field(_field(item, "serving"), "model"), f"pools[{i}].serving.model",
+            r.fail(r.field(r.field(item, "serving"), "model"), f"pools[{i}].serving.model",
                    f"unknown model '{pool.serving.model}'; known: {', '.join(model_ids) or '(none)'}")

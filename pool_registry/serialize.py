@@ -5,9 +5,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from pool_registry.loader import load_registry_text
+from pool_registry.loader import load_registry_text, load_registry_values
 from pool_registry.model import Chip, Interconnect, Model, Pool, Registry
 from pool_registry.onboarding import check_to_dict
+from pool_registry.valueread import Redo
+from pool_registry.yamlread import no_gc_pauses
 
 
 def _link(link: Interconnect) -> dict[str, Any]:
@@ -93,9 +95,18 @@ def registry_to_dict(reg: Registry) -> dict[str, Any]:
 
 def registry_to_json(reg: Registry) -> str:
     """Canonical JSON text of a registry."""
-    return json.dumps(registry_to_dict(reg), sort_keys=True, separators=(",", ":"))
+    with no_gc_pauses():  # tens of thousands of short-lived dicts, none of them in a cycle
+        return json.dumps(registry_to_dict(reg), sort_keys=True, separators=(",", ":"))
 
 
 def registry_from_json(text: str, source: str = "<snapshot>") -> Registry:
-    """Rebuild a registry from its JSON form, validated like a file."""
+    """Rebuild a registry from its JSON form, validated like a file.
+
+    The text is JSON this module wrote (so no duplicate keys and no YAML spellings): it is read as JSON, and only
+    one that does not validate is read again as YAML, for messages with lines."""
+    with no_gc_pauses():
+        try:
+            return load_registry_values(json.loads(text), source)
+        except (ValueError, RecursionError, Redo):
+            pass
     return load_registry_text(text, source)

@@ -324,6 +324,32 @@ class Reader:
         return default if node is None else read(node, f"{path}.{key}" if path else key)
 
 
+    # -- the nodes behind a problem --------------------------------------------------------------------
+    def elements(self, node: Node | None) -> list[Node]:
+        """The items of a list node, or none."""
+        return list(node.value) if isinstance(node, SequenceNode) else []
+
+    def element(self, node: Node, i: int) -> Node:
+        """The i-th item of a list node."""
+        return node.value[i]
+
+    def field(self, node: Node | None, key: str) -> Node | None:
+        """The value node of key in a mapping node (to point at its line), else the node itself."""
+        if isinstance(node, MappingNode):
+            for key_node, value_node in node.value:
+                if key_node.value == key:
+                    return value_node
+        return node
+
+    def line(self, node: Node | None) -> int | None:
+        """The 1-based line a node starts on."""
+        return node.start_mark.line + 1 if node is not None else None
+
+    def empty_mapping(self, node: Node) -> bool:
+        """Whether the node is an empty mapping ({})."""
+        return isinstance(node, MappingNode) and not node.value
+
+
 def read_text(path: str | Path, error: type[ConfigError] = ConfigError) -> str:
     """Read a config file, turning I/O trouble into `error` naming the file."""
     try:
