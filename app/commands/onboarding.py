@@ -40,6 +40,7 @@ def run(ctx: Context) -> int:
     """Dispatch on the first word: add-evidence, else print the tracker."""
     from onboarding import onboarding_pools
     from onboarding.report import tracks
+    from pool_registry.yamlread import no_gc_pauses
     from store import require_registry
 
     words = ctx.args.words
@@ -50,15 +51,16 @@ def run(ctx: Context) -> int:
                          f"'hetpool onboarding {ADD} POOL ITEM FILE'")
     if ctx.args.at is not None:
         raise UsageError(f"--at goes with '{ADD}'")
-    with ctx.store().read() as con:
+    # a large registry's objects live to the end: the collector need not walk them again and again meanwhile
+    with no_gc_pauses(), ctx.store().read() as con:
         reg = require_registry(con)
         if words and words[0] not in {p.id for p in reg.pools}:
             raise UsageError(f"unknown pool {words[0]!r}; known: {', '.join(p.id for p in reg.pools)}")
         found = tracks(con, reg, tuple(words) or onboarding_pools(reg))
-    if ctx.as_json:  # only the form printed is built: 10,000 pools make either one sizeable
-        ctx.emit([_json(t) for t in found], "")
-    else:
-        ctx.emit(None, "\n\n".join(_text(t) for t in found) or "no pool is being onboarded")
+        if ctx.as_json:  # only the form printed is built: 10,000 pools make either one sizeable
+            ctx.emit([_json(t) for t in found], "")
+        else:
+            ctx.emit(None, "\n\n".join(_text(t) for t in found) or "no pool is being onboarded")
     return 0
 
 

@@ -57,13 +57,15 @@ def load(ctx: Context) -> int:
     """Validate, then store a snapshot (a no-op when nothing changed)."""
     from onboarding.files import registry_files, store_files
     from pool_registry import load_registry
+    from pool_registry.yamlread import no_gc_pauses
     from store import save_registry
 
-    reg = load_registry(ctx.args.file)
-    files = registry_files(reg, Path(ctx.args.file).parent)  # checked before anything is written
-    with ctx.store().transaction(f"hetpool registry load {ctx.args.file}") as con:
-        snapshot_id, created = save_registry(con, reg, str(ctx.args.file))
-        new_files = store_files(con, files, "registry")
+    with no_gc_pauses():  # a large registry's objects live to the end: no collection need walk them meanwhile
+        reg = load_registry(ctx.args.file)
+        files = registry_files(reg, Path(ctx.args.file).parent)  # checked before anything is written
+        with ctx.store().transaction(f"hetpool registry load {ctx.args.file}") as con:
+            snapshot_id, created = save_registry(con, reg, str(ctx.args.file))
+            new_files = store_files(con, files, "registry")
     verb = "stored as snapshot" if created else "unchanged since snapshot"
     evidence = f"; {new_files} of {len(files)} onboarding evidence file(s) new" if files else ""
     ctx.emit({"snapshot_id": snapshot_id, "created": created, "pools": len(reg.pools), "evidence_files": len(files),
