@@ -28,7 +28,7 @@ from pool_registry.model import (
 from pool_registry.onboarding import read_checks
 from pool_registry.valueread import Redo, ValueReader
 from pool_registry.versions import SpecifierError, parse_specifier
-from pool_registry.yamlread import ConfigError, Reader, no_gc_pauses, read_text
+from pool_registry.yamlread import ConfigError, Field, Reader, no_gc_pauses, read_text
 
 _ID = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
 
@@ -208,19 +208,17 @@ def _pool(r: Reader, path: str, node: Node) -> Pool:
         "id", "chip", "devices", "devices_per_node", "hourly_cost_per_device", "exporter", "assign",
         "cost_model",
     ), optional=("stack", "serving", "onboarding", "network"))
+    pool_id, chip, devices, per_node, cost, exporter = r.fields(f, path, POOL_FIELDS)
+    for key, value in (("id", pool_id), ("exporter", exporter)):
+        _check_ident(r, f, path, key, value)
     pool = Pool(
-        id=r.optional(f, "id", path, lambda n, p: _ident(r, n, p), ""),
-        chip=r.optional(f, "chip", path, r.text, ""),
-        devices=r.optional(f, "devices", path, _count(r), 0),
-        devices_per_node=r.optional(f, "devices_per_node", path, _count(r), 0),
-        hourly_cost_per_device=r.optional(f, "hourly_cost_per_device", path, _positive(r), 0.0),
-        exporter=r.optional(f, "exporter", path, lambda n, p: _ident(r, n, p), ""),
-        assign=r.optional(f, "assign", path, lambda n, p: _assign(r, n, p), Assignment()),
+        id=pool_id, chip=chip, devices=devices, devices_per_node=per_node, hourly_cost_per_device=cost,
+        exporter=exporter,
+        assign=r.optional(f, "assign", path, lambda n, p: _assign(r, n, p), _NO_ASSIGNMENT),
         stack=r.optional(f, "stack", path, r.string_map, {}),
         serving=r.optional(f, "serving", path, lambda n, p: _serving(r, n, p), None),
-        cost_model=r.optional(f, "cost_model", path, lambda n, p: _cost_model(r, n, p), CostModel(0.0, 0.0)),
-        onboarding=r.optional(f, "onboarding", path, lambda n, p: _onboarding(r, n, p),
-                              Onboarding("production")),
+        cost_model=r.optional(f, "cost_model", path, lambda n, p: _cost_model(r, n, p), _NO_COST_MODEL),
+        onboarding=r.optional(f, "onboarding", path, lambda n, p: _onboarding(r, n, p), _IN_PRODUCTION),
         network=r.optional(f, "network", path, lambda n, p: _link(r, n, p), None),
     )
     if pool.devices and pool.devices_per_node > pool.devices:
@@ -233,6 +231,17 @@ def _pool(r: Reader, path: str, node: Node) -> Pool:
                    f"{pool.serving.replicas} replicas x {pool.serving.devices_per_replica} devices = {need} "
                    f"exceeds the pool's {pool.devices} devices")
     return pool
+
+
+POOL_FIELDS = (Field("id", "text", ""), Field("chip", "text", ""), Field("devices", "integer", 0, gt=0),
+               Field("devices_per_node", "integer", 0, gt=0), Field("hourly_cost_per_device", "number", 0.0, gt=0),
+               Field("exporter", "text", ""))
+_NO_ASSIGNMENT, _NO_COST_MODEL, _IN_PRODUCTION = Assignment(), CostModel(0.0, 0.0), Onboarding("production")
+
+
+def _check_ident(r: Reader, f: dict[str, Node], path: str, key: str, value: str) -> None:
+    if value and not _ID.match(value):
+        r.fail(f[key], f"{path}.{key}", f"bad id {value!r}; use lower-case letters, digits, '.', '_' and '-'")
 
 
 def _assign(r: Reader, node: Node, path: str) -> Assignment:
@@ -252,26 +261,23 @@ ENGINE_FIELDS = ("pp", "max_num_batched_tokens", "gpu_memory_utilization", "kv_c
                  "seq_overhead_us", "ep")
 
 
+SERVING_FIELDS = (
+    Field("model", "text", ""), Field("engine", "string", "vllm"), Field("replicas", "integer", 0, gt=0),
+    Field("devices_per_replica", "integer", 0, gt=0), Field("max_concurrency", "integer", 0, gt=0),
+    Field("max_queue", "integer", 1024, ge=0), Field("pp", "integer", 1, gt=0),
+    Field("max_num_batched_tokens", "integer", 8192, gt=0),
+    Field("gpu_memory_utilization", "number", 0.9, gt=0, le=1),
+    Field("kv_cache_dtype", "choice", "auto", options=tuple(KV_CACHE_DTYPES)),
+    Field("step_overhead_ms", "number", 0.0, ge=0), Field("seq_overhead_us", "number", 0.0, ge=0),
+    Field("ep", "integer", 1, gt=0),
+)
+SERVING_KEYS = tuple(fd.key for fd in SERVING_FIELDS)  # Serving's own field names
+
+
 def _serving(r: Reader, node: Node, path: str) -> Serving:
     f = r.mapping(node, path, required=("model", "replicas", "devices_per_replica", "max_concurrency"),
                   optional=("engine", "max_queue", *ENGINE_FIELDS))
-    serving = Serving(
-        model=r.optional(f, "model", path, r.text, ""),
-        engine=r.optional(f, "engine", path, r.string, "vllm"),
-        replicas=r.optional(f, "replicas", path, _count(r), 0),
-        devices_per_replica=r.optional(f, "devices_per_replica", path, _count(r), 0),
-        max_concurrency=r.optional(f, "max_concurrency", path, _count(r), 0),
-        max_queue=r.optional(f, "max_queue", path, lambda n, p: r.integer(n, p, ge=0), 1024),
-        pp=r.optional(f, "pp", path, _count(r), 1),
-        max_num_batched_tokens=r.optional(f, "max_num_batched_tokens", path, _count(r), 8192),
-        gpu_memory_utilization=r.optional(f, "gpu_memory_utilization", path,
-                                          lambda n, p: r.number(n, p, gt=0, le=1), 0.9),
-        kv_cache_dtype=r.optional(f, "kv_cache_dtype", path, lambda n, p: r.choice(n, p, tuple(KV_CACHE_DTYPES)),
-                                  "auto"),
-        step_overhead_ms=r.optional(f, "step_overhead_ms", path, lambda n, p: r.number(n, p, ge=0), 0.0),
-        seq_overhead_us=r.optional(f, "seq_overhead_us", path, lambda n, p: r.number(n, p, ge=0), 0.0),
-        ep=r.optional(f, "ep", path, _count(r), 1),
-    )
+    serving = Serving(**dict(zip(SERVING_KEYS, r.fields(f, path, SERVING_FIELDS), strict=True)))
     check_engine(r, node, f, path, serving)
     return serving
 
@@ -292,11 +298,11 @@ def check_engine(r: Reader, node: Node, fields: dict[str, Node], path: str, s: S
 
 def _cost_model(r: Reader, node: Node, path: str) -> CostModel:
     f = r.mapping(node, path, required=("mfu", "mem_bw_eff"), optional=("mfu_decode", "collective_us"))
-    ratio = lambda n, p: r.number(n, p, gt=0, le=1)  # noqa: E731
-    return CostModel(mfu=r.optional(f, "mfu", path, ratio, 0.0),
-                     mem_bw_eff=r.optional(f, "mem_bw_eff", path, ratio, 0.0),
-                     mfu_decode=r.optional(f, "mfu_decode", path, ratio, None),
-                     collective_us=r.optional(f, "collective_us", path, lambda n, p: r.number(n, p, ge=0), None))
+    return CostModel(*r.fields(f, path, COST_FIELDS))
+
+
+COST_FIELDS = (Field("mfu", "number", 0.0, gt=0, le=1), Field("mem_bw_eff", "number", 0.0, gt=0, le=1),
+               Field("mfu_decode", "number", None, gt=0, le=1), Field("collective_us", "number", None, ge=0))
 
 
 def _onboarding(r: Reader, node: Node, path: str) -> Onboarding:

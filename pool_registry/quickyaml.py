@@ -64,14 +64,16 @@ def parse(text: str) -> Any:
     """The document's value, or Unsupported; its containers may be shared within it, so read them only."""
     if text.lstrip()[:1] == "{":
         return parse_json(text)
-    if "\t" in text or "\r" in text or _NON_PRINTABLE.search(text):
+    if not _printable(text):
         raise Unsupported("tabs, carriage returns or unprintable characters")
-    marker = _MARKERS.search(text)
+    has_marker = text.startswith(("---", "...", "%")) or "\n---" in text or "\n..." in text or "\n%" in text
+    marker = _MARKERS.search(text) if has_marker else None
     if marker is not None:
         if marker.group() != "---" or marker.start() != _first_content(text):
             raise Unsupported("documents and directives")
         text = text[marker.end():]
-    lines = [(len(indent), content) for indent, content in _LINES.findall(text)]
+    # an indent stays its run of spaces: one is deeper than another exactly when it compares greater
+    lines: list[tuple[str, str]] = _LINES.findall(text)
     if not lines:
         raise Unsupported("an empty document")
     blocks = _Blocks(lines)
@@ -84,6 +86,16 @@ def parse(text: str) -> Any:
     return value
 
 
+def _printable(text: str) -> bool:
+    """No character PyYAML refuses or reads as a line break, tab or carriage return (which this reader leaves)."""
+    if text.isascii():  # most files: a byte table is many times faster than the class of every range
+        return not text.encode("ascii").translate(None, _ASCII_PRINTABLE)
+    return _NON_PRINTABLE.search(text) is None
+
+
+_ASCII_PRINTABLE = bytes([0x0A, *range(0x20, 0x7F)])
+
+
 def _first_content(text: str) -> int:
     """Where the first line that is not blank or a comment starts."""
     match = _LINES.search(text)
@@ -92,7 +104,7 @@ def _first_content(text: str) -> int:
 
 def parse_json(text: str) -> Any:
     """A JSON document as PyYAML would read it; numbers or escapes YAML 1.1 reads otherwise are Unsupported."""
-    if "\t" in text or "\r" in text or _JSON_SURROGATE.search(text) or _NON_PRINTABLE.search(text):
+    if not _printable(text) or _JSON_SURROGATE.search(text):
         raise Unsupported("tabs, carriage returns, surrogate escapes or unprintable characters")
     try:
         return json.loads(text, object_pairs_hook=_json_object, parse_float=_json_float,
@@ -125,20 +137,20 @@ def _is_entry(s: str) -> bool:
 class _Blocks:
     """Recursive descent over (indent, content) lines."""
 
-    def __init__(self, lines: list[tuple[int, str]]):
+    def __init__(self, lines: list[tuple[str, str]]):
         self.lines = lines
         self.i = 0
         self.flows: dict[str, Any] = {}  # one value for each flow text: read-only, like all of the result
 
-    def node(self, indent: int) -> Any:
+    def node(self, indent: str) -> Any:
         if _is_entry(self.lines[self.i][1]):
             return self.sequence(indent)
         return self.mapping(indent)
 
-    def _deeper(self, indent: int) -> bool:
+    def _deeper(self, indent: str) -> bool:
         return self.i < len(self.lines) and self.lines[self.i][0] > indent
 
-    def sequence(self, indent: int) -> list[Any]:
+    def sequence(self, indent: str) -> list[Any]:
         lines, out = self.lines, []
         while self.i < len(lines) and lines[self.i][0] == indent and _is_entry(lines[self.i][1]):
             s = lines[self.i][1]
@@ -147,7 +159,7 @@ class _Blocks:
                 self.i += 1
                 out.append(self.node(lines[self.i][0]) if self._deeper(indent) else None)
                 continue
-            column = indent + len(s) - len(rest)
+            column = indent + " " * (len(s) - len(rest))
             if _is_entry(rest) or _key(rest) is not None:
                 lines[self.i] = (column, rest)  # the entry's own node starts at its column on this line
                 out.append(self.node(column))
@@ -160,7 +172,7 @@ class _Blocks:
             raise Unsupported("unexpected indentation")
         return out
 
-    def mapping(self, indent: int) -> dict[str, Any]:
+    def mapping(self, indent: str) -> dict[str, Any]:
         lines, out, n, i = self.lines, {}, len(self.lines), self.i
         while i < n:
             at, s = lines[i]

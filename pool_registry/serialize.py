@@ -96,7 +96,7 @@ def registry_to_dict(reg: Registry) -> dict[str, Any]:
 def registry_to_json(reg: Registry) -> str:
     """Canonical JSON text of a registry."""
     with no_gc_pauses():  # tens of thousands of short-lived dicts, none of them in a cycle
-        return json.dumps(registry_to_dict(reg), sort_keys=True, separators=(",", ":"))
+        return json.dumps(registry_to_dict(reg), sort_keys=True, separators=(",", ":"), check_circular=False)
 
 
 def registry_from_json(text: str, source: str = "<snapshot>") -> Registry:

@@ -107,6 +107,19 @@ def no_gc_pauses() -> Iterator[None]:
 FAST_LOADER = _fast_loader()
 
 
+@dataclass(frozen=True)
+class Field:
+    """One optional scalar of a mapping: its key, the Reader method that reads it, its bounds and its default."""
+
+    key: str
+    read: str  # text, string, integer, number or choice
+    default: Any
+    gt: float | None = None
+    ge: float | None = None
+    le: float | None = None
+    options: tuple[str, ...] = ()
+
+
 class Reader:
     """Walks a composed YAML tree, converting values and collecting problems instead of stopping at one."""
 
@@ -323,6 +336,25 @@ class Reader:
         node = fields.get(key)
         return default if node is None else read(node, f"{path}.{key}" if path else key)
 
+
+    def fields(self, fields: dict[str, Node], path: str, table: tuple[Field, ...]) -> list[Any]:
+        """Each field of the table read from fields, or its default when absent."""
+        out: list[Any] = []
+        for fd in table:
+            node = fields.get(fd.key)
+            if node is None:
+                out.append(fd.default)
+                continue
+            sub = f"{path}.{fd.key}" if path else fd.key
+            if fd.read == "integer":
+                out.append(self.integer(node, sub, gt=fd.gt, ge=fd.ge, le=fd.le))  # type: ignore[arg-type]
+            elif fd.read == "number":
+                out.append(self.number(node, sub, gt=fd.gt, ge=fd.ge, le=fd.le))
+            elif fd.read == "choice":
+                out.append(self.choice(node, sub, fd.options))
+            else:
+                out.append(getattr(self, fd.read)(node, sub))
+        return out
 
     # -- the nodes behind a problem --------------------------------------------------------------------
     def elements(self, node: Node | None) -> list[Node]:
