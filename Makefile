@@ -11,7 +11,7 @@ DEMO_ARGS ?=
 # Test modules run in this many processes, each module whole in one (its fixtures stay shared).
 TEST_WORKERS ?= 2
 
-.PHONY: demo test test-slow fuzz install system-deps lint bench clean
+.PHONY: demo test test-slow fuzz install native system-deps lint bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -22,10 +22,15 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
+# The replica's hot modules compiled with mypyc into .native/ (replay/compiled.py); a no-op when up to date, and
+# without a C compiler the replay runs as pure Python with the same results.
+native: install
+	@$(PY) scripts/build_native.py
+
 system-deps:
 	@sh scripts/system-deps.sh
 
-demo: install
+demo: native
 	@mkdir -p $(dir $(DEMO_DB)) $(dir $(DEMO_DB))drop
 	$(VENV)/bin/hetpool --db $(DEMO_DB) demo --replace $(DEMO_ARGS)
 	$(VENV)/bin/hetpool --db $(DEMO_DB) console --port $(PORT) --address $(ADDRESS)
@@ -35,16 +40,16 @@ lint: install
 	$(VENV)/bin/mypy
 
 # The two tiers split the suite on the slow marker: every test is in exactly one (tests/test_tiers.py).
-test: install system-deps lint
+test: native system-deps lint
 	$(VENV)/bin/pytest -n $(TEST_WORKERS) --dist loadfile -m "not slow"
 
-test-slow: install system-deps
+test-slow: native system-deps
 	$(VENV)/bin/pytest -n $(TEST_WORKERS) --dist loadfile -m "slow"
 
-fuzz: install
+fuzz: native
 	sh scripts/fuzz.sh $(VENV)/bin/pytest
 
-bench: install system-deps
+bench: native system-deps
 	$(PY) -m benchmarks.bench_ingest
 	$(PY) -m benchmarks.bench_prometheus
 	$(PY) -m benchmarks.bench_replay
@@ -54,4 +59,4 @@ bench: install system-deps
 	$(PY) -m benchmarks.bench_cli
 
 clean:
-	rm -rf $(VENV) demo test-artifacts .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .native demo test-artifacts .pytest_cache .mypy_cache .ruff_cache

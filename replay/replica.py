@@ -28,7 +28,8 @@ from collections import deque
 from collections.abc import Callable
 
 from replay.book import DECODE, DONE, PREFILL, WAITING, Book
-from replay.costmodel import StepModel, fit_passes, passes_within, run_seconds
+from replay.costmodel import StepModel
+from replay.passes import fit_passes, passes_within, run_seconds
 
 
 class Replica:
