@@ -10,6 +10,8 @@ import argparse
 import dataclasses
 import heapq
 import os
+import subprocess
+import sys
 import time
 from collections import deque
 
@@ -21,7 +23,7 @@ import numpy as np  # noqa: E402  (after the thread limits)
 import polars as pl  # noqa: E402
 
 from pool_registry import Pool, Registry, load_registry  # noqa: E402
-from replay import Candidate, SlaTier, expand, load_grid_text, run_replay, run_sweep  # noqa: E402
+from replay import Candidate, SlaTier, compiled, expand, load_grid_text, run_replay, run_sweep  # noqa: E402
 from replay.costmodel import decode_seconds, prefill_seconds  # noqa: E402
 from replay.engine import prepare_traffic  # noqa: E402
 from replay.fleet import resolve_pools  # noqa: E402
@@ -117,12 +119,33 @@ def slot_model(frame: pl.DataFrame, reg: Registry, cand: Candidate) -> tuple[flo
     return time.perf_counter() - start, served
 
 
+CANDIDATE = Candidate(name="bench", policy="sla_cost", sla_tiers={"standard": SlaTier(ttft_s=1.0, e2e_s=30.0)})
+
+
+def replay_rate(n: int, rate: float) -> tuple[float, float]:
+    """Requests per second of run_replay on the plain and the every-term fleet, best of 2 each (a child's part)."""
+    reg, frame = six_pool_fleet(), traffic(n, rate=rate)
+    plain, _ = timed(lambda: run_replay(CANDIDATE, frame, reg, 0), repeat=2)
+    full = shaped(reg)
+    terms, _ = timed(lambda: run_replay(CANDIDATE, frame, full, 0), repeat=2)
+    return n / plain, n / terms
+
+
+def pure_python_rates(n: int, rate: float) -> tuple[float, float]:
+    """replay_rate in a process that runs the replica as pure Python (HETPOOL_COMPILED=0)."""
+    done = subprocess.run([sys.executable, "-m", "benchmarks.bench_replay", "--requests", str(n), "--rate", str(rate),
+                           "--rates-only"], capture_output=True, text=True, check=True,
+                          env={**os.environ, compiled.SWITCH: "0"}, cwd=REPO)
+    plain, terms = done.stdout.split()[-2:]
+    return float(plain), float(terms)
+
+
 def bench_replay(n: int, rate: float) -> None:
     reg = six_pool_fleet()
-    cand = Candidate(name="bench", policy="sla_cost", sla_tiers={"standard": SlaTier(ttft_s=1.0, e2e_s=30.0)})
+    cand = CANDIDATE
     frame = traffic(n, rate=rate)
-    print(f"replay: {n:,} requests at {rate:g}/s, {len(reg.pools)} pools, sla_cost, POLARS_MAX_THREADS=1",
-          flush=True)
+    print(f"replay: {n:,} requests at {rate:g}/s, {len(reg.pools)} pools, sla_cost, POLARS_MAX_THREADS=1; the "
+          f"replica {compiled.STATUS}", flush=True)
     first, _ = timed(lambda: run_replay(cand, frame, reg, 0))
     seconds, result = timed(lambda: run_replay(cand, frame, reg, 0), repeat=2)
     s = result.summary
@@ -140,6 +163,11 @@ def bench_replay(n: int, rate: float) -> None:
     report("replay run_replay, best of 2 (target 100,000)", speed, "req/s", slot_rate, "of the slot model")
     report("slot model (previous engine), best of 2", slot_rate, "req/s")
     report("replay with every step term on, best of 2", n / shaped_s, "req/s", speed, "of the plain fleet's")
+    if compiled.STATUS.startswith("compiled"):
+        pure, pure_terms = pure_python_rates(n, rate)
+        report("the same as pure Python, best of 2", pure, "req/s")
+        report("replay compiled against pure Python", speed / pure, "x")
+        report("every step term, compiled against pure Python", n / shaped_s / pure_terms, "x")
     t = shaped_result.summary
     print(f"  with every term: ttft p50/p99 {t.ttft_p50}/{t.ttft_p99} s, tpot p50/p99 {t.tpot_p50}/{t.tpot_p99} s",
           flush=True)
@@ -181,7 +209,11 @@ def main() -> None:
                         help="arrivals per second (150 keeps the cheapest pools busy and meets the SLA)")
     parser.add_argument("--sweep-requests", type=int, default=200_000)
     parser.add_argument("--no-sweep", action="store_true")
+    parser.add_argument("--rates-only", action="store_true", help="print only the two replay rates (for a child)")
     args = parser.parse_args()
+    if args.rates_only:
+        print(*replay_rate(args.requests, args.rate))
+        return
     bench_replay(args.requests, args.rate)
     if not args.no_sweep:
         bench_sweep(args.sweep_requests)

@@ -106,6 +106,7 @@ class Replica:
         "wait_version",
         "weight_bytes",
         "weight_memo",
+        "weight_whole",
     )
 
     def __init__(self, serial: int, pool: int, index: int, step: StepModel, *, max_concurrency: int, budget: int,
@@ -123,6 +124,8 @@ class Replica:
         self.weight_bytes, self.dense_bytes, self.expert_pick = step.weight_bytes, step.dense_bytes, step.pick
         self.dense = step.pick >= 1.0
         self.weight_memo: dict[float, float] = {}  # weight_read by tokens: a MoE pass's experts touched, once
+        # the same for whole token counts up to a full pass, in a list (-1: not yet): read at every MoE pass
+        self.weight_whole: list[float] = [] if self.dense else [-1.0] * (budget + max_concurrency + 2)
         # no term beyond the roofline and a fixed overhead: policies' predictions take a shortcut
         self.plain = (self.pp == 1 and self.dense and not (self.seq_overhead_s or self.comm_s or self.comm_s_per_token
                                                            or self.s_per_ctx)
@@ -178,6 +181,16 @@ class Replica:
             w = self.weight_memo[tokens] = self.dense_bytes + (self.weight_bytes - self.dense_bytes) * (
                 1.0 - (1.0 - self.expert_pick) ** max(tokens, 1.0))
         return w
+
+    def weight_at(self, tokens: int) -> float:
+        """weight_read of a whole number of tokens, remembered in a list."""
+        memo = self.weight_whole
+        if 0 <= tokens < len(memo):
+            w = memo[tokens]
+            if w < 0.0:
+                w = memo[tokens] = self.weight_read(float(tokens))
+            return w
+        return self.weight_read(float(tokens))
 
     def pass_time(self, seqs: int, tokens: int, kv: float, decode: int = 0, context: float = 0.0) -> float:
         """One pass of `seqs` sequences computing `tokens` tokens (`decode` of them decoding), reading `kv` KV
@@ -532,7 +545,7 @@ class Replica:
         pp = self.pp
         d = 0.0
         if pp == 1:  # m = 1: the general form below without its factors pp / m, which are exact ones
-            weights = self.weight_bytes if self.dense else (self.weight_memo.get(tokens) or self.weight_read(tokens))
+            weights = self.weight_bytes if self.dense else self.weight_at(tokens)
             spb, kvb = self.s_per_byte, self.kv_bytes
             a = (weights + kvb * self.kv_read) * spb
             b = kvb * tokens * spb
@@ -620,14 +633,14 @@ class Replica:
             one = n_d + 1
             if p > 0:
                 tok = n_d + chunk
-                mem = ((wb if dense else self.weight_read(tok)) + kvb * (kv + p / 2.0)) * spb
+                mem = ((wb if dense else self.weight_at(tok)) + kvb * (kv + p / 2.0)) * spb
                 comp = self.s_per_token * chunk + sptd * n_d + sctx * (ctx + chunk * p / 2.0)
                 ttft = w + math.ceil(p / chunk) * ((mem if mem > comp else comp) + o0 + so * seqs + cm0 + cmt * tok)
                 if todo <= 1:
                     return ttft, ttft
-                wr = wb if dense else self.weight_read(one)
+                wr = wb if dense else self.weight_at(one)
             else:
-                wr = wb if dense else self.weight_read(one)
+                wr = wb if dense else self.weight_at(one)
                 mem = (wr + kvb * kv) * spb
                 comp = sptd * one + sctx * ctx  # no prefill token: spt x 0 adds an exact 0
                 ttft = w + ((mem if mem > comp else comp) + o0 + so * seqs + cm0 + cmt * one)

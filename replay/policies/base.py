@@ -30,8 +30,8 @@ class State:
         self.replicas = replicas
         self.loads = loads        # per pool: requests routed there and not finished
         self.queues = queues      # per pool: requests waiting for admission
-        self.max_queue = [p.max_queue for p in plan.pools]
-        self.slots = [float(p.slots) for p in plan.pools]
+        self.max_queue: list[int] = [p.max_queue for p in plan.pools]
+        self.slots: list[float] = [float(p.slots) for p in plan.pools]
         self.up = [list(reps) for reps in replicas]  # per pool, the replicas in service, in index order
         self.fail_rate = [0.0] * len(plan.pools)     # per pool, failures per second of one replica
 
@@ -117,6 +117,10 @@ class Policy(Protocol):
 
 class AtArrival:
     """Base of routers that decide once, at arrival: decode stays where the prefill ran."""
+
+    orders: list[tuple[int, ...]]
+    code: list[int]
+    state: State
 
     def __init__(self, plan: Plan, state: State) -> None:
         self.orders, self.code, self.state = plan.orders, plan.code, state

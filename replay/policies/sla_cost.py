@@ -51,6 +51,9 @@ class SlaCost:
 
 
 class _Router(AtArrival):
+    ttft: list[float]
+    e2e: list[float]
+
     def __init__(self, plan: Plan, state: State) -> None:
         super().__init__(plan, state)
         self.ttft, self.e2e = plan.ttft_list, plan.e2e_list
