@@ -45,8 +45,8 @@ def build(root: str, work: str, c: ModuleType) -> dict[str, str]:
         # follow-imports=skip: the three modules type each other fully; what they import beyond (the step model,
         # numpy behind it) is only read at a replica's construction, so it may stay untyped, and the build
         # takes seconds instead of minutes
-        extensions = mypycify(["--follow-imports=skip", f"--cache-dir={os.path.join(work, 'cache')}", *sources],
-                              opt_level="3", debug_level="0", target_dir=os.path.join(work, "c"),
+        flags = ["--follow-imports=skip", "--ignore-missing-imports", f"--cache-dir={os.path.join(work, 'cache')}"]
+        extensions = mypycify([*flags, *sources], opt_level="3", debug_level="0", target_dir=os.path.join(work, "c"),
                               group_name=c.GROUP)
         dist = Distribution({"name": "hetpool-native", "ext_modules": extensions, "script_name": "build_native",
                              "script_args": ["-q", "build_ext", "--build-lib", os.path.join(work, "lib"),

@@ -23,6 +23,10 @@ def copy_sources(root: Path) -> None:
         dst = Path(compiled.source_path(str(root), module))
         dst.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(compiled.source_path(str(REPO), module), dst)
+        for package in (dst.parent, *dst.parent.parents):  # empty packages, as mypyc names modules by them
+            if package == root:
+                break
+            (package / "__init__.py").touch()
 
 
 def write_build(root: Path, digest: str | None = None, files: dict[str, str] | None = None,
@@ -164,3 +168,38 @@ def test_the_compiled_replica_gives_the_pure_pythons_results_to_the_last_bit() -
     if not status.startswith("compiled"):
         pytest.skip(f"no compiled build to compare ({status}); `make native` builds it")
     assert digest == pure
+
+
+LOAD_FROM = r"""
+import importlib.util, sys
+spec = importlib.util.spec_from_file_location("_c", sys.argv[2] + "/replay/compiled.py")
+c = importlib.util.module_from_spec(spec); sys.modules["_c"] = c; spec.loader.exec_module(c)
+print(c.install(c.choose(sys.argv[2], {})))
+sys.path.insert(0, sys.argv[1])
+import replay.replica, replay.simulator
+print(replay.replica.__file__)
+print(replay.simulator.__file__)
+"""
+
+
+@pytest.mark.slow
+def test_the_build_script_compiles_a_checkout_that_then_loads_its_own_build(tmp_path: Path) -> None:
+    copy_sources(tmp_path)
+    shutil.copy(REPO / "replay" / "compiled.py", tmp_path / "replay" / "compiled.py")
+    script = [sys.executable, str(REPO / "scripts" / "build_native.py"), "--root", str(tmp_path), "--strict"]
+    built = subprocess.run(script, capture_output=True, text=True, timeout=600, check=False)
+    assert built.returncode == 0, built.stderr[-3000:]
+    assert "native: compiled replay.book" in built.stdout
+    assert compiled.choose(str(tmp_path), {}).compiled
+    again = subprocess.run(script, capture_output=True, text=True, timeout=600, check=False)
+    assert "is up to date" in again.stdout
+    env = {**os.environ, compiled.SWITCH: "0"}  # the checkout's own build stays out of it
+    done = subprocess.run([sys.executable, "-c", LOAD_FROM, str(REPO), str(tmp_path)], capture_output=True, text=True,
+                          env=env, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    status, replica, simulator = done.stdout.strip().splitlines()[-3:]
+    assert status == "compiled with mypyc"
+    where = compiled.build_dir(str(tmp_path))
+    assert replica.startswith(where) and simulator.startswith(where)
+    _edit(tmp_path)  # and an edit makes it stale again
+    assert "older sources" in compiled.choose(str(tmp_path), {}).reason
