@@ -60,10 +60,10 @@ class _Router(AtArrival):
 
     def route(self, i: int, t: float) -> Replica | None:
         state = self.state
-        pick, queues, max_queue = state.pick, state.queues, state.max_queue
+        queues, max_queue = state.queues, state.max_queue
         ttft_limit, e2e_limit = self.ttft[i], self.e2e[i]
         for p in self.orders[self.code[i]]:
-            r = pick(p, t)
+            r = state.pick(p, t)  # a direct call: compiled, a method read into a local is a slower generic call
             ttft, e2e = r.predict(i, t)
             # state.has_room, inline: never a failed replica; admitted at once or the queue under its limit
             if ttft <= ttft_limit and e2e <= e2e_limit and not r.down and (
