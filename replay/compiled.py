@@ -1,9 +1,9 @@
 """The replica's hot modules as compiled by mypyc, used only when the build is of exactly the current sources.
 
-`make native` (scripts/build_native.py) compiles MODULES with mypyc into `.native/<python tag>/`, outside the
+`make native` (scripts/build_native.py) compiles `modules()` with mypyc into `.native/<python tag>/`, outside the
 source tree, with a stamp holding the SHA-256 of the sources it compiled. When `replay` is imported, this module
-puts the compiled modules in `sys.modules` if the stamp matches the sources on disk; a missing, stale or
-unloadable build means the pure Python runs, with the same results (tests/test_compiled.py), only slower.
+serves the compiled modules through an import finder if the stamp matches the sources on disk; a missing, stale
+or unloadable build means the pure Python runs, with the same results (tests/test_compiled.py), only slower.
 HETPOOL_COMPILED=0 forces the pure Python. The modules stay plain, typed Python: mypyc compiles them as written.
 """
 
@@ -21,13 +21,25 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from types import ModuleType
 
-MODULES = ("replay.book", "replay.passes", "replay.replica", "replay.policies.base", "replay.policies.cost_min",
-           "replay.policies.least_loaded", "replay.policies.observed", "replay.policies.pd_split",
-           "replay.policies.round_robin", "replay.policies.sla_cost", "replay.simulator")
 GROUP = "hetpool_native"  # mypyc's shared library for the group is the module GROUP + "__mypyc"
 SWITCH = "HETPOOL_COMPILED"
 STAMP = "stamp.json"
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CORE = ("replay.book", "replay.passes", "replay.replica")
+
+
+def modules(root: str = ROOT) -> tuple[str, ...]:
+    """What is compiled: the replica's modules, every routing policy module and the simulator.
+
+    The policies are found in their folder, so a new one makes the build stale (and runs as pure Python) until
+    `make native` compiles it too: a policy written in Python could not subclass the compiled base classes.
+    """
+    folder = os.path.join(root, "replay", "policies")
+    found = sorted(f[:-3] for f in os.listdir(folder) if f.endswith(".py") and f != "__init__.py")
+    return (*CORE, *(f"replay.policies.{name}" for name in found), "replay.simulator")
+
+
+MODULES = modules()
 
 
 @dataclass(frozen=True)
@@ -46,14 +58,14 @@ def build_dir(root: str = ROOT) -> str:
 
 
 def source_path(root: str, module: str) -> str:
-    """The source file of one of MODULES."""
+    """The source file of a module under root."""
     return os.path.join(root, *module.split(".")) + ".py"
 
 
 def sources_digest(root: str = ROOT) -> str:
-    """SHA-256 over MODULES' names and source bytes: what a build must have been made from."""
+    """SHA-256 over the compiled modules' names and source bytes: what a build must have been made from."""
     h = hashlib.sha256()
-    for module in MODULES:
+    for module in modules(root):
         with open(source_path(root, module), "rb") as f:
             h.update(module.encode() + b"\0" + f.read() + b"\0")
     return h.hexdigest()
@@ -75,18 +87,18 @@ def choose(root: str = ROOT, environ: Mapping[str, str] = os.environ) -> Choice:
         return Choice(False, f"pure Python (unreadable build stamp {os.path.join(where, STAMP)}: {e})")
     try:
         current = sources_digest(root)
+        names = (GROUP + "__mypyc", *modules(root))
     except OSError as e:
         return Choice(False, f"pure Python (cannot read the sources: {e})")
     if digest != current:
         return Choice(False, "pure Python (the compiled build is of older sources: run `make native`)")
-    names = (GROUP + "__mypyc", *MODULES)
     if set(built) != set(names):
         return Choice(False, f"pure Python (build stamp lists {sorted(built)}, expected {sorted(names)})")
     return Choice(True, "compiled with mypyc", tuple((n, os.path.join(where, built[n])) for n in names))
 
 
 class _Finder(importlib.abc.MetaPathFinder):
-    """Finds MODULES (and the group's library) in the build, ahead of the sources, whenever they are imported."""
+    """Finds the chosen modules (and the group's library) in the build, ahead of the sources, when imported."""
 
     def __init__(self, files: dict[str, str]) -> None:
         self.files = files
@@ -105,7 +117,7 @@ def install(choice: Choice, modules: dict[str, ModuleType] | None = None, finder
         return choice.reason
     target = sys.modules if modules is None else modules
     meta = sys.meta_path if finders is None else finders
-    if any(name in target for name in MODULES):
+    if any(name in target for name, _ in choice.files):
         return "pure Python (its modules were imported before the compiled build could be loaded)"
     files = dict(choice.files)
     group = GROUP + "__mypyc"

@@ -33,12 +33,12 @@ def _compiled_module(root: str) -> ModuleType:
 
 
 def build(root: str, work: str, c: ModuleType) -> dict[str, str]:
-    """Compile c.MODULES under `root` into `work`/lib; returns module name -> built file, relative to lib."""
+    """Compile c.modules(root) under `root` into `work`/lib; returns module name -> built file, relative to lib."""
     from mypyc.build import mypycify
     from setuptools import Distribution
 
     suffix = str(sysconfig.get_config_var("EXT_SUFFIX"))
-    sources = [os.path.relpath(c.source_path(root, m), root) for m in c.MODULES]
+    sources = [os.path.relpath(c.source_path(root, m), root) for m in c.modules(root)]
     here = os.getcwd()
     os.chdir(root)  # mypyc names the modules after their paths from here
     try:
@@ -56,7 +56,7 @@ def build(root: str, work: str, c: ModuleType) -> dict[str, str]:
     finally:
         os.chdir(here)
     files = {c.GROUP + "__mypyc": c.GROUP + "__mypyc" + suffix}
-    files.update({m: os.path.join(*m.split(".")) + suffix for m in c.MODULES})
+    files.update({m: os.path.join(*m.split(".")) + suffix for m in c.modules(root)})
     for name, rel in files.items():
         if not os.path.isfile(os.path.join(work, "lib", rel)):
             raise RuntimeError(f"mypyc built no {rel} for {name}")
@@ -100,7 +100,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"native: could not compile the replica ({type(e).__name__}: {e}); the replay runs as pure Python, "
               "with the same results, slower", file=sys.stderr)
         return 1 if args.strict else 0
-    print(f"native: compiled {', '.join(c.MODULES)} with mypyc into {out} in {time.perf_counter() - start:.1f} s")
+    took = time.perf_counter() - start
+    print(f"native: compiled {', '.join(c.modules(args.root))} with mypyc into {out} in {took:.1f} s")
     return 0
 
 

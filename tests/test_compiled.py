@@ -62,6 +62,7 @@ CASES: list[tuple[str, Any, str]] = [
     ("no build", None, "no compiled build: run `make native`"),
     ("switched off", "switch", "pure Python (HETPOOL_COMPILED=0)"),
     ("a source edited since", "edit", "the compiled build is of older sources: run `make native`"),
+    ("a routing policy added since", "policy", "the compiled build is of older sources: run `make native`"),
     ("another digest", {"digest": "0" * 64}, "of older sources"),
     ("broken stamp", {"text": "{not json"}, "unreadable build stamp"),
     ("stamp without files", {"text": json.dumps({"digest": "x"})}, "unreadable build stamp"),
@@ -81,6 +82,10 @@ def test_any_doubt_about_the_build_runs_the_pure_python_and_says_why(tmp_path: P
     elif setup == "edit":
         write_build(tmp_path)
         _edit(tmp_path)
+    elif setup == "policy":  # a policy written in Python could not subclass the compiled bases: it is compiled too
+        write_build(tmp_path)
+        (tmp_path / "replay" / "policies" / "newest.py").write_text("POLICY = None\n")
+        assert "replay.policies.newest" in compiled.modules(str(tmp_path))
     elif isinstance(setup, dict):
         write_build(tmp_path, **setup)
     choice = compiled.choose(str(tmp_path), environ)
