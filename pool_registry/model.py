@@ -12,6 +12,9 @@ from pool_registry.onboarding import Check
 
 DTYPES = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "fp6", "fp4", "int8", "int4")
 # vLLM's --kv-cache-dtype values; "auto" stores the cache in the model's own kv_bytes_per_elem.
+# How an engine fills a step: decode_first (vLLM) runs every decoder and fills the rest of the token budget with
+# prompt chunks; prefill_first (SGLang) runs a step of prompts alone whenever one waits, and decodes otherwise.
+SCHEDULES = ("decode_first", "prefill_first")
 KV_CACHE_DTYPES = {"auto": None, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "fp8_e4m3": 1.0, "fp8_e5m2": 1.0}
 
 # Onboarding stages in order; a chip reaches production only after every earlier stage has evidence.
@@ -142,6 +145,7 @@ class EngineShape:
     step_overhead_ms: float = 0.0
     seq_overhead_us: float = 0.0  # engine time per running sequence per step (scheduling, sampling, detokenizing)
     ep: int = 1                   # expert-parallel degree of a MoE model's expert layers within the replica
+    schedule: str = "decode_first"  # SCHEDULES: what a step runs when prompts wait
 
     @property
     def tp(self) -> int:

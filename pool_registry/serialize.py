@@ -80,6 +80,8 @@ def _pool(p: Pool) -> dict[str, Any]:
             out["serving"]["seq_overhead_us"] = s.seq_overhead_us
         if s.ep != 1:
             out["serving"]["ep"] = s.ep
+        if s.schedule != "decode_first":
+            out["serving"]["schedule"] = s.schedule
     return out
 
 

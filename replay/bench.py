@@ -138,7 +138,7 @@ def closed_loop(pool: PoolSpec, concurrency: int, isl: int, osl: int, requests: 
     replica = Replica(0, 0, 0, StepModel.of(pool), max_concurrency=pool.max_concurrency,
                       budget=pool.max_num_batched_tokens, kv_capacity=pool.kv_capacity_tokens,
                       rate=pool.replica_cost_per_s, book=book, push=lambda e: heapq.heappush(heap, e),
-                      loads=[0], queues=[0])
+                      loads=[0], queues=[0], prefill_first=pool.schedule == "prefill_first")
     start = [0.0] * n
     done: list[int] = []
     sent = 0

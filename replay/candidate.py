@@ -18,7 +18,7 @@ RATIO_OVERRIDES = ("mfu", "mem_bw_eff", "gpu_memory_utilization", "mfu_decode")
 POSITIVE_OVERRIDES = ("hourly_cost_per_device", "replicas_scale")
 NONNEGATIVE_OVERRIDES = ("step_overhead_ms", "seq_overhead_us", "collective_us")
 OVERRIDE_FIELDS = (*INT_OVERRIDES, *RATIO_OVERRIDES, *POSITIVE_OVERRIDES, *NONNEGATIVE_OVERRIDES, "kv_cache_dtype",
-                   "enabled")
+                   "schedule", "enabled")
 
 
 @dataclass(frozen=True)
@@ -47,6 +47,7 @@ class PoolOverride:
     mfu_decode: float | None = None
     seq_overhead_us: float | None = None
     collective_us: float | None = None
+    schedule: str | None = None
 
 
 @dataclass(frozen=True)

@@ -36,7 +36,7 @@ from typing import Any
 
 from yaml.nodes import MappingNode, Node
 
-from pool_registry import KV_CACHE_DTYPES, Reader, Registry
+from pool_registry import KV_CACHE_DTYPES, SCHEDULES, Reader, Registry
 from pool_registry.yamlread import read_text
 from replay.candidate import (
     FAULT_MODES,
@@ -241,6 +241,8 @@ def override_value(r: Reader, key: str) -> Callable[[Node, str], Any]:
         return lambda n, p: r.number(n, p, ge=0)
     if key == "kv_cache_dtype":
         return lambda n, p: r.choice(n, p, tuple(KV_CACHE_DTYPES))
+    if key == "schedule":
+        return lambda n, p: r.choice(n, p, SCHEDULES)
     return r.boolean
 
 

@@ -8,6 +8,8 @@ One engine step (a pass: every running sequence advances by one token) of a repl
                       + 4 x layers x attention_heads x head_dim x context products / mfu) / m / (peak_flops x devices)
     engine_s  = step_overhead + seq_overhead x running sequences
 
+(the sequences and tokens of the pass: under the prefill_first schedule a pass of prompts has no decoders)
+
 with m = min(pp, running sequences) micro-batches in flight: with pp pipeline stages a micro-batch goes through
 the stages one tick each, a tick lasts as long as the slowest in-flight stage, and a sequence advances once
 per full pass of pp ticks. Context products are what attention computes on: a decoding sequence's context,

@@ -5,6 +5,9 @@ first served, up to max_num_batched_tokens (chunked prefill). Waiting requests a
 boundary, in order, while fewer than max_concurrency sequences run, the pass has token budget left and the
 request's KV cache (its whole prompt, plus what it already generated) fits next to the running ones; the head
 of the queue blocks the rest. A sequence's first token ends the pass that computes its last prompt chunk.
+With the pool's `schedule: prefill_first` (SGLang) a pass computes prompt chunks alone, with the whole budget,
+whenever some wait, and the decoders wait for it: `steps` counts the passes the decoders ran, so their heaps
+stay valid across such passes.
 
 Between two events the batch does not change: only the context it reads and attends to grows by the tokens
 of each pass, so pass j of a run takes max(a + b j, c + d j) + o (memory, compute, and the run's fixed time:
@@ -78,6 +81,8 @@ class Replica:
         "pool",
         "pp",
         "predicted_done",
+        "prefill_first",
+        "prefill_only",
         "prefilling",
         "push",
         "queue",
@@ -111,7 +116,7 @@ class Replica:
 
     def __init__(self, serial: int, pool: int, index: int, step: StepModel, *, max_concurrency: int, budget: int,
                  kv_capacity: int, rate: float, book: Book, push: Callable[[tuple[float, int, int]], None],
-                 loads: list[int], queues: list[int]) -> None:
+                 loads: list[int], queues: list[int], prefill_first: bool = False) -> None:
         self.serial, self.pool, self.index, self.book, self.push = serial, pool, index, book, push
         self.loads, self.queues = loads, queues  # per pool: requests outstanding, and waiting
         # the step model's coefficients (costmodel.StepModel), copied: the hot paths read them as attributes
@@ -127,9 +132,12 @@ class Replica:
         # the same for whole token counts up to a full pass, in a list (-1: not yet): read at every MoE pass
         self.weight_whole: list[float] = [] if self.dense else [-1.0] * (budget + max_concurrency + 2)
         # no term beyond the roofline and a fixed overhead: policies' predictions take a shortcut
+        # SGLang's schedule (pool_registry.SCHEDULES): a pass of waiting prompts alone whenever there are some
+        self.prefill_first = prefill_first
+        self.prefill_only = False              # the current run computes prompt chunks only; its decoders wait
         self.plain = (self.pp == 1 and self.dense and not (self.seq_overhead_s or self.comm_s or self.comm_s_per_token
                                                            or self.s_per_ctx)
-                      and self.s_per_token_decode == self.s_per_token)
+                      and self.s_per_token_decode == self.s_per_token and not prefill_first)
         self.max_concurrency, self.budget, self.kv_capacity = max_concurrency, budget, kv_capacity
         self.cost_rate = rate                  # money per busy second of the replica
         self.steps = 0                         # passes run so far
@@ -273,22 +281,25 @@ class Replica:
         if j > 0:  # advance(j, t), inline
             t0 = self.run_start
             dur = t - t0
-            n_d = len(self.decoding)
+            paused = self.prefill_only  # prompts alone: the decoders neither advance nor share the cost
+            n_d = 0 if paused else len(self.decoding)
             self.wait_version = -1  # the run is being settled: what routers read is recomputed
             self.kv_time += (self.kv_held + n_d * (j - 1) / 2.0) * dur
-            self.steps += j
+            if not paused:
+                self.steps += j  # passes the decoders ran: their heap keys count these
             self.kv_held += n_d * j
             tokens = self.run_tokens
             self.kv_read += tokens * j
             self.busy += dur
             u = dur * self.cost_rate / tokens
-            self.cost_sum += u
+            if not paused:
+                self.cost_sum += u
             if self.chunks:
                 rem, cost = book.rem, book.cost
                 for i, c in self.chunks:
                     rem[i] -= c * j
                     cost[i] += c * u
-            if self.fresh:
+            if self.fresh and not paused:
                 first_token = t0 + run_seconds(self.mem_s, self.mem_growth_s, self.compute_s, self.fixed_s, 1,
                                                self.compute_growth_s)
                 ft = book.first
@@ -354,22 +365,25 @@ class Replica:
         if j <= 0:
             return
         dur = t - self.run_start
-        n_d = len(self.decoding)
+        paused = self.prefill_only
+        n_d = 0 if paused else len(self.decoding)
         self.wait_version = -1  # the run is being settled: what routers read is recomputed
         self.kv_time += (self.kv_held + n_d * (j - 1) / 2.0) * dur
-        self.steps += j
+        if not paused:
+            self.steps += j
         self.kv_held += n_d * j
         self.kv_read += self.run_tokens * j
         self.busy += dur
         u = dur * self.cost_rate / self.run_tokens
-        self.cost_sum += u
+        if not paused:
+            self.cost_sum += u
         book = self.book
         if self.chunks:
             rem, cost = book.rem, book.cost
             for i, c in self.chunks:
                 rem[i] -= c * j
                 cost[i] += c * u
-        if self.fresh:
+        if self.fresh and not paused:
             first = self.run_start + run_seconds(self.mem_s, self.mem_growth_s, self.compute_s, self.fixed_s, 1,
                                                  self.compute_growth_s)
             ft = book.first
@@ -460,8 +474,9 @@ class Replica:
             dec = self.decoding  # evict builds a new heap
         pre, wait = self.prefilling, self.queue
         n_d = len(dec)
-        left = self.budget - n_d
-        tokens = n_d
+        first = self.prefill_first  # a pass of prompts takes the whole budget; decoders run only when none wait
+        left = self.budget if first else self.budget - n_d
+        tokens = 0 if first else n_d
         chunks = []
         for i in pre:
             if left <= 0:
@@ -511,10 +526,15 @@ class Replica:
                     book.pfin[i] = f
                     heapq.heappush(self.predicted_done, f * nkey + i)
                     self.fresh.append(i)
-                    left -= 1
-                    tokens += 1
+                    if not first:
+                        left -= 1
+                        tokens += 1
             self.queues[self.pool] -= admitted
             self.running, self.kv_held, self.kv_read, self.queued_pred = n_run, kv_res, kv_read, queued_pred
+        paused = first and bool(chunks)
+        if first and not chunks:
+            tokens = len(dec)  # a decode pass
+        self.prefill_only = paused
         self.chunks, self.run_tokens, self.budget_left = chunks, tokens, left
         self.version += 1
         self.cutting = False
@@ -531,7 +551,7 @@ class Replica:
             # several chunks means all but the last finish their prompt this pass; one partial chunk keeps
             # taking the whole budget until its remainder fits
             knd = 1 if len(chunks) > 1 or c >= rem[i] else max(1, (rem[i] - 1) // c)
-        if n_d:
+        if n_d and not paused:
             full = (cap - self.kv_held) // n_d
             if full < knd:
                 knd = full
@@ -541,13 +561,20 @@ class Replica:
         else:
             k = knd
         self.run_limit = knd
+        kv_run = self.kv_read
+        if paused:  # the pass reads and attends to its prompts' computed prefixes only
+            held_l = book.held
+            n_d = 0
+            kv_run = 0
+            for i, _ in chunks:
+                kv_run += held_l[i] - rem[i]
         seqs = n_d + len(chunks)
         pp = self.pp
         d = 0.0
         if pp == 1:  # m = 1: the general form below without its factors pp / m, which are exact ones
             weights = self.weight_bytes if self.dense else self.weight_at(tokens)
             spb, kvb = self.s_per_byte, self.kv_bytes
-            a = (weights + kvb * self.kv_read) * spb
+            a = (weights + kvb * kv_run) * spb
             b = kvb * tokens * spb
             spt, sptd = self.s_per_token, self.s_per_token_decode
             comp = spt * tokens if sptd == spt else spt * (tokens - n_d) + sptd * n_d
@@ -555,13 +582,13 @@ class Replica:
             if not self.plain:
                 o += self.seq_overhead_s * seqs + self.comm_s + self.comm_s_per_token * tokens
             if self.s_per_ctx:  # attention over the context: decoders' KV, and each chunk over its computed prefix
-                comp += self.s_per_ctx * self.context(chunks)
+                comp += self.s_per_ctx * self.context(chunks, not paused)
                 d = self.s_per_ctx * (n_d + (chunks[0][1] ** 2 if len(chunks) == 1 else 0))
         else:
             m = pp if pp < seqs else seqs
             spb = self.s_per_byte * pp / m
             weights = self.weight_bytes if self.dense else self.weight_read(tokens / m)
-            a = (weights * m + self.kv_bytes * self.kv_read) * spb
+            a = (weights * m + self.kv_bytes * kv_run) * spb
             b = self.kv_bytes * tokens * spb
             if self.s_per_token_decode == self.s_per_token:
                 comp = self.s_per_token * pp * tokens / m
@@ -571,7 +598,7 @@ class Replica:
             if not self.plain:
                 o += self.seq_overhead_s * seqs + self.comm_s + self.comm_s_per_token * tokens / m
             if self.s_per_ctx:
-                ctx = self.context(chunks)
+                ctx = self.context(chunks, not paused)
                 grow = n_d + (chunks[0][1] ** 2 if len(chunks) == 1 else 0)
                 comp += self.s_per_ctx * ctx * pp / m
                 d = self.s_per_ctx * grow * pp / m
@@ -583,13 +610,14 @@ class Replica:
         self.run_end = end
         self.push((end, self.version, self.serial))
 
-    def context(self, chunks: list[tuple[int, int]]) -> float:
-        """Token x context products a pass computes attention on: each decoder's context, and for a chunk of
-        c tokens after r computed ones c x (r + c / 2)."""
+    def context(self, chunks: list[tuple[int, int]], decoders: bool = True) -> float:
+        """Token x context products a pass computes attention on: each decoder's context (when they run), and for
+        a chunk of c tokens after r computed ones c x (r + c / 2)."""
         held, rem = self.book.held, self.book.rem
-        ctx = float(self.kv_read)
-        for i in self.prefilling:
-            ctx -= held[i] - rem[i]  # a prefilling sequence's computed prefix is not a decoder's context
+        ctx = float(self.kv_read) if decoders else 0.0
+        if decoders:
+            for i in self.prefilling:
+                ctx -= held[i] - rem[i]  # a prefilling sequence's computed prefix is not a decoder's context
         for i, c in chunks:
             ctx += c * (held[i] - rem[i] + c / 2.0)
         return ctx
@@ -610,7 +638,8 @@ class Replica:
             w = self.wait_estimate(t)
         p = book.rem[i]
         kv = self.kv_read + h - p
-        left = self.budget - n_d or 1
+        first = self.prefill_first  # its prompt runs in passes of prompts alone, with the whole budget
+        left = (self.budget if first else self.budget - n_d) or 1
         chunk = p if p < left else left
         if self.plain:  # the common case, without the pass model's calls
             spb, kvb, spt, wb, o = self.s_per_byte, self.kv_bytes, self.s_per_token, self.weight_bytes, self.overhead_s
@@ -631,7 +660,15 @@ class Replica:
             o0, so, cm0, cmt = self.overhead_s, self.seq_overhead_s, self.comm_s, self.comm_s_per_token
             dense, wb = self.dense, self.weight_bytes
             one = n_d + 1
-            if p > 0:
+            if p > 0 and first:
+                own = h - p + p / 2.0  # its own prefix, half computed on average
+                mem = ((wb if dense else self.weight_at(chunk)) + kvb * own) * spb
+                comp = self.s_per_token * chunk + sctx * chunk * own
+                ttft = w + math.ceil(p / chunk) * ((mem if mem > comp else comp) + o0 + so + cm0 + cmt * chunk)
+                if todo <= 1:
+                    return ttft, ttft
+                wr = wb if dense else self.weight_at(one)
+            elif p > 0:
                 tok = n_d + chunk
                 mem = ((wb if dense else self.weight_at(tok)) + kvb * (kv + p / 2.0)) * spb
                 comp = self.s_per_token * chunk + sptd * n_d + sctx * (ctx + chunk * p / 2.0)
@@ -650,7 +687,10 @@ class Replica:
             mem = (wr + kvb * kv_mid) * spb
             comp = sptd * one + sctx * (kv_mid if sctx else 0.0)
             return ttft, ttft + (todo - 1) * ((mem if mem > comp else comp) + o0 + so * seqs + cm0 + cmt * one)
-        if p > 0:
+        if p > 0 and first:
+            own = h - p + p / 2.0
+            ttft = w + math.ceil(p / chunk) * self.pass_time(1, chunk, own, 0, chunk * own)
+        elif p > 0:
             ttft = w + math.ceil(p / chunk) * self.pass_time(seqs, n_d + chunk, kv + p / 2.0, n_d,
                                                              ctx + chunk * p / 2.0)
         else:

@@ -88,7 +88,8 @@ def build_replicas(plan: Plan, book: Book, heap: list[tuple[float, int, int]], n
             reps.append(Replica(rid, p, r, StepModel.of(spec, float(speeds[r]) * slow),
                                 max_concurrency=spec.max_concurrency,
                                 budget=spec.max_num_batched_tokens, kv_capacity=spec.kv_capacity_tokens,
-                                rate=spec.replica_cost_per_s, book=book, push=push, loads=loads, queues=queues))
+                                rate=spec.replica_cost_per_s, book=book, push=push, loads=loads, queues=queues,
+                                prefill_first=spec.schedule == "prefill_first"))
             rid += 1
         out.append(reps)
     return out, loads, queues

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 import math
@@ -173,6 +174,50 @@ def test_two_clients_by_hand_the_second_starting_half_a_service_time_later() -> 
     assert_point(point, {**stats(ttft, e2e, [OSL] * 4), "duration_s": t[13], "output_tok_s": 4 * OSL / t[13],
                          "req_s": 4 / t[13]})
     assert (point.requests, point.peak_concurrency) == (4, 2)
+
+
+def test_two_clients_by_hand_when_prompts_run_first() -> None:
+    # schedule prefill_first (SGLang): a waiting prompt runs in a pass of its own and the decoders wait for it,
+    # where decode-first (the test above) computes it next to their tokens
+    spec = dataclasses.replace(small_pool(), schedule="prefill_first")
+    pass_s = StepModel.of(spec).pass_seconds
+    s1 = service_seconds(spec, 2, P, OSL) / 2
+    passes = [(1, P, 0),              # 1: r0's prompt -> r0's first token
+              (1, 1, P + 1),          # 2: r0 decodes
+              (1, 1, P + 2),          # 3: r0 decodes; r1 is sent during it and waits for its end
+              (1, P, 0),              # 4: r1's prompt alone: r0 waits
+              (2, 2, 2 * P + 4),      # 5: both decode (r0 reads P + 3, r1 P + 1)
+              (2, 2, 2 * P + 6),      # 6: r0 has its 5 tokens: client 0 sends r2
+              (1, P, 0),              # 7: r2's prompt alone
+              (2, 2, 2 * P + 4),      # 8
+              (2, 2, 2 * P + 6),      # 9: r1 done: client 1 sends r3
+              (1, P, 0),              # 10: r3's prompt alone
+              (2, 2, 2 * P + 4),      # 11
+              (2, 2, 2 * P + 6),      # 12: r2 done; no requests left to send
+              (1, 1, P + 3), (1, 1, P + 4)]  # 13-14: r3 alone
+    t = np.concatenate([[0.0], np.cumsum([pass_s(*p) for p in passes])])
+    assert t[2] < s1 < t[3]
+    sent, first, done = [0.0, s1, t[6], t[9]], [t[1], t[4], t[7], t[10]], [t[6], t[9], t[12], t[14]]
+    point = closed_loop(spec, 2, P, OSL, 4)
+    ttft = [f - s for f, s in zip(first, sent, strict=True)]
+    e2e = [d - s for d, s in zip(done, sent, strict=True)]
+    assert_point(point, {**stats(ttft, e2e, [OSL] * 4), "duration_s": t[14]})
+    assert (point.requests, point.peak_concurrency) == (4, 2)
+
+
+def test_prompts_first_keeps_a_lockstep_wave_together(fleet: Registry) -> None:
+    # 16 clients at once, 1024-token prompts, 8192 tokens a pass: every wave's prompts take two passes of 8, the
+    # decoders wait for both, all 16 then decode in the same passes and finish together, so each wave arrives as
+    # one again: half of every wave waits one pass of 8 prompts, half two. Decode-first breaks the wave: the first
+    # 8 decode beside the second 8's prompts, finish a pass earlier and come back as a wave of their own.
+    spec = dataclasses.replace(resolve_pools(h100_pool(fleet, 8), Candidate(name="t"))[0], schedule="prefill_first")
+    one_pass = 8 * 1024 * 2 * 70.6e9 / (989e12 * 0.45 * 8) * 1000 + spec.step_overhead_ms
+    point = closed_loop(spec, 16, 1024, 256, 64, arrivals="lockstep")
+    assert point.ttft_ms_p50 == pytest.approx(1.5 * one_pass, rel=1e-6)
+    assert point.ttft_ms_p99 == pytest.approx(2 * one_pass, rel=1e-6)
+    assert point.peak_concurrency == 16
+    vllm = closed_loop(dataclasses.replace(spec, schedule="decode_first"), 16, 1024, 256, 64, arrivals="lockstep")
+    assert vllm.ttft_ms_p50 < point.ttft_ms_p50
 
 
 def test_ttft_grows_smoothly_with_concurrency_not_in_waves(fleet: Registry) -> None:

@@ -112,8 +112,8 @@ def test_modules_imported_before_the_build_keep_the_pure_python(tmp_path: Path) 
     assert "imported before" in status and finders == []
 
 
-# Every policy, overload with preemption and rejection, noise, failures and throttling, the step terms and the
-# closed loop: a digest of every per-request column and of the bench points, in one process per mode.
+# Every policy, overload with preemption and rejection, noise, failures and throttling, the step terms, both
+# schedules and the closed loop: a digest of every per-request column and of the bench points, in one process per mode.
 SCENARIOS = r"""
 import dataclasses, hashlib, json, sys
 sys.path.insert(0, sys.argv[1])
@@ -130,6 +130,8 @@ tier = {"standard": SlaTier(ttft_s=1.0, e2e_s=30.0)}
 frame = traffic(6000, rate=150)
 runs = [(Candidate(name=n, policy=n, sla_tiers=tier), frame, reg) for n in POLICIES]
 runs.append((Candidate(name="terms", sla_tiers=tier, noise=0.1), frame, shaped(reg)))
+first = {p.id: PoolOverride(schedule="prefill_first") for p in reg.pools}  # SGLang's schedule, every term on
+runs.append((Candidate(name="prompts first", sla_tiers=tier, pools=first), frame, shaped(reg)))
 small = {p.id: PoolOverride(replicas=1, max_concurrency=8, max_queue=20) for p in reg.pools}
 runs.append((Candidate(name="overload", policy="least_loaded", overflow="reject", pools=small), traffic(4000, 900),
              reg))

@@ -168,6 +168,8 @@ INVALID = [
      "pools[0].serving.kv_cache_dtype", "unknown value 'fp4'; expected one of: auto, bf16, fp16, fp8"),
     ("negative overhead", _swap("max_concurrency: 32}", "max_concurrency: 32, step_overhead_ms: -1}"), 28,
      "pools[0].serving.step_overhead_ms", "must be >= 0, got -1"),
+    ("unknown schedule", _swap("max_concurrency: 32}", "max_concurrency: 32, schedule: prefill}"), 28,
+     "pools[0].serving.schedule", "unknown value 'prefill'; expected one of: decode_first, prefill_first"),
     ("overhead not a number", _swap("max_concurrency: 32}", "max_concurrency: 32, step_overhead_ms: soon}"), 28,
      "pools[0].serving.step_overhead_ms", "expected a number, got 'soon' (string)"),
     # the step model's optional shape, layout and link fields
@@ -242,6 +244,10 @@ def test_engine_fields_default_like_vllm_and_round_trip() -> None:
     t = tuned.pool("p1").serving
     assert t is not None and (t.pp, t.tp, t.max_num_batched_tokens, t.kv_cache_dtype) == (2, 4, 2048, "fp8")
     assert registry_from_json(registry_to_json(tuned)) == tuned
+    assert s.schedule == "decode_first" and '"schedule"' not in registry_to_json(reg)  # vLLM's, unwritten
+    sglang = load_registry_text(_swap("max_concurrency: 32}", "max_concurrency: 32, schedule: prefill_first}"))
+    assert sglang.pool("p1").serving.schedule == "prefill_first"  # type: ignore[union-attr]
+    assert registry_from_json(registry_to_json(sglang)) == sglang
 
 
 @pytest.mark.parametrize(("text", "line", "path", "reason"), [c[1:] for c in INVALID], ids=[c[0] for c in INVALID])
