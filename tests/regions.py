@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import duckdb
 import yaml
 
 from app.cli import main
@@ -101,12 +100,10 @@ Key = tuple[str, str, str, str, str]  # pool, node, device, metric, attributes
 
 
 def query(db: Path, sql: str, params: list[Any]) -> list[tuple[Any, ...]]:
-    """Rows of one read-only query."""
-    con = duckdb.connect(str(db), read_only=True)
-    try:
+    """Rows of one read-only query, through the store: a region's feed in this process may be reading the same
+    file at that moment, and a bare connect would then fail where the store waits for it."""
+    with Store(db).read() as con:
         return con.execute(sql, params).fetchall()
-    finally:
-        con.close()
 
 
 def latest(db: Path) -> dict[Key, float]:
