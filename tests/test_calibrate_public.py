@@ -215,11 +215,12 @@ def tpot_fit(spec: PoolSpec, rows: list[tuple[int, int, int, float]]) -> tuple[d
 
 
 def errors_of(spec: PoolSpec, rows: tuple[tuple[int, float | None, float], ...], isl: int, osl: int,
-              requests: Callable[[int], int] = calibration_requests) -> dict[int, tuple[float | None, float]]:
+              requests: Callable[[int], int] = calibration_requests,
+              arrivals: str = "staggered") -> dict[int, tuple[float | None, float]]:
     """(TTFT, TPOT) model / measured - 1 of each (concurrency, ttft_ms or None, tpot_ms) row, run closed-loop."""
     out: dict[int, tuple[float | None, float]] = {}
     for c, ttft, tpot in rows:
-        p = closed_loop(spec, c, isl, osl, requests(c))
+        p = closed_loop(spec, c, isl, osl, requests(c), arrivals=arrivals)
         assert p.tpot_ms_p50 is not None
         out[c] = (None if ttft is None else p.ttft_ms_p50 / ttft - 1.0, p.tpot_ms_p50 / tpot - 1.0)
     return out
@@ -448,23 +449,37 @@ def test_b_one_lockstep_wave_has_the_measured_ttft(moe_tpot: Carry, registry_fil
 
 @pytest.fixture(scope="module")
 def chip_carry(registry_file: Path) -> Carry:
-    """`calibrate --carry` on [B]'s H200 rows: the MI300X pool, without evidence, takes the H200 fit."""
+    """`calibrate --carry` on [B]'s H200 rows as they ran (lockstep): the MI300X pool, without evidence, takes the
+    H200 fit, and its rows are replayed the same way."""
     reg = load_registry(registry_file)
-    fits, _ = calibrate(None, reg, bench=parse_bench_table(bench_csv("dsr1-h200", DSR1["dsr1-h200"])), carry=True)
+    table = parse_bench_table(bench_csv("dsr1-h200", DSR1["dsr1-h200"], "lockstep"))
+    fits, _ = calibrate(None, reg, bench=table, carry=True)
     got = {f.pool: f for f in fits}
     mi = got["dsr1-mi300x"]
     assert mi.carried_from == "dsr1-h200"
-    spec = specs_of(reg, {"dsr1-mi300x": mi.values()})["dsr1-mi300x"]
-    return Carry(got["dsr1-h200"].coefficients, dict(mi.values()),
-                 {"dsr1-mi300x": errors_of(spec, DSR1["dsr1-mi300x"], ISL_B, OSL_B)})
+    errors = {}
+    for pool, fitted in (("dsr1-h200", got["dsr1-h200"]), ("dsr1-mi300x", mi)):
+        spec = specs_of(reg, {pool: fitted.values()})[pool]
+        errors[pool] = errors_of(spec, DSR1[pool], ISL_B, OSL_B, arrivals="lockstep")
+    return Carry(got["dsr1-h200"].coefficients, dict(mi.values()), errors)
 
 
 @pytest.mark.slow
-@MISS(reason="MI300X from the H200 fit via `calibrate --carry`: TTFT median 65 %, TPOT "
-             "113 % over c=4..128; the H200 fit misses its own rows already (TTFT MAPE 53 %, TPOT MAPE 235 %, "
-             "mfu 0.008) because " + LOCKSTEP)
-def test_c_h200_fit_carries_to_mi300x(chip_carry: Carry) -> None:
-    assert chip_carry.tpot("dsr1-mi300x") <= 0.16 and chip_carry.ttft("dsr1-mi300x") <= 0.16, chip_carry.errors
+def test_c_h200_fit_carries_to_mi300x_tpot(chip_carry: Carry) -> None:
+    """Issue 19's <= 16 % for a chip never calibrated on: H200's lockstep fit (its own rows: TTFT 6.8 %, TPOT
+    8.4 %), carried through the datasheets, gives MI300X's TPOT within 9.7 % over c = 4..128 (+14 % .. -22 %)."""
+    assert chip_carry.tpot("dsr1-h200") <= 0.10 and chip_carry.ttft("dsr1-h200") <= 0.10, chip_carry.errors
+    assert chip_carry.status("mfu").status == "fitted"
+    assert chip_carry.tpot("dsr1-mi300x") <= 0.16, chip_carry.errors
+
+
+@pytest.mark.slow
+@MISS(reason="MI300X TTFT from H200's lockstep fit via `calibrate --carry`: +15 %, +3 %, +45 %, +33 %, +35 %, "
+             "+35 % at c = 4..128 (median 34 %): measured H200 TTFT is 2.2, 1.4, 2.0, 1.7, 1.6, 1.4x MI300X's, "
+             "where the datasheets' peak FLOP/s say 1.32x (the two stacks' prefill kernels), and the H200 fit "
+             "misses its own TTFT rows by -32 % .. +28 %")
+def test_c_h200_fit_carries_to_mi300x_ttft(chip_carry: Carry) -> None:
+    assert chip_carry.ttft("dsr1-mi300x") <= 0.16, chip_carry.errors
 
 
 @pytest.fixture(scope="module")
