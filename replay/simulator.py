@@ -139,16 +139,10 @@ def _simulate(plan: Plan, policy: Policy, options: dict[str, tuple[str, ...]], o
     completed = forecast.completed.append if forecast is not None and forecast.completed is not None else None
     overlong = plan.overlong
     truncated: dict[int, int] = {}
+    limit = plan.limit
     if overlong:
         outs = list(outs)  # cut in place below; the plan keeps the trace's lengths
-        limit = plan.limit
 
-        def cut(i: int, p: int) -> None:
-            """Stop request i's output where its context fills pool p's limit."""
-            room = limit[p] - ins[i]
-            if outs[i] > room:
-                outs[i] = max(room, 2 if splitting[i] else 1)
-                truncated[i] = outs[i]
     if split:
         def handoff(i: int, t: float) -> None:
             if dpool_out[i] >= 0 or not splitting[i]:
@@ -164,7 +158,7 @@ def _simulate(plan: Plan, policy: Policy, options: dict[str, tuple[str, ...]], o
             if not met and flags[i] == NONE:
                 flags[i] = QUEUE
             if overlong and i in overlong:
-                cut(i, d)
+                _cut(i, d, limit, ins, outs, splitting, truncated)
             dpool_out[i] = d
             landing[i] = d
             heapq.heappush(heap, (t + costmodel.kv_transfer_seconds(ins[i], plan.pools[p], plan.pools[d]), -1,
@@ -203,27 +197,28 @@ def _simulate(plan: Plan, policy: Policy, options: dict[str, tuple[str, ...]], o
             if outs[i] > 1 and router.splits(chosen.pool):
                 splitting[i] = True
                 if overlong and i in overlong:
-                    cut(i, chosen.pool)
+                    _cut(i, chosen.pool, limit, ins, outs, splitting, truncated)
             else:  # served whole where it arrived
                 if overlong and i in overlong:
-                    cut(i, chosen.pool)
+                    _cut(i, chosen.pool, limit, ins, outs, splitting, truncated)
                 book.load(i, prompt[i], ins[i], outs[i], 1 if guess > 1 and router.splits(chosen.pool) else guess)
         elif overlong and i in overlong:
-            cut(i, chosen.pool)
+            _cut(i, chosen.pool, limit, ins, outs, splitting, truncated)
             book.load(i, prompt[i], ins[i], outs[i], guess)
         chosen.arrive(i, t)
 
     outage = Outage(plan, state, faults, fault_seed, heap)
 
-    def fault(rep: Replica, kind: int, t: float) -> None:
-        """A replica fails (kind FAIL) or is back (kind REPAIR) at t; a failure's requests are retried at once."""
+    def fault(rep: Replica, kind: int, t: float) -> list[int]:
+        """A replica fails (kind FAIL) or is back (kind REPAIR) at t; returns a failure's requests, to retry at once."""
         if kind == REPAIR:
             outage.repaired(rep, t)
-            return
-        for i in outage.failed(rep, t):
+            return []
+        lost = outage.failed(rep, t)
+        for i in lost:
             splitting[i] = False
             dpool_out[i] = -1
-            dispatch(i, t)
+        return lost
 
     for i, t in enumerate(arrivals):
         while heap and heap[0][0] <= t:
@@ -233,7 +228,8 @@ def _simulate(plan: Plan, policy: Policy, options: dict[str, tuple[str, ...]], o
                 if rep.version == ver:
                     rep.boundary(et)
                 elif ver < 0:
-                    fault(rep, ver, et)
+                    for j in fault(rep, ver, et):  # a closure calling dispatch would hold the run in a cycle
+                        dispatch(j, et)
             else:
                 land(-1 - rid, et)
         if i == upcoming:
@@ -246,14 +242,27 @@ def _simulate(plan: Plan, policy: Policy, options: dict[str, tuple[str, ...]], o
             if rep.version == ver:
                 rep.boundary(et)
             elif ver < 0:
-                fault(rep, ver, et)
+                for j in fault(rep, ver, et):  # a closure calling dispatch would hold the run in a cycle
+                    dispatch(j, et)
         else:
             land(-1 - rid, et)
+    for r in flat:  # the run's objects are then freed by their reference counts, not left to the collector
+        r.on_done = None
     raw = _outcome(plan, policy, book, pool_out, rep_out, dpool_out, flags, replicas)
     raw.truncated = truncated
     raw.failures, raw.retried, raw.lost_tokens = outage.failures, np.array(outage.retried, dtype=np.int64), \
         outage.lost_tokens
     return raw
+
+
+def _cut(i: int, p: int, limit: list[int], ins: list[int], outs: list[int], splitting: list[bool],
+         truncated: dict[int, int]) -> None:
+    """Stop request i's output where its context fills pool p's limit."""
+    # a function of the module, not a closure: a closure other closures call would hold the run in a cycle
+    room = limit[p] - ins[i]
+    if outs[i] > room:
+        outs[i] = max(room, 2 if splitting[i] else 1)
+        truncated[i] = outs[i]
 
 
 class Outage:
