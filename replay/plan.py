@@ -71,12 +71,11 @@ class Plan:
         return set(np.flatnonzero(self.in_tokens + self.out_tokens > least).tolist())
 
     def refresh(self, i: int) -> int:
-        """At the arrival of request i: the predictor's predictions for the next block, re-ranked when they
-        changed; returns the index of the block after it."""
+        """At the arrival of request i: the predictor's predictions for the next block, and the block's rankings
+        (build_plan ranked only the first); returns the index of the block after it."""
         assert self.forecast is not None
-        end, changed = self.forecast.refresh(i)
-        if changed:
-            self.rank(i, end)
+        end, _ = self.forecast.refresh(i)
+        self.rank(i, end)
         return end
 
     def rank(self, lo: int, hi: int) -> None:
@@ -222,13 +221,14 @@ def build_plan(traffic: pl.DataFrame, pools: tuple[PoolSpec, ...], candidate: Ca
     models = traffic["model"].to_numpy()
     ttft_lim, e2e_lim = tier_limits(traffic, candidate)
     forecast = predictors.forecast(candidate.predictor, traffic, history)
-    serves = _serves(traffic, pools)
-    cost, feasible = _rank(in_t, cached, forecast.pred.astype(np.float64), serves, pools)
-    orders, code = _cost_orders(cost, feasible)
+    n = traffic.height
     obs_pool, obs_replica = _observed(traffic, pools)
-    return Plan(pools=pools, t0_ms=t0, arrival=(arrival_ms - t0) / 1000.0, in_tokens=in_t, out_tokens=out_t,
-                cached_tokens=cached, models=models, ttft_limit=ttft_lim, e2e_limit=e2e_lim, rank_cost=cost,
-                feasible=feasible, obs_pool=obs_pool, obs_replica=obs_replica, orders=orders, code=code, rng=rng,
-                forecast=forecast, serves=serves, predictor=predictors.label(candidate.predictor),
-                predictor_note=predictors.note(candidate.predictor),
-                order_index={o: k for k, o in enumerate(orders)}, pred_list=forecast.pred.tolist())
+    plan = Plan(pools=pools, t0_ms=t0, arrival=(arrival_ms - t0) / 1000.0, in_tokens=in_t, out_tokens=out_t,
+                cached_tokens=cached, models=models, ttft_limit=ttft_lim, e2e_limit=e2e_lim,
+                rank_cost=np.zeros((len(pools), n)), feasible=np.zeros((len(pools), n), dtype=bool),
+                obs_pool=obs_pool, obs_replica=obs_replica, code=[0] * n, rng=rng, forecast=forecast,
+                serves=_serves(traffic, pools), predictor=predictors.label(candidate.predictor),
+                predictor_note=predictors.note(candidate.predictor), pred_list=forecast.pred.tolist())
+    # A predictor that learns predicts each later block anew when the run reaches it (refresh), which ranks it.
+    plan.rank(0, forecast.next_block)
+    return plan
