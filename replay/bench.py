@@ -31,7 +31,6 @@ measured so says it in its `arrivals` column, and calibration replays its rows t
 
 from __future__ import annotations
 
-import heapq
 import math
 from dataclasses import dataclass
 
@@ -41,7 +40,7 @@ from replay.book import Book
 from replay.costmodel import StepModel
 from replay.exceptions import ReplayError
 from replay.fleet import PoolSpec
-from replay.replica import Replica
+from replay.replica import INF, Replica
 
 ARRIVALS = ("staggered", "lockstep")
 
@@ -134,11 +133,10 @@ def closed_loop(pool: PoolSpec, concurrency: int, isl: int, osl: int, requests: 
     n = warmups + requests
     clients = min(concurrency, n)
     book = Book(n, [0] * n)
-    heap: list[tuple[float, int, int]] = []
     replica = Replica(0, 0, 0, StepModel.of(pool), max_concurrency=pool.max_concurrency,
                       budget=pool.max_num_batched_tokens, kv_capacity=pool.kv_capacity_tokens,
-                      rate=pool.replica_cost_per_s, book=book, push=lambda e: heapq.heappush(heap, e),
-                      loads=[0], queues=[0], prefill_first=pool.schedule == "prefill_first")
+                      rate=pool.replica_cost_per_s, book=book, loads=[0], queues=[0],
+                      prefill_first=pool.schedule == "prefill_first")
     start = [0.0] * n
     done: list[int] = []
     sent = 0
@@ -156,15 +154,13 @@ def closed_loop(pool: PoolSpec, concurrency: int, isl: int, osl: int, requests: 
     firsts = [j * spread / clients for j in range(clients)]
     send(0.0)
     waiting = 1  # the next client to send its first request
-    while heap or waiting < clients:
-        if waiting < clients and (not heap or firsts[waiting] <= heap[0][0]):
+    while replica.next_at < INF or waiting < clients:
+        if waiting < clients and firsts[waiting] <= replica.next_at:
             if sent < n:  # the others' next requests may have taken the last ones
                 send(firsts[waiting])
             waiting += 1
             continue
-        t, ver, _ = heapq.heappop(heap)
-        if ver != replica.version:
-            continue
+        t = replica.next_at
         replica.boundary(t)
         while done:  # each completion frees its client, which sends its next request at once
             done.pop()

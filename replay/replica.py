@@ -34,11 +34,14 @@ from replay.book import DECODE, DONE, PREFILL, WAITING, Book
 from replay.costmodel import StepModel
 from replay.passes import fit_passes, passes_within, run_seconds
 
+INF = float("inf")
+
 
 class Replica:
     """The batch, queue and KV cache of one replica, and its current run of identical passes.
 
-    `serial` numbers it among all of a run's replicas (its events carry it), `index` within its pool.
+    `serial` numbers it among all of a run's replicas, `index` within its pool; `next_at` is when its current run
+    ends, the one event it has pending.
     """
 
     __slots__ = (
@@ -75,6 +78,7 @@ class Replica:
         "max_concurrency",
         "mem_growth_s",
         "mem_s",
+        "next_at",
         "on_done",
         "overhead_s",
         "plain",
@@ -84,7 +88,6 @@ class Replica:
         "prefill_first",
         "prefill_only",
         "prefilling",
-        "push",
         "queue",
         "queued_pred",
         "queues",
@@ -115,9 +118,9 @@ class Replica:
     )
 
     def __init__(self, serial: int, pool: int, index: int, step: StepModel, *, max_concurrency: int, budget: int,
-                 kv_capacity: int, rate: float, book: Book, push: Callable[[tuple[float, int, int]], None],
-                 loads: list[int], queues: list[int], prefill_first: bool = False) -> None:
-        self.serial, self.pool, self.index, self.book, self.push = serial, pool, index, book, push
+                 kv_capacity: int, rate: float, book: Book, loads: list[int], queues: list[int],
+                 prefill_first: bool = False) -> None:
+        self.serial, self.pool, self.index, self.book = serial, pool, index, book
         self.loads, self.queues = loads, queues  # per pool: requests outstanding, and waiting
         # the step model's coefficients (costmodel.StepModel), copied: the hot paths read them as attributes
         self.pp, self.s_per_byte, self.s_per_token, self.kv_bytes = step.pp, step.s_per_byte, step.s_per_token, \
@@ -165,7 +168,9 @@ class Replica:
         self.budget_left = 0                   # of max_num_batched_tokens, per pass
         self.admits = False                    # an arrival now would be admitted at the next boundary
         self.cutting = False                   # the current run was shortened for an arrival
-        self.version = 0                       # bumped when the run changes: an event of an older one is void
+        self.version = 0                       # bumped when the run changes (routers' cached wait, ties)
+        # when the current run ends, inf when there is none: the simulator's next event of this replica
+        self.next_at = INF
         self.cost_sum = 0.0                    # busy cost per token position, summed over passes
         self.busy = 0.0
         self.kv_time = 0.0                     # KV tokens held x seconds
@@ -271,7 +276,7 @@ class Replica:
             self.run_limit = j
         self.version += 1
         self.cutting = True
-        self.push((tb, self.version, self.serial))
+        self.next_at = tb
 
     def boundary(self, t: float) -> None:
         """The current run ended at t (its last pass finished): account for it, finish sequences, turn completed
@@ -541,6 +546,7 @@ class Replica:
         if tokens == 0:
             self.run_passes = self.run_limit = 0
             self.admits = False
+            self.next_at = INF
             self.spans.append(self.span_start)
             self.spans.append(t)
             return
@@ -607,8 +613,7 @@ class Replica:
         self.admits = not wait and n_run < mc and left > 0
         # memory-bound from the first pass on (the common case): the closed form without the compute-bound part
         end = t + (k * (a + o) + b * k * (k - 1) / 2.0 if a >= comp and b >= d else run_seconds(a, b, comp, o, k, d))
-        self.run_end = end
-        self.push((end, self.version, self.serial))
+        self.run_end = self.next_at = end
 
     def context(self, chunks: list[tuple[int, int]], decoders: bool = True) -> float:
         """Token x context products a pass computes attention on: each decoder's context (when they run), and for
@@ -776,7 +781,8 @@ class Replica:
         self.run_passes = self.run_limit = 0
         self.run_tokens = self.budget_left = 0
         self.admits = self.cutting = False
-        self.version += 1  # the pending run end is void
+        self.version += 1
+        self.next_at = INF  # the pending run end is void
         self.wait_version = -1
         self.down = True
         return running + queued, lost_tokens

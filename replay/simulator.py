@@ -1,9 +1,10 @@
 """The discrete-event simulator: pools of continuously batching replicas, routing at arrival.
 
-Events are arrivals (in time order, from the plan), the ends of replicas' runs of identical passes and, for
-split policies, KV caches landing on their decode pool; all but arrivals wait in one heap. Replica events
-at or before an arrival's time are handled first, so a router sees every replica as of that moment; a run
-end and an arrival at the same instant put the arrival into the pass that starts then. Requests no pool can
+Events are arrivals (in time order, from the plan), the ends of replicas' runs of identical passes (one
+pending per replica, its `next_at`), failures and repairs and, for split policies, KV caches landing on their
+decode pool (these three in one heap). Events at or before an arrival's time are handled first, so a router
+sees every replica as of that moment; a run end and an arrival at the same instant put the arrival into the
+pass that starts then. Requests no pool can
 take follow the candidate's overflow rule and are never dropped silently. One seeded RNG per run draws the
 round-robin start and, with `noise`, each replica's speed.
 
@@ -16,7 +17,6 @@ as an engine stops a sequence at max_model_len; the summary counts those as trun
 
 from __future__ import annotations
 
-import functools
 import gc
 import heapq
 from collections.abc import Callable
@@ -34,7 +34,7 @@ from replay.policies.base import Policy, Router, State
 from replay.replica import Replica
 
 NONE, QUEUE, DEGRADE, REJECT, UNFIT = 0, 1, 2, 3, 4
-FAIL, REPAIR = -2, -3  # the version field of a replica's failure and repair events (run ends carry >= 1)
+FAIL, REPAIR = -2, -3  # the kind of a replica's failure and repair events, before run ends' versions (>= 0)
 NAN = float("nan")
 FLAG_NAMES = ("", "queue", "degrade", "reject", "reject")
 INF = float("inf")
@@ -70,13 +70,11 @@ def reject_reason(plan: Plan, i: int, flag: int, policy: Policy) -> str:
     return f"overflow: no pool met {what} of policy {policy.name}"
 
 
-def build_replicas(plan: Plan, book: Book, heap: list[tuple[float, int, int]], noise: float,
-                   rng: np.random.Generator,
+def build_replicas(plan: Plan, book: Book, noise: float, rng: np.random.Generator,
                    speed: list[float] | None = None) -> tuple[list[list[Replica]], list[int], list[int]]:
     """Every pool's replicas, with their own speed when the candidate asks for noise, slowed by their pool's
     time-averaged throttling (`speed`, per pool, 1 when never throttled)."""
     loads, queues = [0] * len(plan.pools), [0] * len(plan.pools)
-    push = functools.partial(heapq.heappush, heap)
     sigma2 = float(np.log1p(noise**2))
     out: list[list[Replica]] = []
     rid = 0
@@ -88,7 +86,7 @@ def build_replicas(plan: Plan, book: Book, heap: list[tuple[float, int, int]], n
             reps.append(Replica(rid, p, r, StepModel.of(spec, float(speeds[r]) * slow),
                                 max_concurrency=spec.max_concurrency,
                                 budget=spec.max_num_batched_tokens, kv_capacity=spec.kv_capacity_tokens,
-                                rate=spec.replica_cost_per_s, book=book, push=push, loads=loads, queues=queues,
+                                rate=spec.replica_cost_per_s, book=book, loads=loads, queues=queues,
                                 prefill_first=spec.schedule == "prefill_first"))
             rid += 1
         out.append(reps)
@@ -116,7 +114,7 @@ def _simulate(plan: Plan, policy: Policy, options: dict[str, tuple[str, ...]], o
     book = Book(n, plan.cached_tokens.astype(np.int64).tolist())
     heap: list[tuple[float, int, int]] = []
     speed = [f.speed for f in faults] if faults is not None else None
-    replicas, loads, queues = build_replicas(plan, book, heap, noise, plan.rng, speed)
+    replicas, loads, queues = build_replicas(plan, book, noise, plan.rng, speed)
     flat = [r for reps in replicas for r in reps]
     state = State(plan, replicas, loads, queues)
     if faults is not None:
@@ -132,7 +130,6 @@ def _simulate(plan: Plan, policy: Policy, options: dict[str, tuple[str, ...]], o
     flags = [NONE] * n
     splitting = [False] * n
     landing: dict[int, int] = {}
-    pop = heapq.heappop
     split = policy.split
     forecast = plan.forecast
     upcoming = forecast.next_block if forecast is not None else n  # the next arrival whose predictions refresh
@@ -221,31 +218,11 @@ def _simulate(plan: Plan, policy: Policy, options: dict[str, tuple[str, ...]], o
         return lost
 
     for i, t in enumerate(arrivals):
-        while heap and heap[0][0] <= t:
-            et, ver, rid = pop(heap)
-            if rid >= 0:
-                rep = flat[rid]
-                if rep.version == ver:
-                    rep.boundary(et)
-                elif ver < 0:
-                    for j in fault(rep, ver, et):  # a closure calling dispatch would hold the run in a cycle
-                        dispatch(j, et)
-            else:
-                land(-1 - rid, et)
+        _events(flat, heap, t, fault, land, dispatch)
         if i == upcoming:
             upcoming = plan.refresh(i)
         dispatch(i, t)
-    while heap:
-        et, ver, rid = pop(heap)
-        if rid >= 0:
-            rep = flat[rid]
-            if rep.version == ver:
-                rep.boundary(et)
-            elif ver < 0:
-                for j in fault(rep, ver, et):  # a closure calling dispatch would hold the run in a cycle
-                    dispatch(j, et)
-        else:
-            land(-1 - rid, et)
+    _events(flat, heap, INF, fault, land, dispatch)
     for r in flat:  # the run's objects are then freed by their reference counts, not left to the collector
         r.on_done = None
     raw = _outcome(plan, policy, book, pool_out, rep_out, dpool_out, flags, replicas)
@@ -253,6 +230,38 @@ def _simulate(plan: Plan, policy: Policy, options: dict[str, tuple[str, ...]], o
     raw.failures, raw.retried, raw.lost_tokens = outage.failures, np.array(outage.retried, dtype=np.int64), \
         outage.lost_tokens
     return raw
+
+
+def _events(flat: list[Replica], heap: list[tuple[float, int, int]], until: float,
+            fault: Callable[[Replica, int, float], list[int]], land: Callable[[int, float], None],
+            dispatch: Callable[[int, float], None]) -> None:
+    """Handle every event at or before `until`, earliest first: replicas' run ends, and the heap's failures,
+    repairs and KV landings. Ties go as a heap of (time, version or kind, serial) would order them."""
+    # Each replica has one pending run end (next_at): scanning them costs less than pushing every new run end
+    # onto a heap and popping the ones an arrival cut short, more than half of all pushed.
+    while True:
+        rep: Replica | None = None
+        at = INF
+        for r in flat:
+            e = r.next_at
+            if e < at or (e == at and rep is not None and e < INF and r.version < rep.version):
+                rep, at = r, e
+        if heap:
+            ht, kind, rid = heap[0]
+            if rep is None or ht < at or (ht == at and (kind < rep.version or (kind == rep.version
+                                                                                 and rid < rep.serial))):
+                if ht > until:
+                    return
+                heapq.heappop(heap)
+                if rid >= 0:
+                    for j in fault(flat[rid], kind, ht):  # a closure calling dispatch would hold the run in a cycle
+                        dispatch(j, ht)
+                else:
+                    land(-1 - rid, ht)
+                continue
+        if rep is None or at > until:
+            return
+        rep.boundary(at)
 
 
 def _cut(i: int, p: int, limit: list[int], ins: list[int], outs: list[int], splitting: list[bool],

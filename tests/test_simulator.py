@@ -7,9 +7,14 @@ memory-bound pass takes 0.01 s and a request of 100 output tokens decodes in 1 s
 from __future__ import annotations
 
 import gc
+import heapq
+import importlib.util
 import io
 import json
 import math
+import sys
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 import polars as pl
@@ -279,3 +284,58 @@ def test_a_replay_is_freed_when_it_returns(case: str) -> None:
     else:
         candidate = Candidate(name="t", policy=case, sla_tiers=tier)
     assert _leftover(candidate, frame, reg) == 0
+
+
+class _Run:
+    """A replica as `_events` sees it: a pending run end, its version and serial; a boundary ends it."""
+
+    def __init__(self, serial: int, next_at: float, version: int, log: list[tuple[str, int, float]]) -> None:
+        self.serial, self.next_at, self.version, self.log = serial, next_at, version, log
+
+    def boundary(self, t: float) -> None:
+        self.log.append(("run", self.serial, t))
+        self.next_at = math.inf
+
+
+def test_events_come_in_the_order_of_a_heap_of_time_version_and_serial(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The replicas' run ends (scanned) and the heap's failures, repairs and landings are handled as one heap of
+    (time, version or kind, serial) would pop them, and none after `until`. The module's source is loaded as
+    pure Python here, which takes stand-in replicas (the compiled one takes only its own)."""
+    source = Path(__file__).resolve().parents[1] / "replay" / "simulator.py"
+    spec = importlib.util.spec_from_file_location("_simulator_source", source)
+    assert spec is not None and spec.loader is not None
+    pure = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, spec.name, pure)  # its dataclasses look their module up there
+    spec.loader.exec_module(pure)
+    log: list[tuple[str, int, float]] = []
+    flat = [_Run(0, 1.0, 5, log), _Run(1, 1.0, 2, log), _Run(2, 0.5, 9, log), _Run(3, math.inf, 0, log),
+            _Run(4, 1.0, 2, log)]
+    heap = [(1.0, -1, -1 - 7), (1.0, pure.FAIL, 3), (2.0, pure.REPAIR, 3)]
+    heapq.heapify(heap)
+    expected = sorted([(0.5, 9, 2), (1.0, 5, 0), (1.0, 2, 1), (1.0, 2, 4), *heap])
+
+    def fault(rep: Any, kind: int, t: float) -> list[int]:
+        log.append(("fail" if kind == pure.FAIL else "repair", rep.serial, t))
+        return [11] if kind == pure.FAIL else []
+
+    def land(i: int, t: float) -> None:
+        log.append(("land", i, t))
+
+    def dispatch(i: int, t: float) -> None:
+        log.append(("retry", i, t))
+
+    pure._events(flat, heap, 1.5, fault, land, dispatch)
+    assert heap == [(2.0, pure.REPAIR, 3)]  # after `until`: left for later
+    pure._events(flat, heap, math.inf, fault, land, dispatch)
+    names = {-1: "land", pure.FAIL: "fail", pure.REPAIR: "repair"}
+    want: list[tuple[str, int, float]] = []
+    for t, kind, rid in expected:
+        if kind >= 0:
+            want.append(("run", rid, t))
+        else:
+            want.append((names[kind], 7 if kind == -1 else rid, t))
+            if kind == pure.FAIL:
+                want.append(("retry", 11, t))
+    assert log == want
+    assert log == [("run", 2, 0.5), ("fail", 3, 1.0), ("retry", 11, 1.0), ("land", 7, 1.0), ("run", 1, 1.0),
+                   ("run", 4, 1.0), ("run", 0, 1.0), ("repair", 3, 2.0)]
