@@ -205,12 +205,42 @@ def full_batch_cost(in_tokens: np.ndarray, cached_tokens: np.ndarray, out_tokens
     Prefill tokens pay the compute of a token; each output token pays 1/max_concurrency of a pass of
     max_concurrency sequences of about this request's context. Policies rank pools by it.
     """
-    step = StepModel.of(pool)
-    full = pool.max_concurrency
-    context = in_tokens + out_tokens / 2.0
-    m = min(step.pp, full)
-    memory = step.pp * (step.weight_bytes_read(full / m) + step.kv_bytes * full * context / m) * step.s_per_byte
-    compute = step.pp * (step.s_per_token_decode + step.s_per_ctx * context) * full / m
-    per_token = (np.maximum(memory, compute) + step.fixed_seconds(full, full)) / full
-    prefill = (in_tokens - cached_tokens) * (step.s_per_token + step.s_per_ctx * (in_tokens + cached_tokens) / 2.0)
-    return (prefill + out_tokens * per_token) * pool.replica_cost_per_s
+    return full_batch_costs(in_tokens, cached_tokens, out_tokens, (pool,))[0]
+
+
+def full_batch_costs(in_tokens: np.ndarray, cached_tokens: np.ndarray, out_tokens: np.ndarray,
+                     pools: tuple[PoolSpec, ...]) -> np.ndarray:
+    """full_batch_cost on every pool at once: (pools, requests)."""
+    return FullBatch(pools).costs(in_tokens, cached_tokens, out_tokens)
+
+
+class FullBatch:
+    """The coefficients of full_batch_cost for several pools, each a column, so that one pass of array operations
+    prices every pool: the plan ranks each block of a learning predictor's arrivals anew with it."""
+
+    def __init__(self, pools: tuple[PoolSpec, ...]) -> None:
+        steps = [StepModel.of(p) for p in pools]
+        full = [p.max_concurrency for p in pools]
+        m = [min(s.pp, f) for s, f in zip(steps, full, strict=True)]
+
+        def col(values: list[float] | list[int]) -> np.ndarray:
+            return np.array(values, dtype=np.float64)[:, None]
+
+        self.pp, self.spb, self.sptd, self.spt, self.sctx = (
+            col([getattr(s, a) for s in steps])
+            for a in ("pp", "s_per_byte", "s_per_token_decode", "s_per_token", "s_per_ctx"))
+        self.weights = col([s.weight_bytes_read(f / k) for s, f, k in zip(steps, full, m, strict=True)])
+        self.kv_full = col([s.kv_bytes * f for s, f in zip(steps, full, strict=True)])
+        self.fixed = col([s.fixed_seconds(f, f) for s, f in zip(steps, full, strict=True)])
+        self.rate = col([p.replica_cost_per_s for p in pools])
+        self.full, self.m = col(full), col(m)
+
+    def costs(self, in_tokens: np.ndarray, cached_tokens: np.ndarray, out_tokens: np.ndarray) -> np.ndarray:
+        """(pools, requests): what each request costs on each pool."""
+        # the one-pool formula's operations in its order, so the figures are the same to the last bit
+        context = in_tokens + out_tokens / 2.0
+        memory = self.pp * (self.weights + self.kv_full * context / self.m) * self.spb
+        compute = self.pp * (self.sptd + self.sctx * context) * self.full / self.m
+        per_token = (np.maximum(memory, compute) + self.fixed) / self.full
+        prefill = (in_tokens - cached_tokens) * (self.spt + self.sctx * (in_tokens + cached_tokens) / 2.0)
+        return (prefill + out_tokens * per_token) * self.rate

@@ -60,6 +60,11 @@ class Plan:
         return self.forecast.pred if self.forecast is not None else self.out_tokens.astype(np.int64)
 
     @cached_property
+    def prices(self) -> costmodel.FullBatch:
+        """The pools' full-batch cost coefficients, for ranking block after block."""
+        return costmodel.FullBatch(self.pools)
+
+    @cached_property
     def limit(self) -> list[int]:
         """Per pool, the most context one request can hold: the model's window and one replica's KV cache."""
         return [int(min(p.model.max_context, p.kv_capacity_tokens)) for p in self.pools]
@@ -82,10 +87,10 @@ class Plan:
         """Cost, feasibility and cost order of requests lo..hi-1 from their predicted output lengths."""
         pred = self.pred_out[lo:hi]
         cost, feasible = _rank(self.in_tokens[lo:hi], self.cached_tokens[lo:hi], pred.astype(np.float64),
-                               self.serves[:, lo:hi], self.pools)
+                               self.serves[:, lo:hi], self.pools, self.prices)
         self.rank_cost[:, lo:hi] = cost
         self.feasible[:, lo:hi] = feasible
-        orders, code = _cost_orders(cost, feasible)
+        orders, code = _order_codes(cost, feasible)
         index = self.order_index
         known = []
         for order in orders:
@@ -93,7 +98,7 @@ class Plan:
                 index[order] = len(self.orders)
                 self.orders.append(order)
             known.append(index[order])
-        self.code[lo:hi] = np.asarray(known, dtype=np.int64)[np.asarray(code, dtype=np.int64)].tolist()
+        self.code[lo:hi] = np.asarray(known, dtype=np.int64)[code].tolist()
         self.pred_list[lo:hi] = pred.tolist()
         if "feasible_rows" in self.__dict__:  # only when a router already reads it
             self.feasible_rows[lo:hi] = feasible.T.tolist()
@@ -161,9 +166,15 @@ def tier_limits(traffic: pl.DataFrame, candidate: Candidate) -> tuple[np.ndarray
 
 
 def _cost_orders(cost: np.ndarray, feasible: np.ndarray) -> tuple[list[tuple[int, ...]], list[int]]:
+    orders, code = _order_codes(cost, feasible)
+    return orders, code.tolist()
+
+
+def _order_codes(cost: np.ndarray, feasible: np.ndarray) -> tuple[list[tuple[int, ...]], np.ndarray]:
+    """The distinct cost orders of the feasible pools (cheapest first) and each request's index among them."""
     npools, n = cost.shape
     if n == 0:
-        return [], []
+        return [], np.zeros(0, dtype=np.int64)
     # Rank along contiguous rows of the (requests, pools) layout: sorting along the strided axis is 15x slower.
     masked = np.ascontiguousarray(np.where(feasible, cost, INF).T)
     ranked = np.argsort(masked, axis=1, kind="stable")
@@ -175,7 +186,7 @@ def _cost_orders(cost: np.ndarray, feasible: np.ndarray) -> tuple[list[tuple[int
     else:
         _, first, inverse = np.unique(ranked, axis=0, return_index=True, return_inverse=True)
     orders = [tuple(int(p) for p in ranked[j] if p < npools) for j in first.tolist()]
-    return orders, inverse.reshape(-1).tolist()
+    return orders, inverse.reshape(-1)
 
 
 def _serves(traffic: pl.DataFrame, pools: tuple[PoolSpec, ...]) -> np.ndarray:
@@ -199,10 +210,10 @@ def _observed(traffic: pl.DataFrame, pools: tuple[PoolSpec, ...]) -> tuple[np.nd
 
 
 def _rank(in_t: np.ndarray, cached: np.ndarray, out_t: np.ndarray, serves: np.ndarray,
-          pools: tuple[PoolSpec, ...]) -> tuple[np.ndarray, np.ndarray]:
+          pools: tuple[PoolSpec, ...], prices: costmodel.FullBatch | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(pools, requests) cost at full batches and static feasibility for these output lengths."""
     context = in_t + out_t
-    cost = np.vstack([costmodel.full_batch_cost(in_t, cached, out_t, p) for p in pools])
+    cost = (prices or costmodel.FullBatch(pools)).costs(in_t, cached, out_t)
     feasible = np.vstack([serves[k] & constraints.fits_context(context, p) & constraints.fits_memory(context, p)
                           for k, p in enumerate(pools)])
     return cost, feasible

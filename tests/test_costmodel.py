@@ -17,6 +17,8 @@ from replay.costmodel import (
     StepModel,
     busy_cost,
     decode_seconds,
+    full_batch_cost,
+    full_batch_costs,
     kv_transfer_seconds,
     passes_within,
     prefill_seconds,
@@ -314,3 +316,23 @@ def test_a_registry_without_the_new_fields_has_no_new_terms(fleet: Registry) -> 
         assert (step.seq_overhead_s, step.s_per_ctx, step.comm_s, step.comm_s_per_token, step.dense_bytes) == (
             0.0, 0.0, 0.0, 0.0, 0.0)
         assert step.s_per_token_decode == step.s_per_token
+
+
+def test_full_batch_cost_by_hand_for_every_pool_at_once() -> None:
+    """What policies rank pools by, for a 1000-token prompt (600 cached) and 100 output tokens: the prompt's 400
+    tokens at 4e-5 s each, then each output token 1/max_concurrency of a full pass over contexts of
+    1000 + 100/2 tokens, at the pool's cost per second; both pools priced in one call."""
+    reg = fleet(pool("a", concurrency=8), pool("b", chip_id="fast", concurrency=1, cost=2.0),
+                chips=(chip(), chip("fast", bw_tbps=8.0)))
+    pools = (spec(reg, "a"), spec(reg, "b"))
+    ins, cached, outs = np.array([1000.0, 1000.0]), np.array([600.0, 0.0]), np.array([100.0, 1.0])
+    # a: 8 sequences of 1050 tokens read 2e10 B of weights and 8 x 1050 x KV B at 2e12 B/s; b: one at 4e12 B/s
+    pass_a = (2e10 + 8 * 1050 * KV) / 2e12
+    pass_b = (2e10 + 1050 * KV) / 4e12
+    want = np.array([[(400 * 4e-5 + 100 * pass_a / 8) / 3600, (1000 * 4e-5 + (2e10 + 8 * 1000.5 * KV) / 2e12 / 8)
+                      / 3600],
+                     [(400 * 4e-5 + 100 * pass_b) * 2 / 3600, (1000 * 4e-5 + (2e10 + 1000.5 * KV) / 4e12) * 2 / 3600]])
+    got = full_batch_costs(ins, cached, outs, pools)
+    np.testing.assert_allclose(got, want, rtol=1e-12)
+    for k, p in enumerate(pools):  # the one-pool form is the same figures to the last bit
+        assert full_batch_cost(ins, cached, outs, p).tolist() == got[k].tolist()
