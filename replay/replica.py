@@ -41,10 +41,11 @@ class Replica:
     """The batch, queue and KV cache of one replica, and its current run of identical passes.
 
     `serial` numbers it among all of a run's replicas, `index` within its pool; `next_at` is when its current run
-    ends, the one event it has pending.
+    ends, the one event it has pending, and while it has one it is in `active`.
     """
 
     __slots__ = (
+        "active",
         "admits",
         "admitted",
         "book",
@@ -119,8 +120,10 @@ class Replica:
 
     def __init__(self, serial: int, pool: int, index: int, step: StepModel, *, max_concurrency: int, budget: int,
                  kv_capacity: int, rate: float, book: Book, loads: list[int], queues: list[int],
-                 prefill_first: bool = False) -> None:
+                 active: list[Replica] | None = None, prefill_first: bool = False) -> None:
         self.serial, self.pool, self.index, self.book = serial, pool, index, book
+        # the replicas with a pending run end, shared by a run's replicas: the simulator scans only these
+        self.active: list[Replica] = active if active is not None else []
         self.loads, self.queues = loads, queues  # per pool: requests outstanding, and waiting
         # the step model's coefficients (costmodel.StepModel), copied: the hot paths read them as attributes
         self.pp, self.s_per_byte, self.s_per_token, self.kv_bytes = step.pp, step.s_per_byte, step.s_per_token, \
@@ -546,7 +549,9 @@ class Replica:
         if tokens == 0:
             self.run_passes = self.run_limit = 0
             self.admits = False
-            self.next_at = INF
+            if self.next_at != INF:  # idle now
+                self.next_at = INF
+                self.active.remove(self)
             self.spans.append(self.span_start)
             self.spans.append(t)
             return
@@ -613,6 +618,8 @@ class Replica:
         self.admits = not wait and n_run < mc and left > 0
         # memory-bound from the first pass on (the common case): the closed form without the compute-bound part
         end = t + (k * (a + o) + b * k * (k - 1) / 2.0 if a >= comp and b >= d else run_seconds(a, b, comp, o, k, d))
+        if self.next_at == INF:  # busy now
+            self.active.append(self)
         self.run_end = self.next_at = end
 
     def context(self, chunks: list[tuple[int, int]], decoders: bool = True) -> float:
@@ -782,7 +789,9 @@ class Replica:
         self.run_tokens = self.budget_left = 0
         self.admits = self.cutting = False
         self.version += 1
-        self.next_at = INF  # the pending run end is void
+        if self.next_at != INF:  # the pending run end is void
+            self.next_at = INF
+            self.active.remove(self)
         self.wait_version = -1
         self.down = True
         return running + queued, lost_tokens

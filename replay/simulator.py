@@ -70,10 +70,10 @@ def reject_reason(plan: Plan, i: int, flag: int, policy: Policy) -> str:
     return f"overflow: no pool met {what} of policy {policy.name}"
 
 
-def build_replicas(plan: Plan, book: Book, noise: float, rng: np.random.Generator,
+def build_replicas(plan: Plan, book: Book, noise: float, rng: np.random.Generator, active: list[Replica],
                    speed: list[float] | None = None) -> tuple[list[list[Replica]], list[int], list[int]]:
     """Every pool's replicas, with their own speed when the candidate asks for noise, slowed by their pool's
-    time-averaged throttling (`speed`, per pool, 1 when never throttled)."""
+    time-averaged throttling (`speed`, per pool, 1 when never throttled); `active` will hold the busy ones."""
     loads, queues = [0] * len(plan.pools), [0] * len(plan.pools)
     sigma2 = float(np.log1p(noise**2))
     out: list[list[Replica]] = []
@@ -86,7 +86,7 @@ def build_replicas(plan: Plan, book: Book, noise: float, rng: np.random.Generato
             reps.append(Replica(rid, p, r, StepModel.of(spec, float(speeds[r]) * slow),
                                 max_concurrency=spec.max_concurrency,
                                 budget=spec.max_num_batched_tokens, kv_capacity=spec.kv_capacity_tokens,
-                                rate=spec.replica_cost_per_s, book=book, loads=loads, queues=queues,
+                                rate=spec.replica_cost_per_s, book=book, loads=loads, queues=queues, active=active,
                                 prefill_first=spec.schedule == "prefill_first"))
             rid += 1
         out.append(reps)
@@ -114,7 +114,8 @@ def _simulate(plan: Plan, policy: Policy, options: dict[str, tuple[str, ...]], o
     book = Book(n, plan.cached_tokens.astype(np.int64).tolist())
     heap: list[tuple[float, int, int]] = []
     speed = [f.speed for f in faults] if faults is not None else None
-    replicas, loads, queues = build_replicas(plan, book, noise, plan.rng, speed)
+    active: list[Replica] = []
+    replicas, loads, queues = build_replicas(plan, book, noise, plan.rng, active, speed)
     flat = [r for reps in replicas for r in reps]
     state = State(plan, replicas, loads, queues)
     if faults is not None:
@@ -218,11 +219,12 @@ def _simulate(plan: Plan, policy: Policy, options: dict[str, tuple[str, ...]], o
         return lost
 
     for i, t in enumerate(arrivals):
-        _events(flat, heap, t, fault, land, dispatch)
+        _events(active, flat, heap, t, fault, land, dispatch)
         if i == upcoming:
             upcoming = plan.refresh(i)
         dispatch(i, t)
-    _events(flat, heap, INF, fault, land, dispatch)
+    _events(active, flat, heap, INF, fault, land, dispatch)
+    active.clear()  # empty by now; a replica left in it would hold the run in a cycle
     for r in flat:  # the run's objects are then freed by their reference counts, not left to the collector
         r.on_done = None
     raw = _outcome(plan, policy, book, pool_out, rep_out, dpool_out, flags, replicas)
@@ -232,19 +234,20 @@ def _simulate(plan: Plan, policy: Policy, options: dict[str, tuple[str, ...]], o
     return raw
 
 
-def _events(flat: list[Replica], heap: list[tuple[float, int, int]], until: float,
+def _events(active: list[Replica], flat: list[Replica], heap: list[tuple[float, int, int]], until: float,
             fault: Callable[[Replica, int, float], list[int]], land: Callable[[int, float], None],
             dispatch: Callable[[int, float], None]) -> None:
     """Handle every event at or before `until`, earliest first: replicas' run ends, and the heap's failures,
     repairs and KV landings. Ties go as a heap of (time, version or kind, serial) would order them."""
-    # Each replica has one pending run end (next_at): scanning them costs less than pushing every new run end
+    # Each busy replica has one pending run end (next_at): scanning them costs less than pushing every new run end
     # onto a heap and popping the ones an arrival cut short, more than half of all pushed.
     while True:
         rep: Replica | None = None
         at = INF
-        for r in flat:
+        for r in active:  # in the order they became busy: ties are settled by version, then serial
             e = r.next_at
-            if e < at or (e == at and rep is not None and e < INF and r.version < rep.version):
+            if e < at or (e == at and rep is not None and (r.version < rep.version or (
+                    r.version == rep.version and r.serial < rep.serial))):
                 rep, at = r, e
         if heap:
             ht, kind, rid = heap[0]
