@@ -125,15 +125,24 @@ class Replica:
         # the replicas with a pending run end, shared by a run's replicas: the simulator scans only these
         self.active: list[Replica] = active if active is not None else []
         self.loads, self.queues = loads, queues  # per pool: requests outstanding, and waiting
-        # the step model's coefficients (costmodel.StepModel), copied: the hot paths read them as attributes
-        self.pp, self.s_per_byte, self.s_per_token, self.kv_bytes = step.pp, step.s_per_byte, step.s_per_token, \
-            step.kv_bytes
-        self.s_per_token_decode, self.s_per_ctx = step.s_per_token_decode, step.s_per_ctx
-        self.overhead_s, self.seq_overhead_s = step.overhead_s, step.seq_overhead_s
-        self.comm_s, self.comm_s_per_token = step.comm_s, step.comm_s_per_token
-        self.fixed_s = self.overhead_s         # the current run's fixed time per pass (collectives, engine)
-        self.weight_bytes, self.dense_bytes, self.expert_pick = step.weight_bytes, step.dense_bytes, step.pick
-        self.dense = step.pick >= 1.0
+        # the step model's coefficients (costmodel.StepModel), copied: the hot paths read them as attributes. Typed
+        # here, as the compiled build does not follow the import of the step model: untyped, every sum and product
+        # of them would be a generic call on boxed numbers.
+        self.pp: int = int(step.pp)
+        self.s_per_byte: float = float(step.s_per_byte)
+        self.s_per_token: float = float(step.s_per_token)
+        self.kv_bytes: float = float(step.kv_bytes)
+        self.s_per_token_decode: float = float(step.s_per_token_decode)
+        self.s_per_ctx: float = float(step.s_per_ctx)
+        self.overhead_s: float = float(step.overhead_s)
+        self.seq_overhead_s: float = float(step.seq_overhead_s)
+        self.comm_s: float = float(step.comm_s)
+        self.comm_s_per_token: float = float(step.comm_s_per_token)
+        self.fixed_s: float = self.overhead_s  # the current run's fixed time per pass (collectives, engine)
+        self.weight_bytes: float = float(step.weight_bytes)
+        self.dense_bytes: float = float(step.dense_bytes)
+        self.expert_pick: float = float(step.pick)
+        self.dense: bool = self.expert_pick >= 1.0
         self.weight_memo: dict[float, float] = {}  # weight_read by tokens: a MoE pass's experts touched, once
         # the same for whole token counts up to a full pass, in a list (-1: not yet): read at every MoE pass
         self.weight_whole: list[float] = [] if self.dense else [-1.0] * (budget + max_concurrency + 2)

@@ -110,7 +110,7 @@ def simulate(plan: Plan, policy: Policy, options: dict[str, tuple[str, ...]], ov
 
 def _simulate(plan: Plan, policy: Policy, options: dict[str, tuple[str, ...]], overflow_mode: str,
               noise: float, faults: list[PoolFaultModel] | None, fault_seed: int) -> Raw:
-    n = plan.n
+    n: int = plan.n
     book = Book(n, plan.cached_tokens.astype(np.int64).tolist())
     heap: list[tuple[float, int, int]] = []
     speed = [f.speed for f in faults] if faults is not None else None
@@ -131,13 +131,13 @@ def _simulate(plan: Plan, policy: Policy, options: dict[str, tuple[str, ...]], o
     flags = [NONE] * n
     splitting = [False] * n
     landing: dict[int, int] = {}
-    split = policy.split
+    split: bool = policy.split
     forecast = plan.forecast
-    upcoming = forecast.next_block if forecast is not None else n  # the next arrival whose predictions refresh
+    upcoming: int = forecast.next_block if forecast is not None else n  # the next arrival whose predictions refresh
     completed = forecast.completed.append if forecast is not None and forecast.completed is not None else None
-    overlong = plan.overlong
+    overlong: set[int] = plan.overlong
     truncated: dict[int, int] = {}
-    limit = plan.limit
+    limit: list[int] = plan.limit
     if overlong:
         outs = list(outs)  # cut in place below; the plan keeps the trace's lengths
 

@@ -14,8 +14,10 @@ from replay.replica import Replica
 
 class _Router(AtArrival):
     def __init__(self, plan: Plan, state: State) -> None:
-        self.pool, self.replica = plan.obs_pool.tolist(), plan.obs_replica.tolist()
-        self.feasible, self.state = plan.feasible_rows, state
+        self.pool: list[int] = plan.obs_pool.tolist()
+        self.replica: list[int] = plan.obs_replica.tolist()
+        self.feasible: list[list[bool]] = plan.feasible_rows
+        self.state = state
 
     def route(self, i: int, t: float) -> Replica | None:
         p = self.pool[i]

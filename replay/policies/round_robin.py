@@ -13,9 +13,9 @@ from replay.replica import Replica
 class _Router(AtArrival):
     def __init__(self, plan: Plan, state: State) -> None:
         self.npools = len(plan.pools)
-        self.orders = plan.orders
-        self.allowed = [frozenset(o) for o in plan.orders]
-        self.code = plan.code
+        self.orders: list[tuple[int, ...]] = plan.orders
+        self.allowed: list[frozenset[int]] = [frozenset(o) for o in self.orders]
+        self.code: list[int] = plan.code
         self.state = state
         self.next = int(plan.rng.integers(self.npools))
 
