@@ -48,6 +48,26 @@ def test_ray_gives_the_same_table_and_front_as_processes(ray_cluster: None) -> N
     assert not run_sweep(points, traffic, reg, seed=4, executor="ray").equals(processes)
 
 
+def _build_in_worker() -> tuple[str, str]:
+    """What a Ray worker's replay runs: compiled.STATUS and the file its replica came from."""
+    import replay
+    import replay.replica
+
+    return replay.compiled.STATUS, str(replay.replica.__file__)
+
+
+def test_a_local_ray_worker_runs_the_build_the_driver_runs(ray_cluster: None) -> None:
+    """Workers of a local cluster import this checkout's replay, so they load the same build (compiled when
+    `make native` has built the current sources, as CI's does) and are as fast per point as process workers."""
+    import ray
+
+    import replay
+    import replay.replica
+
+    status, where = ray.get(ray.remote(_build_in_worker).remote())
+    assert (status, where) == (replay.compiled.STATUS, str(replay.replica.__file__))
+
+
 def test_cli_sweep_on_ray_prints_what_processes_print(ray_cluster: None, capsys: pytest.CaptureFixture[str],
                                                       fleet_db: Path, tmp_path: Path) -> None:
     trace = tmp_path / "t.csv"
