@@ -32,12 +32,14 @@ MODEL = Model(id="m", total_params_b=8.0, active_params_b=8.0, bytes_per_param=2
 TRUE = {"mfu": 0.42, "mem_bw_eff": 0.71, "step_overhead_ms": 3.0, "seq_overhead_us": 40.0}
 
 
-def registry(mfu: float = 0.5, eff: float = 0.5, step_ms: float = 0.0, seq_us: float = 0.0) -> Registry:
-    """One pool of one two-device replica, at most 16 sequences, 2,048 tokens a pass."""
+def registry(mfu: float = 0.5, eff: float = 0.5, step_ms: float = 0.0, seq_us: float = 0.0, *,
+             schedule: str = "decode_first", pp: int = 1) -> Registry:
+    """One pool of one two-device replica (two TP ranks, or two pipeline stages), at most 16 sequences, 2,048
+    tokens a pass."""
     p = pool("p", dpr=2, concurrency=16, mfu=mfu, eff=eff)
     assert p.serving is not None
     serving = dataclasses.replace(p.serving, max_num_batched_tokens=2048, step_overhead_ms=step_ms,
-                                  seq_overhead_us=seq_us)
+                                  seq_overhead_us=seq_us, schedule=schedule, pp=pp)
     cost = dataclasses.replace(p.cost_model, mfu_decode=0.8 * mfu, collective_us=6.0)
     return fleet(dataclasses.replace(p, serving=serving, cost_model=cost), chips=(chip(link_gbps=300.0),),
                  models=(MODEL,))
@@ -77,8 +79,9 @@ def reference(arrival_s: list[float], ins: list[int], outs: list[int], spec: Poo
             k = order[nxt]
             waiting.append(Seq(k, arrival_s[k], ins[k], outs[k], ins[k]))
             nxt += 1
+        first = spec.schedule == "prefill_first"  # prompts run alone, with the whole budget, while any wait
         decoders = [s for s in running if s.rem == 0]
-        left = budget - len(decoders)
+        left = budget if first else budget - len(decoders)
         chunks: list[tuple[Seq, int]] = []
         for s in running:
             if s.rem > 0 and left > 0:
@@ -92,11 +95,13 @@ def reference(arrival_s: list[float], ins: list[int], outs: list[int], spec: Poo
                 left -= chunks[-1][1]
             else:
                 decoders.append(s)
-                left -= 1
+                left -= not first
+        if first and chunks:
+            decoders = []
         tokens = len(decoders) + sum(c for _, c in chunks)
         # a decoder's context holds its prompt and every token it has, the one it decodes now included: the
         # first token, which its last prompt chunk's pass gave, then one more each pass
-        kv = sum(s.prompt - s.rem + s.decoded + (s.prompt > 0 and s.rem == 0) for s in running)
+        kv = sum(s.prompt + s.decoded + (s.prompt > 0) for s in decoders) + sum(s.prompt - s.rem for s, _ in chunks)
         context = sum(s.prompt + s.decoded + (s.prompt > 0) for s in decoders) + sum(
             c * (s.prompt - s.rem + c / 2.0) for s, c in chunks)
         t += step.pass_seconds(len(decoders) + len(chunks), tokens, kv, len(decoders), context)
@@ -131,11 +136,16 @@ def replayed(traffic: pl.DataFrame, reg: Registry, candidate: Candidate | None =
     return run_replay(candidate or Candidate(name="c", policy="cost_min"), traffic, reg, 0).requests
 
 
-@pytest.mark.parametrize("seed,rate", [(1, 2.0), (2, 6.0), (3, 20.0)])
-def test_the_replay_gives_each_request_the_latencies_of_a_pass_by_pass_loop(seed: int, rate: float) -> None:
-    """At light, busy and overloaded rates (the queue then grows for the whole trace), with every step term on."""
-    reg = registry(**{"mfu": TRUE["mfu"], "eff": TRUE["mem_bw_eff"], "step_ms": TRUE["step_overhead_ms"],
-                      "seq_us": TRUE["seq_overhead_us"]})
+@pytest.mark.parametrize("seed,rate,schedule,pp", [
+    (1, 2.0, "decode_first", 1), (2, 6.0, "decode_first", 1), (3, 20.0, "decode_first", 1),
+    (4, 6.0, "prefill_first", 1), (5, 20.0, "prefill_first", 1), (6, 6.0, "decode_first", 2),
+    (7, 20.0, "prefill_first", 2)])
+def test_the_replay_gives_each_request_the_latencies_of_a_pass_by_pass_loop(seed: int, rate: float, schedule: str,
+                                                                            pp: int) -> None:
+    """At light, busy and overloaded rates (the queue then grows for the whole trace), with every step term on,
+    on both schedules and with two pipeline stages."""
+    reg = registry(TRUE["mfu"], TRUE["mem_bw_eff"], TRUE["step_overhead_ms"], TRUE["seq_overhead_us"],
+                   schedule=schedule, pp=pp)
     traffic = trace(seed, 400, rate)
     rows = replayed(traffic, reg)
     ttft, e2e = reference((traffic["arrival_ms"] / 1000.0).to_list(), traffic["in_tokens"].to_list(),
