@@ -126,7 +126,8 @@ def canonical_context(store: Access, options: IngestOptions) -> Context:
     if snap is None:
         raise NormalizerError("no registry loaded, so the pool labels of canonical series cannot be checked; run "
                               "'hetpool registry load examples/fleet.yaml' first")
-    return Context(ProfileSet({}), None, snap.registry.pools, None, None)
+    reg = snap.registry
+    return Context(ProfileSet({}), None, reg.pools, None, None, {p.id: reg.chip_of(p).vendor for p in reg.pools})
 
 
 def new_normalizer(ctx: Context, options: IngestOptions, clock: Options) -> Normalizer:

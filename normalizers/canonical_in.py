@@ -52,6 +52,11 @@ def resolve_canonical(ctx: Context, name: str, labels: dict[str, str]) -> Resolu
         return Resolution(name, f"pool '{pool}' is not in the registry; known: {', '.join(known)}", PROFILE)
     if not node:
         return Resolution(name, "no node label: a canonical series names its node", PROFILE, pool=pool)
+    vendor, ours = labels.get("vendor", ""), ctx.vendors.get(pool, "")
+    if vendor and ours and vendor != ours:  # the label is derived from the writer's registry, so it is not stored
+        return Resolution(name, f"vendor {vendor!r} is not the vendor of pool '{pool}', whose chip is {ours!r} "
+                                f"in this registry: the registry the feed was written with places the pool on "
+                                f"other hardware", PROFILE, pool=pool)
     placed = Resolution(name, None, PROFILE, pool, node, device)
     if name == VERSION_SAMPLE:
         return _version(placed, labels)

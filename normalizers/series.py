@@ -6,6 +6,7 @@ This runs once per distinct series, not per sample, so it can afford to be plain
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
 from canonical.metrics import ERRORS_METRIC, METRICS, ErrorClass
@@ -36,6 +37,7 @@ class Context:
     pools: tuple[Pool, ...] = ()         # the registry's pools, for assignment rules
     pool: str | None = None              # --pool: every sample goes here
     node: str | None = None              # --node: for series without a node label
+    vendors: Mapping[str, str] = field(default_factory=dict, hash=False)  # pool -> chip vendor (canonical)
 
 
 @dataclass(frozen=True)

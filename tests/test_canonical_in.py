@@ -20,7 +20,7 @@ from tests.conftest import FLEET
 T0 = 1_793_491_200_000  # 2026-11-01T00:00:00Z, in ms
 POOLS = load_registry(FLEET).pools
 KNOWN = "ascend-a, gaudi3-a, h100-a, mi300x-a, mlu370-a"
-CTX = Context(ProfileSet({}), None, POOLS)
+CTX = Context(ProfileSet({}), None, POOLS, vendors={"h100-a": "nvidia", "ascend-a": "huawei"})
 HERE = {"pool": "h100-a", "node": "h100-a-01", "device": "nvidia0", "vendor": "nvidia"}
 ERR = {"error_class": "device_lost", "severity": "fatal", "code": "79"}
 
@@ -65,6 +65,8 @@ def rows(db: Path, metric: str | None = None) -> list[tuple[Any, ...]]:
     ("accelerator_errors_total", HERE, "error_class '' is not a canonical error class"),
     ("hetpool_software_version_info", {**HERE, "component": "driver"},
      "needs both a component and a version label, got component='driver' version=''"),
+    ("accelerator_power_watts", {**HERE, "vendor": "amd"},
+     "vendor 'amd' is not the vendor of pool 'h100-a', whose chip is 'nvidia' in this registry"),
     ("accelerator_clock_hertz", {**HERE, "scope": "engine"},
      "scope 'engine' is not a scope the feed writes; expected 'component' or no scope label"),
 ])
@@ -126,6 +128,26 @@ def test_a_feed_file_stores_rows_events_and_versions(fleet_db: Path) -> None:
         ("h100-a", "h100-a-01", "", "driver", "550.144.03")]
     con.close()
     assert ingest(store, text).counts.stored == 0  # the same file again: nothing new
+
+
+def test_a_feed_whose_registry_puts_a_pool_on_other_hardware_is_rejected_and_kept(fleet_db: Path) -> None:
+    """The vendor label is not stored (this registry says it), so a feed written against a registry that puts
+    the pool on another vendor's chip would be misread: such series are rejected with the reason, and kept."""
+    store = Store(fleet_db)
+    text = "".join([line("accelerator_power_watts", HERE, 350.0, T0),
+                    line("accelerator_power_watts", {**HERE, "device": "nvidia1", "vendor": ""}, 340.0, T0),
+                    line("accelerator_power_watts", {**HERE, "device": "davinci0", "vendor": "huawei"}, 90.0, T0)])
+    report = ingest(store, text)
+    assert report.counts.as_dict() == {"read": 3, "stored": 2, "rejected": 1, "duplicates": 0, "ignored": 0}
+    assert dict(report.reasons) == {"vendor 'huawei' is not the vendor of pool 'h100-a', whose chip is 'nvidia' "
+                                    "in this registry: the registry the feed was written with places the pool on "
+                                    "other hardware": 1}
+    con = duckdb.connect(str(fleet_db), read_only=True)
+    try:
+        kept = con.execute("SELECT reason FROM rejects").fetchall()
+    finally:
+        con.close()
+    assert [r[0] for r in kept] == list(report.reasons)
 
 
 def test_error_counters_and_states_carry_their_state_across_runs(fleet_db: Path) -> None:
