@@ -215,6 +215,18 @@ def _start(cov: Coverage | None, options: PullOptions, end: int) -> int:
     return options.start_ms
 
 
+def stepped(name: str, step_ms: int) -> str:
+    """The query of one canonical name at one point per step.
+
+    A 0/1 error state is its maximum over the step, so a state that rises and falls between two steps is seen
+    at the step after it (and its label set keeps its name); every other series is its newest sample.
+    """
+    selector = f'{{__name__="{name}"}}'
+    if name != ERROR_STATE:
+        return selector
+    return f'label_replace(max_over_time({selector}[{step_ms}ms]), "__name__", "{name}", "", "")'
+
+
 def _prefetched(client: PromClient, names: list[str], windows: Iterator[tuple[int, int]], step_ms: int | None = None
                 ) -> Iterator[tuple[tuple[int, int], Future[list[RangeVector]]]]:
     """Each window with its fetch already under way, the next one started before this one is stored.
@@ -224,7 +236,7 @@ def _prefetched(client: PromClient, names: list[str], windows: Iterator[tuple[in
     """
     def fetch(lo: int, hi: int) -> list[RangeVector]:
         if step_ms is not None:
-            return [client.step_vector(f'{{__name__="{n}"}}', lo, hi, step_ms) for n in names]
+            return [client.step_vector(stepped(n, step_ms), lo, hi, step_ms) for n in names]
         return [client.range_vector(f'{{__name__="{n}"}}', lo, hi) for n in names]
 
     with ThreadPoolExecutor(max_workers=FETCHERS, thread_name_prefix="prom-fetch") as pool:

@@ -366,3 +366,28 @@ def test_kill_9_mid_canonical_pull_then_restart_equals_one_pull(trip: Trip, tmp_
         k: sum(r[k] for r in rest) for k in ("read", "stored", "duplicates")}
     assert result["stored"] == want[0] - partial[0]
     assert digest(db) == want
+
+
+def test_an_error_state_between_two_steps_is_one_event_at_the_next_step(tmp_path: Path) -> None:
+    """A 0/1 state raised for one 15 s sample inside a minute is pulled at --step 1m as one event at the minute
+    after it (the state's maximum over the step), as at 15 s; a state held for two minutes is one event too."""
+    state = {"pool": "h100-a", "node": NODE, "device": "nvidia0", "error_class": "device_lost", "severity": "fatal"}
+    blip, held = {**state, "code": "79"}, {**state, "device": "nvidia1", "code": "48"}
+    lines = []
+    for labels, up in ((blip, {13}), (held, set(range(21, 29)))):  # 195 s; 315 s up to 420 s
+        text = ",".join(f'{k}="{v}"' for k, v in sorted(labels.items()))
+        lines += [f"accelerator_error_state{{{text}}} {float(k in up)!r} {T0_S + k * STEP_S}\n" for k in range(40)]
+    (tmp_path / "states.om").write_text("".join(lines) + "# EOF\n")
+    promtool("openmetrics", str(tmp_path / "states.om"), str(tmp_path / "tsdb"))
+    prom = PrometheusServer(tmp_path, None).start()
+    try:
+        for step_s, at in ((60, {"79": T0_S + 240, "48": T0_S + 360}), (STEP_S, {"79": T0_S + 195, "48": T0_S + 315})):
+            db = fresh_db(tmp_path / f"pulled-{step_s}.duckdb")
+            report = pull(Store(db), PromClient(prom.url), PullOptions(
+                url=prom.url, start_ms=T0_S * 1000 - 1, end_ms=(T0_S + 39 * STEP_S) * 1000, step_ms=step_s * 1000,
+                canonical=True))
+            assert report.missing == [] and report.totals()["rejected"] == 0, report.totals()
+            got = {json.loads(attrs)["code"]: (ts, value) for (ts, _, _, _, attrs), value in events(db).items()}
+            assert got == {code: (t * 1000, 1.0) for code, t in at.items()}, (step_s, got)
+    finally:
+        prom.stop()
