@@ -298,12 +298,14 @@ def check_engine(r: Reader, node: Node, fields: dict[str, Node], path: str, s: S
 
 
 def _cost_model(r: Reader, node: Node, path: str) -> CostModel:
-    f = r.mapping(node, path, required=("mfu", "mem_bw_eff"), optional=("mfu_decode", "collective_us"))
+    f = r.mapping(node, path, required=("mfu", "mem_bw_eff"), optional=("mfu_decode", "collective_us",
+                                                                                       "serial_share"))
     return CostModel(*r.fields(f, path, COST_FIELDS))
 
 
 COST_FIELDS = (Field("mfu", "number", 0.0, gt=0, le=1), Field("mem_bw_eff", "number", 0.0, gt=0, le=1),
-               Field("mfu_decode", "number", None, gt=0, le=1), Field("collective_us", "number", None, ge=0))
+               Field("mfu_decode", "number", None, gt=0, le=1), Field("collective_us", "number", None, ge=0),
+               Field("serial_share", "number", 0.0, ge=0, le=1))
 
 
 def _onboarding(r: Reader, node: Node, path: str) -> Onboarding:

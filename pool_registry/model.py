@@ -169,6 +169,9 @@ class CostModel:
     mem_bw_eff: float
     mfu_decode: float | None = None    # share of peak FLOP/s decode tokens sustain; None: as prefill (mfu)
     collective_us: float | None = None  # latency of one collective; None: the link's declared latency_us
+    # share of the shorter of a pass's memory and compute time not hidden under the longer: 0 is the roofline's
+    # max(memory, compute), 1 their sum (a pass's kernels run one after another, each with its own bound)
+    serial_share: float = 0.0
 
 
 @dataclass(frozen=True)

@@ -58,7 +58,8 @@ def _pool(p: Pool) -> dict[str, Any]:
         "stack": dict(p.stack),
         "cost_model": {"mfu": p.cost_model.mfu, "mem_bw_eff": p.cost_model.mem_bw_eff,
                        **{k: v for k in ("mfu_decode", "collective_us")
-                          if (v := getattr(p.cost_model, k)) is not None}},
+                          if (v := getattr(p.cost_model, k)) is not None},
+                       **({"serial_share": p.cost_model.serial_share} if p.cost_model.serial_share else {})},
         "onboarding": {"stage": p.onboarding.stage, "evidence": dict(p.onboarding.evidence)},
     }
     if p.onboarding.checks:

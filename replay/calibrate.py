@@ -87,6 +87,7 @@ class PoolFit:
     seq_overhead_us: float | None = None
     collective_us: float | None = None
     mfu_decode: float | None = None
+    serial_share: float | None = None
     coefficients: tuple[Coefficient, ...] = ()
     group: tuple[str, ...] = ()          # the pools fitted together (one chip and engine)
     checks: tuple[BenchCheck, ...] = ()
@@ -97,7 +98,7 @@ class PoolFit:
         return {k: v for k in FITTED if (v := getattr(self, k)) is not None}
 
 
-FITTED = ("mfu", "mem_bw_eff", "mfu_decode", "step_overhead_ms", "seq_overhead_us", "collective_us")
+FITTED = ("mfu", "mem_bw_eff", "mfu_decode", "step_overhead_ms", "seq_overhead_us", "collective_us", "serial_share")
 
 
 def _errors(model: np.ndarray, observed: np.ndarray) -> tuple[float | None, float | None]:
@@ -298,7 +299,8 @@ def _fit_of(spec: PoolSpec, best: PoolSpec, report: list[Coefficient], group: tu
                    mfu=best.mfu, mem_bw_eff=best.mem_bw_eff, step_overhead_ms=best.step_overhead_ms,
                    ttft_mape=ttft_mape, ttft_r2=ttft_r2, tpot_mape=tpot_mape, tpot_r2=tpot_r2, notes=tuple(notes),
                    seq_overhead_us=best.seq_overhead_us, collective_us=best.collective_us,
-                   mfu_decode=best.mfu_decode, coefficients=tuple(report), group=group, checks=checks,
+                   mfu_decode=best.mfu_decode, serial_share=best.serial_share, coefficients=tuple(report),
+                   group=group, checks=checks,
                    carried_from=carried)
 
 

@@ -17,8 +17,9 @@ INT_OVERRIDES = ("replicas", "max_concurrency", "devices_per_replica", "max_queu
 RATIO_OVERRIDES = ("mfu", "mem_bw_eff", "gpu_memory_utilization", "mfu_decode")
 POSITIVE_OVERRIDES = ("hourly_cost_per_device", "replicas_scale")
 NONNEGATIVE_OVERRIDES = ("step_overhead_ms", "seq_overhead_us", "collective_us")
-OVERRIDE_FIELDS = (*INT_OVERRIDES, *RATIO_OVERRIDES, *POSITIVE_OVERRIDES, *NONNEGATIVE_OVERRIDES, "kv_cache_dtype",
-                   "schedule", "enabled")
+SHARE_OVERRIDES = ("serial_share",)  # 0 to 1, both ends included
+OVERRIDE_FIELDS = (*INT_OVERRIDES, *RATIO_OVERRIDES, *POSITIVE_OVERRIDES, *NONNEGATIVE_OVERRIDES, *SHARE_OVERRIDES,
+                   "kv_cache_dtype", "schedule", "enabled")
 
 
 @dataclass(frozen=True)
@@ -48,6 +49,7 @@ class PoolOverride:
     seq_overhead_us: float | None = None
     collective_us: float | None = None
     schedule: str | None = None
+    serial_share: float | None = None
 
 
 @dataclass(frozen=True)

@@ -46,6 +46,7 @@ from replay.candidate import (
     OVERRIDE_FIELDS,
     POSITIVE_OVERRIDES,
     RATIO_OVERRIDES,
+    SHARE_OVERRIDES,
     Candidate,
     FaultSpec,
     PoolFaults,
@@ -239,6 +240,8 @@ def override_value(r: Reader, key: str) -> Callable[[Node, str], Any]:
         return lambda n, p: r.number(n, p, gt=0)
     if key in NONNEGATIVE_OVERRIDES:
         return lambda n, p: r.number(n, p, ge=0)
+    if key in SHARE_OVERRIDES:
+        return lambda n, p: r.number(n, p, ge=0, le=1)
     if key == "kv_cache_dtype":
         return lambda n, p: r.choice(n, p, tuple(KV_CACHE_DTYPES))
     if key == "schedule":

@@ -2,13 +2,21 @@
 
 One engine step (a pass: every running sequence advances by one token) of a replica takes
 
-    pass_s    = max(memory_s, compute_s) + collective_s + engine_s
+    pass_s    = max(memory_s, compute_s) + serial_share x min(memory_s, compute_s) + collective_s + engine_s
     memory_s  = pp x (weight bytes read + KV bytes the running sequences read / m) / (hbm_bw x mem_bw_eff x devices)
     compute_s = pp x (2 x active_params x (prefill tokens / mfu + decode tokens / mfu_decode)
                       + 4 x layers x attention_heads x head_dim x context products / mfu) / m / (peak_flops x devices)
     engine_s  = step_overhead + seq_overhead x running sequences
 
 (the sequences and tokens of the pass: under the prefill_first schedule a pass of prompts has no decoders)
+
+The roofline's max(memory, compute) holds for one kernel that streams its operands while it computes. A pass
+runs its layers' kernels one after another, each at its own bound (attention on the KV, the small-batch
+matmuls on the weights, the large-batch ones on the FLOPs), so the pass takes more than the max of its sums
+and at most their sum: serial_share (a cost-model coefficient, 0 to 1) is the share of the shorter of the two
+that the longer does not hide. 0, the default, is the roofline as before the field existed. Its evidence is
+how the time of a pass grows with the batch below the ridge point at two TP degrees: at one TP degree, compute
+that grows with the batch and a time per running sequence look alike (docs/validation.md).
 
 with m = min(pp, running sequences) micro-batches in flight: with pp pipeline stages a micro-batch goes through
 the stages one tick each, a tick lasts as long as the slowest in-flight stage, and a sequence advances once
@@ -124,6 +132,7 @@ class StepModel:
     s_per_ctx: float = 0.0           # attention compute per token and context token
     comm_s: float = 0.0              # collectives' fixed time per pass
     comm_s_per_token: float = 0.0    # collectives' time per token of a micro-batch
+    serial_share: float = 0.0        # share of the shorter of memory and compute the longer does not hide
 
     @classmethod
     def of(cls, pool: PoolSpec, speed: float = 1.0) -> StepModel:
@@ -145,7 +154,8 @@ class StepModel:
                    s_per_token_decode=speed * flops / pool.replica_decode_flops, dense_bytes=dense,
                    seq_overhead_s=speed * pool.seq_overhead_us / 1e6,
                    s_per_ctx=speed * attention / pool.replica_flops,
-                   comm_s=speed * comm.fixed_s, comm_s_per_token=speed * comm.s_per_token)
+                   comm_s=speed * comm.fixed_s, comm_s_per_token=speed * comm.s_per_token,
+                   serial_share=pool.serial_share)
 
     def weight_bytes_read(self, tokens: float) -> float:
         """Weight bytes one micro-batch of `tokens` tokens reads (all of them for a dense model)."""
@@ -168,7 +178,7 @@ class StepModel:
         memory = pp * (self.weight_bytes_read(tokens / m) + self.kv_bytes * kv_tokens / m) * self.s_per_byte
         compute = pp * (self.s_per_token * (tokens - decode_tokens) + self.s_per_token_decode * decode_tokens
                         + self.s_per_ctx * context) / m
-        return max(memory, compute) + self.fixed_seconds(seqs, tokens)
+        return max(memory, compute) + self.serial_share * min(memory, compute) + self.fixed_seconds(seqs, tokens)
 
 
 def prefill_seconds(in_tokens: A, cached_tokens: A, pool: PoolSpec) -> A:
@@ -229,6 +239,7 @@ class FullBatch:
         self.pp, self.spb, self.sptd, self.spt, self.sctx = (
             col([getattr(s, a) for s in steps])
             for a in ("pp", "s_per_byte", "s_per_token_decode", "s_per_token", "s_per_ctx"))
+        self.serial = col([s.serial_share for s in steps])
         self.weights = col([s.weight_bytes_read(f / k) for s, f, k in zip(steps, full, m, strict=True)])
         self.kv_full = col([s.kv_bytes * f for s, f in zip(steps, full, strict=True)])
         self.fixed = col([s.fixed_seconds(f, f) for s, f in zip(steps, full, strict=True)])
@@ -241,6 +252,9 @@ class FullBatch:
         context = in_tokens + out_tokens / 2.0
         memory = self.pp * (self.weights + self.kv_full * context / self.m) * self.spb
         compute = self.pp * (self.sptd + self.sctx * context) * self.full / self.m
-        per_token = (np.maximum(memory, compute) + self.fixed) / self.full
+        longer = np.maximum(memory, compute)
+        if self.serial.any():
+            longer = longer + self.serial * np.minimum(memory, compute)
+        per_token = (longer + self.fixed) / self.full
         prefill = (in_tokens - cached_tokens) * (self.spt + self.sctx * (in_tokens + cached_tokens) / 2.0)
         return (prefill + out_tokens * per_token) * self.rate

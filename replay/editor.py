@@ -21,7 +21,7 @@ from replay.fleet import pools_by_id, resolve_pools
 
 POOL_FIELDS = ("replicas", "max_concurrency", "pp", "max_num_batched_tokens", "gpu_memory_utilization",
                "kv_cache_dtype", "step_overhead_ms", "seq_overhead_us", "collective_us", "mfu", "mem_bw_eff",
-               "hourly_cost_per_device")
+               "serial_share", "hourly_cost_per_device")
 INT_FIELDS = ("replicas", "max_concurrency", "pp", "max_num_batched_tokens")
 # The tiers of examples/candidates: a form starts with them (the registry holds no SLA).
 DEFAULT_TIERS: dict[str, tuple[float | None, float | None]] = {
@@ -59,7 +59,7 @@ def registry_values(registry: Registry) -> dict[str, dict[str, Any]]:
                         "step_overhead_ms": s.step_overhead_ms, "seq_overhead_us": s.seq_overhead_us,
                         "collective_us": _hop(pool.cost_model.collective_us, registry.chip_of(pool).interconnect),
                         "mfu": pool.cost_model.mfu,
-                        "mem_bw_eff": pool.cost_model.mem_bw_eff,
+                        "mem_bw_eff": pool.cost_model.mem_bw_eff, "serial_share": pool.cost_model.serial_share,
                         "hourly_cost_per_device": pool.hourly_cost_per_device}
     return out
 

@@ -36,20 +36,29 @@ BOUNDS: dict[str, tuple[float, float, float]] = {
     "step_overhead_ms": (1e-3, 500.0, 0.5),
     "seq_overhead_us": (1e-2, 1e5, 1.0),
     "collective_us": (1e-2, 1e4, 0.5),
+    "serial_share": (1e-3, 1.0, 0.3),
 }
 NAMES = tuple(BOUNDS)
-OVERHEADS = ("step_overhead_ms", "seq_overhead_us", "collective_us")
+# the coefficients whose 0 means "no such time" (searched from a typical size, and 0 when the fit can do without)
+OVERHEADS = ("step_overhead_ms", "seq_overhead_us", "collective_us", "serial_share")
 SPREAD_LIMIT = 1.5    # a coefficient whose standard error is a factor above this is not identifiable
 F_CRITICAL = 4.0      # dropping a coefficient that raises the squared error by more than this many variances hurts
 MAX_MOVE = 0.7       # the longest first step of the search in log space (a factor 2)
 STEP = 0.05          # the Jacobian's step in log space: wider than the model's small steps
 MISS = 5.0            # the residual of a time the trial model could not produce
 FLOOR = 0.003         # residuals are not trusted below 0.3 %: a model of a server is not better than that
-TYPICAL = {"step_overhead_ms": 2.0, "seq_overhead_us": 20.0, "collective_us": 5.0}  # sizes that show an effect
+# sizes that show an effect
+TYPICAL = {"step_overhead_ms": 2.0, "seq_overhead_us": 20.0, "collective_us": 5.0, "serial_share": 0.3}
 EFFECT = 1e-4         # a coefficient whose 10 % change moves no residual by this much has no effect here
 # Which of several loose coefficients the registry's value replaces first: the ones it knows best. A link's hop
-# latency is a datasheet figure, and a fit on one TP degree cannot tell it from the engine's time per step.
-DROP_ORDER = ("collective_us", "mfu_decode", "seq_overhead_us", "step_overhead_ms", "mem_bw_eff", "mfu")
+# latency is a datasheet figure, and a fit on one TP degree cannot tell it from the engine's time per step; the
+# roofline's full overlap is what a registry without a serial share means, and one TP degree cannot tell that
+# share from a time per running sequence.
+# A coefficient that only refines the model is taken on when the evidence needs it: fitted with and without it,
+# it is kept only if the fit without it is significantly worse (the F test of a nested model), so that evidence
+# the simpler model explains gives the simpler model's coefficients.
+NESTED = ("serial_share",)
+DROP_ORDER = ("serial_share", "collective_us", "mfu_decode", "seq_overhead_us", "step_overhead_ms", "mem_bw_eff", "mfu")
 STATUSES = ("fitted", "not identifiable", "at bound", "no effect", "registry")
 
 
@@ -84,7 +93,8 @@ def prior(spec: PoolSpec) -> dict[str, float | None]:
     link = spec.chip.interconnect.latency_us
     return {"mfu": spec.mfu, "mem_bw_eff": spec.mem_bw_eff, "mfu_decode": spec.mfu_decode,
             "step_overhead_ms": spec.step_overhead_ms, "seq_overhead_us": spec.seq_overhead_us,
-            "collective_us": spec.collective_us if spec.collective_us is not None else link}
+            "collective_us": spec.collective_us if spec.collective_us is not None else link,
+            "serial_share": spec.serial_share}
 
 
 def apply(spec: PoolSpec, values: Mapping[str, float | None]) -> PoolSpec:
@@ -194,7 +204,21 @@ def fit(residuals: Callable[[dict[str, float | None]], np.ndarray], p: dict[str,
     not_identifiable: list[str] = []
     needed: set[str] = set()  # loosely determined, but the fit is worse without them
     budget = max_evaluations
-    values, r, jac = run(free, current, budget)
+    unneeded: set[str] = set()  # nested coefficients the evidence does not need: none asked for
+    undecided: set[str] = set()  # nested ones the fit could use as well as not: not identifiable
+    nested = tuple(n for n in free if n in NESTED)
+    if nested and judge:
+        simple = tuple(n for n in free if n not in nested)
+        values, r, jac = run(simple, {**current, **{n: held.get(n) for n in nested}}, budget)
+        values2, r2, jac2 = run(free, current, budget)
+        if _worse(r, r2, len(free)):
+            values, r, jac = values2, r2, jac2
+        else:
+            free = simple
+            for n in nested:
+                (unneeded if _at_bound(n, float(values2[n] or 0.0)) else undecided).add(n)
+    else:
+        values, r, jac = run(free, current, budget)
     current = {n: values[n] for n in names}
     spreads = _spreads(r, jac, free)
     while judge:
@@ -229,8 +253,11 @@ def fit(residuals: Callable[[dict[str, float | None]], np.ndarray], p: dict[str,
             if status == "at bound" and n in OVERHEADS and value <= BOUNDS[n][0] * 1.05:
                 current[n] = value = 0.0
             report.append(Coefficient(n, value, status, spreads.get(n) if status == "fitted" else None, p.get(n)))
+        elif n in unneeded and not value:
+            report.append(Coefficient(n, 0.0, "at bound", None, p.get(n)))  # the evidence asks for none
         else:
-            status = "not identifiable" if n in not_identifiable else ("no effect" if n in names else "registry")
+            status = "not identifiable" if n in not_identifiable or n in undecided or n in unneeded else (
+                "no effect" if n in names else "registry")
             report.append(Coefficient(n, value, status, None, p.get(n)))
     return {**held, **current}, report
 

@@ -105,6 +105,7 @@ class Replica:
         "s_per_token_decode",
         "seq_overhead_s",
         "serial",
+        "serial_share",
         "span_start",
         "spans",
         "steps",
@@ -138,6 +139,7 @@ class Replica:
         self.seq_overhead_s: float = float(step.seq_overhead_s)
         self.comm_s: float = float(step.comm_s)
         self.comm_s_per_token: float = float(step.comm_s_per_token)
+        self.serial_share: float = float(step.serial_share)
         self.fixed_s: float = self.overhead_s  # the current run's fixed time per pass (collectives, engine)
         self.weight_bytes: float = float(step.weight_bytes)
         self.dense_bytes: float = float(step.dense_bytes)
@@ -151,7 +153,7 @@ class Replica:
         self.prefill_first = prefill_first
         self.prefill_only = False              # the current run computes prompt chunks only; its decoders wait
         self.plain = (self.pp == 1 and self.dense and not (self.seq_overhead_s or self.comm_s or self.comm_s_per_token
-                                                           or self.s_per_ctx)
+                                                           or self.s_per_ctx or self.serial_share)
                       and self.s_per_token_decode == self.s_per_token and not prefill_first)
         self.max_concurrency, self.budget, self.kv_capacity = max_concurrency, budget, kv_capacity
         self.cost_rate = rate                  # money per busy second of the replica
@@ -225,11 +227,15 @@ class Replica:
         if pp == 1:  # m = 1: the same sums without the factors pp and 1 / m, which are exact ones
             weights = self.weight_bytes if self.dense else self.weight_read(tokens)
             memory = (weights + self.kv_bytes * kv) * self.s_per_byte
+            if self.serial_share:
+                memory, work = memory + self.serial_share * work, work + self.serial_share * memory
             return ((memory if memory > work else work) + self.overhead_s + self.seq_overhead_s * seqs + self.comm_s
                     + self.comm_s_per_token * tokens)
         m = pp if pp < seqs else (seqs or 1)
         memory = pp * (self.weight_read(tokens / m) + self.kv_bytes * kv / m) * self.s_per_byte
         compute = pp * work / m
+        if self.serial_share:
+            memory, compute = memory + self.serial_share * compute, compute + self.serial_share * memory
         return ((memory if memory > compute else compute) + self.overhead_s + self.seq_overhead_s * seqs + self.comm_s
                 + self.comm_s_per_token * tokens / m)
 
@@ -622,6 +628,9 @@ class Replica:
                 grow = n_d + (chunks[0][1] ** 2 if len(chunks) == 1 else 0)
                 comp += self.s_per_ctx * ctx * pp / m
                 d = self.s_per_ctx * grow * pp / m
+        u = self.serial_share
+        if u:  # max(M, C) + u min(M, C) = max(M + u C, C + u M) for u <= 1: two lines again, the same closed forms
+            a, b, comp, d = a + u * comp, b + u * d, comp + u * a, d + u * b
         self.mem_s, self.mem_growth_s, self.compute_s, self.compute_growth_s, self.fixed_s = a, b, comp, d, o
         self.run_passes, self.run_start = k, t
         self.admits = not wait and n_run < mc and left > 0
@@ -679,12 +688,14 @@ class Replica:
         if self.pp == 1:  # pass_time's single-stage form, inline: the same sums
             spb, kvb, sptd, sctx = self.s_per_byte, self.kv_bytes, self.s_per_token_decode, self.s_per_ctx
             o0, so, cm0, cmt = self.overhead_s, self.seq_overhead_s, self.comm_s, self.comm_s_per_token
-            dense, wb = self.dense, self.weight_bytes
+            dense, wb, u = self.dense, self.weight_bytes, self.serial_share
             one = n_d + 1
             if p > 0 and first:
                 own = h - p + p / 2.0  # its own prefix, half computed on average
                 mem = ((wb if dense else self.weight_at(chunk)) + kvb * own) * spb
                 comp = self.s_per_token * chunk + sctx * chunk * own
+                if u:
+                    mem, comp = mem + u * comp, comp + u * mem
                 ttft = w + math.ceil(p / chunk) * ((mem if mem > comp else comp) + o0 + so + cm0 + cmt * chunk)
                 if todo <= 1:
                     return ttft, ttft
@@ -693,6 +704,8 @@ class Replica:
                 tok = n_d + chunk
                 mem = ((wb if dense else self.weight_at(tok)) + kvb * (kv + p / 2.0)) * spb
                 comp = self.s_per_token * chunk + sptd * n_d + sctx * (ctx + chunk * p / 2.0)
+                if u:
+                    mem, comp = mem + u * comp, comp + u * mem
                 ttft = w + math.ceil(p / chunk) * ((mem if mem > comp else comp) + o0 + so * seqs + cm0 + cmt * tok)
                 if todo <= 1:
                     return ttft, ttft
@@ -701,12 +714,16 @@ class Replica:
                 wr = wb if dense else self.weight_at(one)
                 mem = (wr + kvb * kv) * spb
                 comp = sptd * one + sctx * ctx  # no prefill token: spt x 0 adds an exact 0
+                if u:
+                    mem, comp = mem + u * comp, comp + u * mem
                 ttft = w + ((mem if mem > comp else comp) + o0 + so * seqs + cm0 + cmt * one)
                 if todo <= 1:
                     return ttft, ttft
             kv_mid = kv + p + todo / 2.0
             mem = (wr + kvb * kv_mid) * spb
             comp = sptd * one + sctx * (kv_mid if sctx else 0.0)
+            if u:
+                mem, comp = mem + u * comp, comp + u * mem
             return ttft, ttft + (todo - 1) * ((mem if mem > comp else comp) + o0 + so * seqs + cm0 + cmt * one)
         if p > 0 and first:
             own = h - p + p / 2.0

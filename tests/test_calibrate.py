@@ -159,23 +159,24 @@ TRUE = {"mfu": 0.45, "mem_bw_eff": 0.7, "step_overhead_ms": 3.0, "seq_overhead_u
 GRID = [(isl, c) for isl in (256, 2048) for c in (1, 16, 64)]
 
 
-def tp_fleet(latency_us: float = 2.0, tps: tuple[int, ...] = (2, 4, 8)) -> Registry:
+def tp_fleet(latency_us: float = 2.0, tps: tuple[int, ...] = (2, 4, 8), concurrency: int = 64) -> Registry:
     """A 70B dense model with its shape on H100-like chips (450 GB/s links), one pool per TP degree."""
     h100 = dataclasses.replace(chip("h100", tflops=989.0, bw_tbps=3.35),
                                interconnect=Interconnect("nvlink", 450.0, latency_us=latency_us))
     llama = dataclasses.replace(model("llama", params_b=70.0, layers=80, kv_heads=8), hidden_size=8192,
                                 attention_heads=64)
-    pools = [pool(f"tp{t}", chip_id="h100", model_id="llama", dpr=t, concurrency=64) for t in tps]
+    pools = [pool(f"tp{t}", chip_id="h100", model_id="llama", dpr=t, concurrency=concurrency) for t in tps]
     return fleet(*pools, chips=(h100,), models=(llama,))
 
 
-def tp_table(reg: Registry, pools: tuple[str, ...]) -> pl.DataFrame:
+def tp_table(reg: Registry, pools: tuple[str, ...], true: dict[str, float] = TRUE,
+             grid: list[tuple[int, int]] = GRID) -> pl.DataFrame:
     """The closed-loop model's medians at the true coefficients, as a benchmark table."""
-    truth = Candidate(name="t", pools={p.id: PoolOverride(**TRUE) for p in reg.pools})  # type: ignore[arg-type]
+    truth = Candidate(name="t", pools={p.id: PoolOverride(**true) for p in reg.pools})  # type: ignore[arg-type]
     specs = pools_by_id(reg, truth)
     lines = ["pool,isl,osl,concurrency,ttft_ms,tpot_ms"]
     for pid in pools:
-        for isl, c in GRID:
+        for isl, c in grid:
             p = closed_loop(specs[pid], c, isl, 128, calibration_requests(c))
             lines.append(f"{pid},{isl},128,{c},{p.ttft_ms_p50:.5f},{p.tpot_ms_p50:.5f}")
     return parse_bench_table("\n".join(lines) + "\n", "grid.csv")
@@ -190,10 +191,29 @@ def test_a_grid_over_tp_degrees_recovers_every_coefficient_it_identifies() -> No
         assert report[name].status == "fitted", report[name].describe()
         assert report[name].value == pytest.approx(value, rel=0.05), name
         assert report[name].spread is not None and report[name].spread < 1.5
+    # below the ridge point a serial share and the decode's mfu trade: planted as the roofline, the share is
+    # either asked for by none of the evidence or not identifiable, never fitted
+    assert report["serial_share"].status in ("at bound", "not identifiable") and fits[0].serial_share == 0.0
     # the registry declares 2 us a hop; the grid over two TP degrees finds the planted 5
     assert report["collective_us"].prior == 2.0
     assert fits[0].values() == fits[1].values()
     assert fits[0].tpot_mape is not None and fits[0].tpot_mape < 0.01
+
+
+def test_two_tp_degrees_recover_a_serial_share_of_memory_and_compute() -> None:
+    # Below the ridge point a serial share adds u x the decode's compute, which a lower decode mfu would add as
+    # well: the grid's largest batch (256) decodes above it, where the pass is compute plus u x memory.
+    true = {**TRUE, "serial_share": 0.4}
+    reg = tp_fleet(latency_us=TRUE["collective_us"], concurrency=256)
+    grid = [(isl, c) for isl in (256, 2048) for c in (1, 16, 64, 256)]
+    fits, _ = calibrate(None, reg, bench=tp_table(reg, ("tp2", "tp8"), true, grid))
+    report = {c.name: c for c in fits[0].coefficients}
+    assert report["serial_share"].status == "fitted", report["serial_share"].describe()
+    # the search stops about 1 % off (closed-loop medians move in small steps), where u and the decode's mfu trade
+    assert fits[0].serial_share == pytest.approx(0.4, rel=0.2)
+    for name in ("mfu", "mem_bw_eff", "collective_us"):
+        assert report[name].value == pytest.approx(true[name], rel=0.1), name
+    assert fits[0].tpot_mape is not None and fits[0].tpot_mape < 0.015
 
 
 def test_one_tp_degree_cannot_tell_engine_time_from_link_latency_and_says_so() -> None:

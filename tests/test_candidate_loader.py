@@ -78,6 +78,8 @@ def test_example_candidates_are_valid(fleet: Registry, path: Path) -> None:
      "c.yaml:3: pools.h100-a.kv_cache_dtype: unknown value 'int3'"),
     ("policy: sla_cost\npools:\n  h100-a: {step_overhead_ms: -2}\n",
      "c.yaml:3: pools.h100-a.step_overhead_ms: must be >= 0, got -2"),
+    ("policy: sla_cost\npools:\n  h100-a: {serial_share: 1.2}\n",
+     "c.yaml:3: pools.h100-a.serial_share: must be <= 1, got 1.2"),
     ("policy: sla_cost\npools:\n  h100-a: {replicas_scale: 0}\n",
      "c.yaml:3: pools.h100-a.replicas_scale: must be > 0, got 0"),
     ("", "c.yaml: empty file; expected a mapping with at least 'policy'"),

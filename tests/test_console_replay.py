@@ -292,7 +292,9 @@ def test_calibration_from_a_benchmark_table_shows_each_coefficients_status(db: P
     assert len(shown) == 1
     table = shown[0].set_index("coefficient")
     assert list(table.index) == ["mfu", "mem_bw_eff", "mfu_decode", "step_overhead_ms", "seq_overhead_us",
-                                 "collective_us"]
+                                 "collective_us", "serial_share"]
+    # rows planted from the roofline's full overlap: the evidence asks for no serial share
+    assert table.loc["serial_share", "status"] == "at bound" and table.loc["serial_share", "fitted"] == 0.0
     assert table.loc["mfu", "status"] == "fitted"
     assert table.loc["collective_us", "status"] == "not identifiable"  # no hop latency declared, none to see
     assert "no effect" in table.loc["collective_us", "what it means"] or \

@@ -316,6 +316,7 @@ def test_a_registry_without_the_new_fields_has_no_new_terms(fleet: Registry) -> 
         assert (step.seq_overhead_s, step.s_per_ctx, step.comm_s, step.comm_s_per_token, step.dense_bytes) == (
             0.0, 0.0, 0.0, 0.0, 0.0)
         assert step.s_per_token_decode == step.s_per_token
+        assert step.serial_share == 0.0  # the roofline's max(memory, compute)
 
 
 def test_full_batch_cost_by_hand_for_every_pool_at_once() -> None:
@@ -336,3 +337,32 @@ def test_full_batch_cost_by_hand_for_every_pool_at_once() -> None:
     np.testing.assert_allclose(got, want, rtol=1e-12)
     for k, p in enumerate(pools):  # the one-pool form is the same figures to the last bit
         assert full_batch_cost(ins, cached, outs, p).tolist() == got[k].tolist()
+
+
+def test_a_serial_share_adds_that_share_of_the_shorter_of_memory_and_compute_by_hand() -> None:
+    # pool a: 10 ms of weights a pass, 4e-5 s of compute a token. 100 decoders without KV: memory 10 ms, compute
+    # 4 ms, so at a serial share of 0.5 the pass takes 10 + 2 ms; one 2048-token chunk: 81.92 ms of compute,
+    # 10 ms of weights, so 81.92 + 5 ms; at share 1 the two add up.
+    p = pool("a")
+    for share, decode_ms, chunk_ms in ((0.0, 10.0, 81.92), (0.5, 12.0, 86.92), (1.0, 14.0, 91.92)):
+        q = dataclasses.replace(p, cost_model=dataclasses.replace(p.cost_model, serial_share=share))
+        step = StepModel.of(spec(fleet(q), "a"))
+        assert step.pass_seconds(100, 100, 0, decode_tokens=100) * 1000 == pytest.approx(decode_ms)
+        assert step.pass_seconds(1, 2048, 0) * 1000 == pytest.approx(chunk_ms)
+        # what policies rank pools by sees the same pass: 8 sequences of 1050 tokens (memory-bound), per token
+        memory, compute = (2e10 + 8 * 1050 * KV) / 2e12, 8 * 4e-5
+        want = (400 * 4e-5 + 100 * (memory + share * compute) / 8) / 3600
+        got = full_batch_cost(np.array([1000.0]), np.array([600.0]), np.array([100.0]), spec(fleet(
+            dataclasses.replace(q, serving=dataclasses.replace(q.serving, max_concurrency=8))), "a"))  # type: ignore[arg-type]
+        assert got[0] == pytest.approx(want, rel=1e-12)
+
+
+@settings(max_examples=200, deadline=None)
+@given(a=st.floats(1e-4, 1.0), b=st.floats(0.0, 1e-3), c=st.floats(1e-4, 1.0), d=st.floats(0.0, 1e-3),
+       u=st.floats(0.0, 1.0), o=st.floats(0.0, 0.01), k=st.integers(0, 2000))
+def test_a_serial_share_keeps_runs_in_closed_form(a: float, b: float, c: float, d: float, u: float, o: float,
+                                                  k: int) -> None:
+    """max(M, C) + u min(M, C) is max(M + u C, C + u M) for u <= 1: the replica's runs stay two lines."""
+    by_loop = sum(max(a + b * j, c + d * j) + u * min(a + b * j, c + d * j) + o for j in range(k))
+    total = run_seconds(a + u * c, b + u * d, c + u * a, o, k, d + u * b)
+    assert total == pytest.approx(by_loop, rel=1e-9, abs=1e-12)

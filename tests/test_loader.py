@@ -194,6 +194,10 @@ INVALID = [
      "pools[0].network.bw_gbps", "missing required field"),
     ("decode mfu above one", _swap("mfu: 0.4,", "mfu: 0.4, mfu_decode: 2,"), 29, "pools[0].cost_model.mfu_decode",
      "must be <= 1, got 2"),
+    ("serial share above one", _swap("mfu: 0.4,", "mfu: 0.4, serial_share: 1.5,"), 29,
+     "pools[0].cost_model.serial_share", "must be <= 1, got 1.5"),
+    ("negative serial share", _swap("mfu: 0.4,", "mfu: 0.4, serial_share: -0.1,"), 29,
+     "pools[0].cost_model.serial_share", "must be >= 0, got -0.1"),
 ]
 
 
@@ -203,20 +207,20 @@ def test_shape_layout_and_link_fields_load_derive_and_round_trip() -> None:
             .replace("bw_gbps: 450}", "bw_gbps: 450, latency_us: 8}")
             .replace("    exporter: dcgm\n", "    exporter: dcgm\n    network: {kind: roce, bw_gbps: 50}\n")
             .replace("max_concurrency: 32}", "max_concurrency: 32, ep: 8, seq_overhead_us: 40}")
-            .replace("mfu: 0.4,", "mfu: 0.4, mfu_decode: 0.2, collective_us: 12,"))
+            .replace("mfu: 0.4,", "mfu: 0.4, mfu_decode: 0.2, collective_us: 12, serial_share: 0.4,"))
     reg = load_registry_text(text)
     m, p = reg.model("m70"), reg.pool("p1")
     assert (m.attention_heads, m.hidden, m.experts, m.experts_per_token, m.moe) == (64, 64 * 128, 64, 4, True)
     assert reg.chip("h100").interconnect.latency_us == 8 and p.network is not None and p.network.bw_gbps == 50
     assert p.serving is not None and (p.serving.ep, p.serving.seq_overhead_us) == (8, 40)
-    assert (p.cost_model.mfu_decode, p.cost_model.collective_us) == (0.2, 12)
+    assert (p.cost_model.mfu_decode, p.cost_model.collective_us, p.cost_model.serial_share) == (0.2, 12, 0.4)
     assert registry_from_json(registry_to_json(reg)) == reg
     # a file without them keeps its old defaults, and its snapshot names none of them
     old = load_registry_text(VALID)
     assert old.model("m70").hidden == 0 and old.pool("p1").network is None
     snapshot = registry_to_json(old)
     for key in ("hidden_size", "attention_heads", "experts", "latency_us", "network", "ep", "seq_overhead_us",
-                "mfu_decode", "collective_us"):
+                "mfu_decode", "collective_us", "serial_share"):
         assert f'"{key}"' not in snapshot
 
 

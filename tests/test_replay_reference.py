@@ -33,14 +33,14 @@ TRUE = {"mfu": 0.42, "mem_bw_eff": 0.71, "step_overhead_ms": 3.0, "seq_overhead_
 
 
 def registry(mfu: float = 0.5, eff: float = 0.5, step_ms: float = 0.0, seq_us: float = 0.0, *,
-             schedule: str = "decode_first", pp: int = 1) -> Registry:
+             schedule: str = "decode_first", pp: int = 1, serial: float = 0.0) -> Registry:
     """One pool of one two-device replica (two TP ranks, or two pipeline stages), at most 16 sequences, 2,048
     tokens a pass."""
     p = pool("p", dpr=2, concurrency=16, mfu=mfu, eff=eff)
     assert p.serving is not None
     serving = dataclasses.replace(p.serving, max_num_batched_tokens=2048, step_overhead_ms=step_ms,
                                   seq_overhead_us=seq_us, schedule=schedule, pp=pp)
-    cost = dataclasses.replace(p.cost_model, mfu_decode=0.8 * mfu, collective_us=6.0)
+    cost = dataclasses.replace(p.cost_model, mfu_decode=0.8 * mfu, collective_us=6.0, serial_share=serial)
     return fleet(dataclasses.replace(p, serving=serving, cost_model=cost), chips=(chip(link_gbps=300.0),),
                  models=(MODEL,))
 
@@ -136,16 +136,17 @@ def replayed(traffic: pl.DataFrame, reg: Registry, candidate: Candidate | None =
     return run_replay(candidate or Candidate(name="c", policy="cost_min"), traffic, reg, 0).requests
 
 
-@pytest.mark.parametrize("seed,rate,schedule,pp", [
-    (1, 2.0, "decode_first", 1), (2, 6.0, "decode_first", 1), (3, 20.0, "decode_first", 1),
-    (4, 6.0, "prefill_first", 1), (5, 20.0, "prefill_first", 1), (6, 6.0, "decode_first", 2),
-    (7, 20.0, "prefill_first", 2)])
+@pytest.mark.parametrize("seed,rate,schedule,pp,serial", [
+    (1, 2.0, "decode_first", 1, 0.0), (2, 6.0, "decode_first", 1, 0.0), (3, 20.0, "decode_first", 1, 0.0),
+    (4, 6.0, "prefill_first", 1, 0.0), (5, 20.0, "prefill_first", 1, 0.0), (6, 6.0, "decode_first", 2, 0.0),
+    (7, 20.0, "prefill_first", 2, 0.0), (8, 6.0, "decode_first", 1, 0.4), (9, 20.0, "decode_first", 2, 0.4),
+    (10, 6.0, "prefill_first", 1, 1.0)])
 def test_the_replay_gives_each_request_the_latencies_of_a_pass_by_pass_loop(seed: int, rate: float, schedule: str,
-                                                                            pp: int) -> None:
+                                                                            pp: int, serial: float) -> None:
     """At light, busy and overloaded rates (the queue then grows for the whole trace), with every step term on,
-    on both schedules and with two pipeline stages."""
+    on both schedules, with two pipeline stages, and with memory and compute partly or not at all overlapped."""
     reg = registry(TRUE["mfu"], TRUE["mem_bw_eff"], TRUE["step_overhead_ms"], TRUE["seq_overhead_us"],
-                   schedule=schedule, pp=pp)
+                   schedule=schedule, pp=pp, serial=serial)
     traffic = trace(seed, 400, rate)
     rows = replayed(traffic, reg)
     ttft, e2e = reference((traffic["arrival_ms"] / 1000.0).to_list(), traffic["in_tokens"].to_list(),

@@ -211,7 +211,8 @@ def calibrate_cmd(ctx: Context) -> int:
     header = [f"# Calibrated from {' and '.join(sources)}."]
     for f in fits:
         header.append(f"# {f.pool}: mfu {_fmt(f.mfu, '')}, mem_bw_eff {_fmt(f.mem_bw_eff, '')}, step overhead "
-                      f"{_fmt(f.step_overhead_ms, ' ms')}, per sequence {_fmt(f.seq_overhead_us, ' us')}, per "
+                      f"{_fmt(f.step_overhead_ms, ' ms')}, per sequence {_fmt(f.seq_overhead_us, ' us')}, serial share "
+                      f"{_fmt(f.serial_share, '')}, per "
                       f"collective hop {_fmt(f.collective_us, ' us')}; TTFT MAPE {_fmt(f.ttft_mape, '')} R2 "
                       f"{_fmt(f.ttft_r2, '')}, TPOT MAPE {_fmt(f.tpot_mape, '')} R2 {_fmt(f.tpot_r2, '')} "
                       f"(n={f.n_ttft}, bench rows {f.n_bench})")

@@ -1,8 +1,8 @@
 """A layout as the replay sees it (a PoolSpec), timed closed-loop exactly as `hetpool replay bench` times it.
 
-The coefficients are the pool's own: its cost model (mfu, mem_bw_eff, mfu_decode, collective_us) and its serving
-block's engine overheads, which `hetpool replay calibrate` fits; a calibrated candidate's pool overrides take
-their place when given. A pool without a serving block plans with the engine defaults and no overheads.
+The coefficients are the pool's own: its cost model (mfu, mem_bw_eff, mfu_decode, collective_us, serial_share)
+and its serving block's engine overheads, which `hetpool replay calibrate` fits; a calibrated candidate's pool
+overrides take their place when given. A pool without a serving block plans with the engine defaults and no overheads.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ class Coefficients:
     collective_us: float | None = None
     step_overhead_ms: float = 0.0
     seq_overhead_us: float = 0.0
+    serial_share: float = 0.0
 
 
 def engine_of(pool: Pool) -> Engine:
@@ -41,7 +42,7 @@ def coefficients_of(pool: Pool, candidate: Candidate | None = None) -> Coefficie
     """The pool's coefficients from the registry, with a (calibrated) candidate's overrides applied."""
     c, s = pool.cost_model, pool.serving
     base = Coefficients(c.mfu, c.mem_bw_eff, c.mfu_decode, c.collective_us,
-                        s.step_overhead_ms if s else 0.0, s.seq_overhead_us if s else 0.0)
+                        s.step_overhead_ms if s else 0.0, s.seq_overhead_us if s else 0.0, c.serial_share)
     if candidate is None:
         return base
     o = candidate.override(pool.id)
@@ -50,7 +51,8 @@ def coefficients_of(pool: Pool, candidate: Candidate | None = None) -> Coefficie
         mfu_decode=o.mfu_decode or base.mfu_decode,
         collective_us=base.collective_us if o.collective_us is None else o.collective_us,
         step_overhead_ms=base.step_overhead_ms if o.step_overhead_ms is None else o.step_overhead_ms,
-        seq_overhead_us=base.seq_overhead_us if o.seq_overhead_us is None else o.seq_overhead_us)
+        seq_overhead_us=base.seq_overhead_us if o.seq_overhead_us is None else o.seq_overhead_us,
+        serial_share=base.serial_share if o.serial_share is None else o.serial_share)
 
 
 def spec_of(registry: Registry, pool: Pool, model_id: str, layout: Layout, concurrency: int,
@@ -67,6 +69,7 @@ def spec_of(registry: Registry, pool: Pool, model_id: str, layout: Layout, concu
         gpu_memory_utilization=engine.gpu_memory_utilization, kv_cache_dtype=engine.kv_cache_dtype,
         step_overhead_ms=coefficients.step_overhead_ms, seq_overhead_us=coefficients.seq_overhead_us,
         mfu_decode=coefficients.mfu_decode, collective_us=coefficients.collective_us, ep=layout.ep,
+        serial_share=coefficients.serial_share,
         devices_per_node=pool.devices_per_node, network=pool.network)
 
 

@@ -53,6 +53,8 @@ def with_serving(data: dict[str, Any], pool_id: str, block: dict[str, Any],
                 cost["mfu_decode"] = coefficients.mfu_decode
             if coefficients.collective_us is not None:
                 cost["collective_us"] = coefficients.collective_us
+            if coefficients.serial_share:
+                cost["serial_share"] = coefficients.serial_share
             item["cost_model"] = cost
             return out
     raise PlanError(f"unknown pool '{pool_id}' in the registry data; known: "

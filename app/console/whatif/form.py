@@ -28,9 +28,10 @@ LABELS = {"replicas": "Replicas", "max_concurrency": "Max concurrency", "pp": "P
           "max_num_batched_tokens": "Token budget per step", "gpu_memory_utilization": "GPU memory utilization",
           "kv_cache_dtype": "KV cache dtype", "step_overhead_ms": "Step overhead (ms)",
           "seq_overhead_us": "Overhead per sequence (µs)", "collective_us": "Collective hop latency (µs)", "mfu": "MFU",
-          "mem_bw_eff": "Memory bandwidth efficiency", "hourly_cost_per_device": "Hourly cost per device ($)"}
+          "mem_bw_eff": "Memory bandwidth efficiency", "serial_share": "Serial share of memory and compute",
+          "hourly_cost_per_device": "Hourly cost per device ($)"}
 FORMATS = {"gpu_memory_utilization": "%.2f", "step_overhead_ms": "%.2f", "seq_overhead_us": "%.1f",
-           "collective_us": "%.2f", "mfu": "%.3f", "mem_bw_eff": "%.3f",
+           "collective_us": "%.2f", "mfu": "%.3f", "mem_bw_eff": "%.3f", "serial_share": "%.2f",
            "hourly_cost_per_device": "%.2f"}
 GATE_LABELS = {"max_cost_increase_pct": "Busy and provisioned cost may rise at most (%)",
                "max_ttft_p99_increase_pct": "p99 TTFT may rise at most (%)",

@@ -77,7 +77,8 @@ def calibration(path: str, registry: Registry, pick: Pick | None) -> None:
              "mem_bw_eff (configured)": configured[f.pool].mem_bw_eff, "mem_bw_eff (fitted)": f.mem_bw_eff,
              "step overhead ms (configured)": configured[f.pool].step_overhead_ms,
              "step overhead ms (fitted)": f.step_overhead_ms, "per-sequence µs (fitted)": f.seq_overhead_us,
-             "hop latency µs (fitted)": f.collective_us, "TTFT MAPE": f.ttft_mape, "TTFT R²": f.ttft_r2,
+             "hop latency µs (fitted)": f.collective_us, "serial share (fitted)": f.serial_share,
+             "TTFT MAPE": f.ttft_mape, "TTFT R²": f.ttft_r2,
              "TPOT MAPE": f.tpot_mape, "TPOT R²": f.tpot_r2,
              "notes": "; ".join(f.notes)} for f in fits]
     st.dataframe(pl.DataFrame(rows), hide_index=True, width="stretch", column_config={
@@ -158,7 +159,7 @@ def _scatter(traffic: pl.DataFrame, registry: Registry, base: Candidate, fits: t
 def _use_fitted(fits: tuple[PoolFit, ...]) -> None:
     """Callback: put the fitted coefficients into the editor's pool fields."""
     for f in fits:
-        for name in ("mfu", "mem_bw_eff", "step_overhead_ms", "seq_overhead_us", "collective_us"):
+        for name in ("mfu", "mem_bw_eff", "step_overhead_ms", "seq_overhead_us", "collective_us", "serial_share"):
             value = getattr(f, name)
             if value is not None:
                 st.session_state[whatif_form.key(f.pool, name)] = float(f"{value:.4g}")
