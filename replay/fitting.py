@@ -13,7 +13,10 @@ error, as a factor, is
 with a spread above SPREAD_LIMIT is not identifiable from this evidence (another coefficient can take its part
 as well): it is kept at the registry's value and the others are fitted again without it, rather than left
 wherever the search stopped. An overhead at its lower bound, or one the fit explains the evidence as well
-without (the others unchanged), is one the evidence shows none of; it is reported as 0.
+without (the others unchanged), is one the evidence shows none of; it is reported as 0. A nested coefficient
+(NESTED: one that refines the model, such as the serial share of memory and compute) is fitted both ways and
+kept only when the fit without it is significantly worse; otherwise the simpler fit stands, and the coefficient
+is reported as asked for by none of the evidence (the fit with it went to its bound) or not identifiable.
 """
 
 from __future__ import annotations
