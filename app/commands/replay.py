@@ -218,12 +218,13 @@ def calibrate_cmd(ctx: Context) -> int:
                       f"(n={f.n_ttft}, bench rows {f.n_bench})")
     Path(args.out).write_text("\n".join(header) + "\n" + yaml.safe_dump(body, sort_keys=False))
     lines = [f"{'pool':<12} {'n':>6} {'bench':>5} {'mfu':>6} {'mem_bw':>6} {'ovh ms':>7} {'seq us':>7} "
-             f"{'hop us':>7} {'ttft MAPE':>9} {'R2':>6} {'tpot MAPE':>9} {'R2':>6}"]
+             f"{'hop us':>7} {'serial':>6} {'ttft MAPE':>9} {'R2':>6} {'tpot MAPE':>9} {'R2':>6}"]
     shown: set[tuple[str, ...]] = set()
     for f in fits:
         lines.append(f"{f.pool:<12} {f.n_ttft:>6} {f.n_bench:>5} {_fmt(f.mfu, ''):>6} {_fmt(f.mem_bw_eff, ''):>6} "
                      f"{_fmt(f.step_overhead_ms, ''):>7} {_fmt(f.seq_overhead_us, ''):>7} "
-                     f"{_fmt(f.collective_us, ''):>7} {_fmt(f.ttft_mape, ''):>9} {_fmt(f.ttft_r2, ''):>6} "
+                     f"{_fmt(f.collective_us, ''):>7} {_fmt(f.serial_share, ''):>6} {_fmt(f.ttft_mape, ''):>9} "
+                     f"{_fmt(f.ttft_r2, ''):>6} "
                      f"{_fmt(f.tpot_mape, ''):>9} {_fmt(f.tpot_r2, ''):>6}")
         if f.coefficients and f.group not in shown and f.carried_from is None:
             shown.add(f.group)

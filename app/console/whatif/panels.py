@@ -124,7 +124,8 @@ def _coefficients(fits: tuple[PoolFit, ...], configured: dict[str, Any]) -> None
                                                      "fitted": st.column_config.NumberColumn(format="%.4g")})
     st.caption("Not identifiable: the evidence cannot tell this coefficient from another (or it has no effect "
                "on it), so the registry's value is kept. A fit on one TP degree cannot separate the engine's "
-               "time per step from a collective hop's latency; rows at two TP degrees can.")
+               "time per step from a collective hop's latency, nor often its time per running sequence from the "
+               "serial share of memory and compute; rows at two TP degrees can.")
 
 
 def _scatter_none() -> pl.DataFrame:
