@@ -15,8 +15,9 @@ runs its layers' kernels one after another, each at its own bound (attention on 
 matmuls on the weights, the large-batch ones on the FLOPs), so the pass takes more than the max of its sums
 and at most their sum: serial_share (a cost-model coefficient, 0 to 1) is the share of the shorter of the two
 that the longer does not hide. 0, the default, is the roofline as before the field existed. Its evidence is
-how the time of a pass grows with the batch below the ridge point at two TP degrees: at one TP degree, compute
-that grows with the batch and a time per running sequence look alike (docs/validation.md).
+how the time of a pass grows with the batch below the ridge point at two TP degrees (at one, compute that grows
+with the batch and a time per running sequence look alike: docs/validation.md), or the compute-bound passes
+where prompt chunks share a pass with decoders, which it lengthens by u x their memory time.
 
 with m = min(pp, running sequences) micro-batches in flight: with pp pipeline stages a micro-batch goes through
 the stages one tick each, a tick lasts as long as the slowest in-flight stage, and a sequence advances once

@@ -170,15 +170,15 @@ def tp_fleet(latency_us: float = 2.0, tps: tuple[int, ...] = (2, 4, 8), concurre
 
 
 def tp_table(reg: Registry, pools: tuple[str, ...], true: dict[str, float] = TRUE,
-             grid: list[tuple[int, int]] = GRID) -> pl.DataFrame:
+             grid: list[tuple[int, int]] = GRID, osl: int = 128) -> pl.DataFrame:
     """The closed-loop model's medians at the true coefficients, as a benchmark table."""
     truth = Candidate(name="t", pools={p.id: PoolOverride(**true) for p in reg.pools})  # type: ignore[arg-type]
     specs = pools_by_id(reg, truth)
     lines = ["pool,isl,osl,concurrency,ttft_ms,tpot_ms"]
     for pid in pools:
         for isl, c in grid:
-            p = closed_loop(specs[pid], c, isl, 128, calibration_requests(c))
-            lines.append(f"{pid},{isl},128,{c},{p.ttft_ms_p50:.5f},{p.tpot_ms_p50:.5f}")
+            p = closed_loop(specs[pid], c, isl, osl, calibration_requests(c))
+            lines.append(f"{pid},{isl},{osl},{c},{p.ttft_ms_p50:.5f},{p.tpot_ms_p50:.5f}")
     return parse_bench_table("\n".join(lines) + "\n", "grid.csv")
 
 
@@ -214,6 +214,22 @@ def test_two_tp_degrees_recover_a_serial_share_of_memory_and_compute() -> None:
     for name in ("mfu", "mem_bw_eff", "collective_us"):
         assert report[name].value == pytest.approx(true[name], rel=0.1), name
     assert fits[0].tpot_mape is not None and fits[0].tpot_mape < 0.015
+
+
+def test_prompts_that_share_passes_with_decoders_show_a_serial_share_at_one_tp_degree() -> None:
+    # A pass that computes a prompt chunk beside the decoders is compute-bound, and there the share adds u x its
+    # memory time (weights and KV), which no time per step or sequence stands in for: one TP degree recovers it.
+    true = {**TRUE, "serial_share": 0.4}
+    reg = tp_fleet(latency_us=TRUE["collective_us"])
+    grid = [(isl, c) for isl in (1024, 4096) for c in (1, 8, 32, 64)]
+    (f, *_), _ = calibrate(None, reg, bench=tp_table(reg, ("tp4",), true, grid, osl=256))
+    report = {c.name: c for c in f.coefficients}
+    for name, value in true.items():
+        if name == "collective_us":  # one TP degree: the link's latency is kept
+            assert report[name].status == "not identifiable" and report[name].value == value
+            continue
+        assert report[name].status == "fitted", report[name].describe()
+        assert report[name].value == pytest.approx(value, rel=0.05), name
 
 
 def test_one_tp_degree_cannot_tell_engine_time_from_link_latency_and_says_so() -> None:
