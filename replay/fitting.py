@@ -53,14 +53,14 @@ FLOOR = 0.003         # residuals are not trusted below 0.3 %: a model of a serv
 # sizes that show an effect
 TYPICAL = {"step_overhead_ms": 2.0, "seq_overhead_us": 20.0, "collective_us": 5.0, "serial_share": 0.3}
 EFFECT = 1e-4         # a coefficient whose 10 % change moves no residual by this much has no effect here
-# Which of several loose coefficients the registry's value replaces first: the ones it knows best. A link's hop
-# latency is a datasheet figure, and a fit on one TP degree cannot tell it from the engine's time per step; the
-# roofline's full overlap is what a registry without a serial share means, and one TP degree cannot tell that
-# share from a time per running sequence.
 # A coefficient that only refines the model is taken on when the evidence needs it: fitted with and without it,
 # it is kept only if the fit without it is significantly worse (the F test of a nested model), so that evidence
 # the simpler model explains gives the simpler model's coefficients.
 NESTED = ("serial_share",)
+# Which of several loose coefficients the registry's value replaces first: the ones it knows best. A link's hop
+# latency is a datasheet figure, and a fit on one TP degree cannot tell it from the engine's time per step; the
+# roofline's full overlap is what a registry without a serial share means, and one TP degree cannot tell that
+# share from a time per running sequence.
 DROP_ORDER = ("serial_share", "collective_us", "mfu_decode", "seq_overhead_us", "step_overhead_ms", "mem_bw_eff", "mfu")
 STATUSES = ("fitted", "not identifiable", "at bound", "no effect", "registry")
 
