@@ -53,11 +53,13 @@ SHAPES = {"llama-3.1-70b": {"hidden_size": 8192, "attention_heads": 64},
 
 
 def shaped(reg: Registry) -> Registry:
-    """The fleet with its models' shapes and 2 us a collective hop on every chip's link: every step term on."""
+    """The fleet with its models' shapes, 2 us a collective hop on every chip's link, 20 us a running sequence and a
+    serial share of 0.3 of memory and compute: every step term on."""
     models = tuple(dataclasses.replace(m, **SHAPES.get(m.id, {})) for m in reg.models)  # type: ignore[arg-type]
     chips = tuple(dataclasses.replace(c, interconnect=dataclasses.replace(c.interconnect, latency_us=2.0))
                   for c in reg.chips)
-    pools = tuple(dataclasses.replace(p, serving=dataclasses.replace(p.serving, seq_overhead_us=20.0))
+    pools = tuple(dataclasses.replace(p, serving=dataclasses.replace(p.serving, seq_overhead_us=20.0),
+                                      cost_model=dataclasses.replace(p.cost_model, serial_share=0.3))
                   if p.serving is not None else p for p in reg.pools)
     return dataclasses.replace(reg, models=models, chips=chips, pools=pools)
 
