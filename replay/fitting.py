@@ -14,9 +14,10 @@ with a spread above SPREAD_LIMIT is not identifiable from this evidence (another
 as well): it is kept at the registry's value and the others are fitted again without it, rather than left
 wherever the search stopped. An overhead at its lower bound, or one the fit explains the evidence as well
 without (the others unchanged), is one the evidence shows none of; it is reported as 0. A nested coefficient
-(NESTED: one that refines the model, such as the serial share of memory and compute) is fitted both ways and
-kept only when the fit without it is significantly worse; otherwise the simpler fit stands, and the coefficient
-is reported as asked for by none of the evidence (the fit with it went to its bound) or not identifiable.
+(NESTED: one that refines the model, the serial share of memory and compute or the decode's own share of peak)
+is fitted both ways and kept only when the fit without it is significantly worse; otherwise the simpler fit
+stands, and the coefficient is reported as asked for by none of the evidence (the fit with it went to its bound)
+or not identifiable.
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ SPREAD_LIMIT = 1.5    # a coefficient whose standard error is a factor above thi
 F_CRITICAL = 4.0      # dropping a coefficient that raises the squared error by more than this many variances hurts
 MAX_MOVE = 0.7       # the longest first step of the search in log space (a factor 2)
 STEP = 0.05          # the Jacobian's step in log space: wider than the model's small steps
+ROUGH = 0.25          # a row whose slope changes by more than this share with the difference step is not smooth
 MISS = 5.0            # the residual of a time the trial model could not produce
 FLOOR = 0.003         # residuals are not trusted below 0.3 %: a model of a server is not better than that
 # sizes that show an effect
@@ -55,8 +57,10 @@ TYPICAL = {"step_overhead_ms": 2.0, "seq_overhead_us": 20.0, "collective_us": 5.
 EFFECT = 1e-4         # a coefficient whose 10 % change moves no residual by this much has no effect here
 # A coefficient that only refines the model is taken on when the evidence needs it: fitted with and without it,
 # it is kept only if the fit without it is significantly worse (the F test of a nested model), so that evidence
-# the simpler model explains gives the simpler model's coefficients.
-NESTED = ("serial_share",)
+# the simpler model explains gives the simpler model's coefficients: a pass without a serial share, and decode
+# at the prefill's share of peak (what a registry without mfu_decode means). Needed together, each one is then
+# kept only if the fit without it is worse.
+NESTED = ("serial_share", "mfu_decode")
 # Which of several loose coefficients the registry's value replaces first: the ones it knows best. A link's hop
 # latency is a datasheet figure, and a fit on one TP degree cannot tell it from the engine's time per step; the
 # roofline's full overlap is what a registry without a serial share means, and one TP degree cannot tell that
@@ -169,7 +173,7 @@ def fit(residuals: Callable[[dict[str, float | None]], np.ndarray], p: dict[str,
                 budget -= res.nfev * (len(free) + 1)
                 if 2.0 * res.cost < best_cost:
                     best_y, best_cost = res.x, 2.0 * float(res.cost)
-            return compose(free, best_y, at), f(best_y), _jacobian(f, best_y, lo, hi)
+            return compose(free, best_y, at), f(best_y), _smooth_rows(f, best_y, lo, hi)
         # Nelder-Mead: replayed traces' times move in small steps as events reorder, a floor too rough for
         # gradients from finite differences; then a Gauss-Newton polish from where it stopped
         for k, scale in enumerate((0.0, 0.0, math.log(2.0), -math.log(2.0))):
@@ -196,7 +200,7 @@ def fit(residuals: Callable[[dict[str, float | None]], np.ndarray], p: dict[str,
         polish = least_squares(f, best_y, bounds=(lo, hi), method="trf", diff_step=2e-2, max_nfev=3)
         if 2.0 * polish.cost < best_cost:
             best_y = polish.x
-        return compose(free, best_y, at), f(best_y), _jacobian(f, best_y, lo, hi)
+        return compose(free, best_y, at), f(best_y), _smooth_rows(f, best_y, lo, hi)
 
     # only what moves the residuals is searched for
     start_values: dict[str, float | None] = dict(base)
@@ -216,10 +220,17 @@ def fit(residuals: Callable[[dict[str, float | None]], np.ndarray], p: dict[str,
         values2, r2, jac2 = run(free, current, budget)
         if _worse(r, r2, len(free)):
             values, r, jac = values2, r2, jac2
+            # the refinements together are needed; each one stays only if the fit without it is worse
+            for n in nested if len(nested) > 1 else ():
+                rest = tuple(m for m in free if m != n)
+                values3, r3, jac3 = run(rest, {**values, n: held.get(n)}, budget // 2)
+                if not _worse(r3, r, len(free)):
+                    _judge_nested(n, values2, unneeded, undecided)
+                    free, values, r, jac = rest, values3, r3, jac3
         else:
             free = simple
             for n in nested:
-                (unneeded if _at_bound(n, float(values2[n] or 0.0)) else undecided).add(n)
+                _judge_nested(n, values2, unneeded, undecided)
     else:
         values, r, jac = run(free, current, budget)
     current = {n: values[n] for n in names}
@@ -265,15 +276,31 @@ def fit(residuals: Callable[[dict[str, float | None]], np.ndarray], p: dict[str,
     return {**held, **current}, report
 
 
-def _jacobian(f: Callable[[np.ndarray], np.ndarray], y: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+def _jacobian(f: Callable[[np.ndarray], np.ndarray], y: np.ndarray, lo: np.ndarray, hi: np.ndarray,
+              step: float = STEP) -> np.ndarray:
     """Central differences of the residuals at y, steps of 5 % (a factor 1.05), one-sided at a bound."""
     cols = []
     for j in range(y.size):
         up, down = y.copy(), y.copy()
-        up[j] = min(y[j] + STEP, hi[j])
-        down[j] = max(y[j] - STEP, lo[j])
+        up[j] = min(y[j] + step, hi[j])
+        down[j] = max(y[j] - step, lo[j])
         cols.append((f(up) - f(down)) / max(up[j] - down[j], 1e-12))
     return np.column_stack(cols)
+
+
+def _smooth_rows(f: Callable[[np.ndarray], np.ndarray], y: np.ndarray, lo: np.ndarray, hi: np.ndarray,
+                 ) -> np.ndarray:
+    """The Jacobian at y for judging the fit, without the rows whose slopes are not slopes: zero where central
+    differences over two step widths disagree by more than ROUGH.
+
+    A closed loop's median can jump as a coefficient moves (a request joins the next pass), and such a jump
+    passes for a slope that tells two coefficients apart which the physics cannot: an engine's time per step
+    and a hop's latency both add a constant to every pass."""
+    wide, narrow = _jacobian(f, y, lo, hi), _jacobian(f, y, lo, hi, STEP * 0.5)
+    scale = np.maximum(np.abs(wide), np.abs(narrow))
+    floor = 1e-3 * np.nanmax(scale, axis=0, initial=0.0)  # slopes this small say nothing either way
+    rough = (np.abs(wide - narrow) > ROUGH * scale) & (scale > floor)
+    return np.where(rough.any(axis=1, keepdims=True), 0.0, wide)
 
 
 def _whitening(jac: np.ndarray) -> np.ndarray:
@@ -290,6 +317,13 @@ def _worse(without: np.ndarray, with_: np.ndarray, p: int) -> bool:
     rss_with = float(b @ b)
     scale = max(rss_with / max(1, b.size - p), FLOOR**2)
     return (float(a @ a) - rss_with) / scale > F_CRITICAL
+
+
+def _judge_nested(name: str, fitted: Mapping[str, float | None], unneeded: set[str], undecided: set[str]) -> None:
+    """File a nested coefficient the fit does without: an overhead its fitted value put at its bound is asked for
+    by none of the evidence; otherwise (and always for a refined efficiency) it is not identifiable."""
+    at_bound = name in OVERHEADS and _at_bound(name, float(fitted[name] or 0.0))
+    (unneeded if at_bound else undecided).add(name)
 
 
 def _bumped(name: str, value: float) -> float:
