@@ -363,7 +363,8 @@ def calibrate(requests: pl.DataFrame | None, registry: Registry, *, bench: pl.Da
               carry: bool = False) -> tuple[tuple[PoolFit, ...], dict[str, int]]:
     """Fit every pool that has evidence, pools of one chip and engine together; also return counts of observed
     pools the fleet does not serve. `progress(share done, what)` hears of each group before its fit starts;
-    `carry` also gives pools on chips without evidence the coefficients of a fitted pool of the same engine."""
+    pools without evidence take their chip and engine's fit, and with `carry` pools on chips without evidence a
+    fitted pool's of the same engine."""
     observed = None
     if requests is not None:
         if "obs_pool" not in requests.columns or requests.filter(pl.col("obs_pool").is_not_null()).height == 0:
@@ -402,39 +403,75 @@ def calibrate(requests: pl.DataFrame | None, registry: Registry, *, bench: pl.Da
             evidence[spec.id] = (_Trace(spec, seen) if seen is not None and seen.height else None,
                                  _Bench(bench_rows) if bench_rows is not None and bench_rows.height else None)
         fits.extend(fit_group(members, evidence))
-    if carry:
-        fits.extend(carried(tuple(fits), registry, specs))
+    fits.extend(carried(tuple(fits), registry, specs, chips=carry))
     if progress:
         progress(1.0, "done")
     return tuple(fits), unknown
 
 
-def carried(fits: tuple[PoolFit, ...], registry: Registry, specs: dict[str, PoolSpec]) -> list[PoolFit]:
-    """Fits for pools without evidence on chips without any, from a fitted pool of the same engine."""
-    fitted_chips = {specs[f.pool].chip.id for f in fits if f.pool in specs}
+def carried(fits: tuple[PoolFit, ...], registry: Registry, specs: dict[str, PoolSpec],
+            chips: bool = False) -> list[PoolFit]:
+    """Fits for pools without evidence: their chip and engine's fit (another TP degree or model of a fitted
+    group); with `chips`, on chips without any evidence, a fitted pool's of the same engine through the datasheets."""
+    engine = {pid: s.engine for pid in specs if (s := registry.pool(pid).serving) is not None}
+    by_group: dict[tuple[str, str], PoolFit] = {}
     by_engine: dict[str, PoolFit] = {}
     for f in fits:
-        if f.mfu is not None and (serving := registry.pool(f.pool).serving) is not None:
-            known = by_engine.get(serving.engine)
-            if known is None or (f.tpot_mape or 1.0) < (known.tpot_mape or 1.0):
-                by_engine[serving.engine] = f
+        if f.mfu is None or f.pool not in engine:
+            continue
+        by_group.setdefault((specs[f.pool].chip.id, engine[f.pool]), f)
+        known = by_engine.get(engine[f.pool])
+        if known is None or (f.tpot_mape or 1.0) < (known.tpot_mape or 1.0):
+            by_engine[engine[f.pool]] = f
+    fitted_chips = {specs[f.pool].chip.id for f in fits if f.pool in specs}
     out = []
     have = {f.pool for f in fits}
     for pid, spec in specs.items():
-        serving = registry.pool(pid).serving
-        if pid in have or spec.chip.id in fitted_chips or serving is None or serving.engine not in by_engine:
+        if pid in have or pid not in engine:
             continue
-        src = by_engine[serving.engine]
-        values = src.values()
-        if src.collective_us is not None and specs[src.pool].chip.interconnect.kind != spec.chip.interconnect.kind:
-            values.pop("collective_us")  # another link: its own declared latency
+        src = by_group.get((spec.chip.id, engine[pid]))
+        if src is not None:
+            trust = _same_chip_trust(src, spec, specs)
+            values = src.values()
+        elif chips and spec.chip.id not in fitted_chips and engine[pid] in by_engine:
+            src = by_engine[engine[pid]]
+            values = src.values()
+            if src.collective_us is not None and specs[src.pool].chip.interconnect.kind != spec.chip.interconnect.kind:
+                values.pop("collective_us")  # another link: its own declared latency
+            trust = (f"carried from {src.pool} ({specs[src.pool].chip.id}, {engine[pid]}) through the datasheets: "
+                     f"expect at least its fit error (TPOT MAPE {_pct(src.tpot_mape)}, TTFT MAPE "
+                     f"{_pct(src.ttft_mape)}), more where this chip sustains another share of its peak; check it "
+                     "with one benchmark row")
+        else:
+            continue
         best = apply(spec, values)
-        trust = (f"carried from {src.pool} ({specs[src.pool].chip.id}, {serving.engine}) through the datasheets: "
-                 f"expect at least its fit error (TPOT MAPE {_pct(src.tpot_mape)}, TTFT MAPE {_pct(src.ttft_mape)}), "
-                 "more where this chip sustains another share of its peak; check it with one benchmark row")
         out.append(dataclasses.replace(_fit_of(spec, best, list(src.coefficients), (pid,), (), [trust], None, None,
                                                carried=src.pool), n_ttft=0))
     return out
+
+
+def _tp(spec: PoolSpec) -> int:
+    return max(1, spec.devices_per_replica // max(1, spec.pp))
+
+
+def _same_chip_trust(src: PoolFit, spec: PoolSpec, specs: dict[str, PoolSpec]) -> str:
+    """How far a fit carried to another pool of its chip and engine is to be trusted, from what it was fitted on."""
+    degrees = sorted({_tp(specs[p]) for p in src.group if p in specs})
+    shown = ", ".join(f"TP{t}" for t in degrees)
+    text = (f"carried from {src.pool} (the fit of {spec.chip.id} on this engine at {shown}) to TP{_tp(spec)}: "
+            f"expect at least its fit error (TPOT MAPE {_pct(src.tpot_mape)}, TTFT MAPE {_pct(src.ttft_mape)})")
+    # (a decode at the prefill's share of peak is the model without mfu_decode, not a registry figure)
+    kept = [c.name for c in src.coefficients if c.status == "not identifiable" and c.value is not None]
+    if _tp(spec) not in degrees and len(degrees) == 1:
+        # at one degree the time that shrinks with TP and the time that does not add up the same way
+        text += ("; fitted at one TP degree, it cannot tell time that does not shrink with TP (engine time per "
+                 "step and per sequence, the link's hop latency) from work that does (a serial share of memory and "
+                 "compute)")
+        text += f", so {', '.join(kept)} kept the registry's value" if kept else ""
+        text += f": check it with one benchmark row at TP{_tp(spec)}, or fit two TP degrees together"
+    elif kept:
+        text += f"; {', '.join(kept)} kept the registry's value (not identifiable from the fitted rows)"
+    return text
 
 
 def _pct(x: float | None) -> str:

@@ -185,7 +185,11 @@ def tp_table(reg: Registry, pools: tuple[str, ...], true: dict[str, float] = TRU
 def test_a_grid_over_tp_degrees_recovers_every_coefficient_it_identifies() -> None:
     reg = tp_fleet()
     fits, _ = calibrate(None, reg, bench=tp_table(reg, ("tp2", "tp8")))
-    assert [f.group for f in fits] == [("tp2", "tp8"), ("tp2", "tp8")]  # one chip and engine: one fit
+    assert [f.group for f in fits] == [("tp2", "tp8"), ("tp2", "tp8"), ("tp4",)]  # one chip and engine: one fit
+    # the pool between the fitted degrees takes the fit, with no warning of one fitted degree
+    assert fits[2].carried_from == "tp2" and fits[2].values() == fits[0].values()
+    assert fits[2].notes[0].startswith("carried from tp2 (the fit of h100 on this engine at TP2, TP8) to TP4")
+    assert "one TP degree" not in fits[2].notes[0]
     report = {c.name: c for c in fits[0].coefficients}
     for name, value in TRUE.items():
         assert report[name].status == "fitted", report[name].describe()
@@ -247,8 +251,19 @@ def test_one_tp_degree_cannot_tell_engine_time_from_link_latency_and_says_so() -
 def test_a_fit_on_one_tp_degree_carries_to_the_others() -> None:
     reg = tp_fleet(latency_us=TRUE["collective_us"])  # the datasheet's hop latency is right
     table = tp_table(reg, ("tp2", "tp4", "tp8"))
-    (f, *_), _ = calibrate(None, reg, bench=table.filter(pl.col("pool") == "tp4"))
-    fitted = Candidate(name="f", pools={p: PoolOverride(**f.values()) for p in ("tp2", "tp8")})  # type: ignore[arg-type]
+    fits, _ = calibrate(None, reg, bench=table.filter(pl.col("pool") == "tp4"))
+    got = {f.pool: f for f in fits}
+    # the other degrees of the chip and engine take the fit without being asked, and say what to check
+    assert got["tp2"].carried_from == got["tp8"].carried_from == "tp4"
+    assert got["tp8"].values() == got["tp4"].values() and got["tp8"].n_bench == 0
+    note = got["tp8"].notes[0]
+    assert note.startswith("carried from tp4 (the fit of h100 on this engine at TP4) to TP8: expect at least its "
+                           "fit error (TPOT MAPE ")
+    assert "fitted at one TP degree" in note and "so collective_us, serial_share kept the registry's value" in note
+    assert note.endswith("check it with one benchmark row at TP8, or fit two TP degrees together")
+    body = calibrated_candidate(fits)
+    assert body["pools"]["tp8"]["seq_overhead_us"] == pytest.approx(got["tp4"].seq_overhead_us, rel=1e-3)
+    fitted = Candidate(name="f", pools={p: PoolOverride(**got[p].values()) for p in ("tp2", "tp8")})  # type: ignore[arg-type]
     specs = pools_by_id(reg, fitted)
     for pid in ("tp2", "tp8"):
         rows = table.filter(pl.col("pool") == pid)

@@ -305,6 +305,51 @@ def test_calibration_from_a_benchmark_table_shows_each_coefficients_status(db: P
     assert any("bad.csv:1: missing column osl" in e.value for e in at.error), [e.value for e in at.error]
 
 
+def test_a_pool_without_evidence_takes_its_chips_fit_and_says_so(db: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                 tmp_path: Path) -> None:
+    # a second Gaudi 3 pool at TP8 beside gaudi3-a's TP4: only TP4 is benchmarked
+    fleet = (REPO / "examples" / "fleet.yaml").read_text()
+    extra = """  - id: gaudi3-b
+    chip: gaudi3
+    devices: 16
+    devices_per_node: 8
+    hourly_cost_per_device: 2.10
+    exporter: gaudi
+    assign: {node_pattern: "gaudi3-b-*"}
+    serving: {model: llama-3.1-70b, engine: vllm, replicas: 2, devices_per_replica: 8, max_concurrency: 48}
+    cost_model: {mfu: 0.40, mem_bw_eff: 0.70}
+"""
+    at_gaudi = fleet.index("  - id: mlu370-a")
+    path = tmp_path / "fleet.yaml"
+    path.write_text(fleet[:at_gaudi] + extra + fleet[at_gaudi:])
+    shutil.copytree(REPO / "examples" / "onboarding", tmp_path / "onboarding")  # the evidence files it names
+    assert main(["--db", str(db), "registry", "load", str(path)]) == 0
+    reg = registry_of(db)
+    spec = next(s for s in resolve_pools(reg, Candidate(name="r")) if s.id == "gaudi3-a")
+    lines = ["pool,isl,osl,concurrency,ttft_ms,tpot_ms"]
+    for isl in (256, 2048):
+        for c in (1, 16):
+            p = closed_loop(spec, c, isl, 128, default_requests(c))
+            lines.append(f"gaudi3-a,{isl},128,{c},{p.ttft_ms_p50:.4f},{p.tpot_ms_p50:.4f}")
+    at = open_page(db, monkeypatch)
+    at.file_uploader(key="wi.calib_bench").set_value(("bench.csv", ("\n".join(lines) + "\n").encode(), "text/csv"))
+    at.run()
+    at.checkbox(key="wi.calib_traffic").uncheck().run()
+    at.button(key="wi.calibrate").click().run()
+    assert not at.exception, at.exception
+    fits, _, _ = at.session_state["wi.calib"]
+    got = {f.pool: f for f in fits}
+    assert set(got) == {"gaudi3-a", "gaudi3-b"} and got["gaudi3-b"].carried_from == "gaudi3-a"
+    assert got["gaudi3-b"].values() == got["gaudi3-a"].values()
+    assert any(s.label == "Fitted 1 pool; 1 more without evidence took their chip's fit" for s in at.status)
+    (info,) = [i.value for i in at.info if "gaudi3-b" in i.value]
+    assert info.startswith("**gaudi3-b** has no evidence of its own: carried from gaudi3-a (the fit of gaudi3 on "
+                           "this engine at TP4) to TP8")
+    assert "check it with one benchmark row at TP8" in info
+    at.button(key="wi.use_fitted").click().run()
+    assert at.session_state["wi.gaudi3-b.mfu"] == float(f"{got['gaudi3-a'].mfu:.4g}")
+
+
 ORACLE_NOTE = "oracle: an upper bound, not achievable by a router"
 
 

@@ -66,7 +66,7 @@ def calibration(path: str, registry: Registry, pick: Pick | None) -> None:
                 status.update(label="Calibration could not run", state="error")
                 st.error(str(exc))
                 return
-            status.update(label=f"Fitted {len(fits)} pools", state="complete", expanded=False)
+            status.update(label=_fitted_label(fits), state="complete", expanded=False)
         st.session_state["wi.calib"] = (fits, scatter, pools_by_id(registry, base))
     kept = st.session_state.get("wi.calib")
     if kept is None:
@@ -87,6 +87,9 @@ def calibration(path: str, registry: Registry, pick: Pick | None) -> None:
                                                                                       "benchmark rows")})
     st.caption("MAPE: mean absolute error over observed, per request or row (0.03 = 3 %). R²: share of the "
                "observed variation the model explains (1 = all).")
+    for f in fits:
+        if f.carried_from:  # a fit nobody checked on this pool: say so where it cannot be missed
+            st.info(f"**{f.pool}** has no evidence of its own: {f.notes[0] if f.notes else ''}")
     _coefficients(fits, configured)
     checks = [c for f in fits for c in f.checks]
     if checks:
@@ -95,6 +98,14 @@ def calibration(path: str, registry: Registry, pick: Pick | None) -> None:
     if scatter.height:
         charts.show(whatif_charts.calibration_scatter(scatter, [p.id for p in registry.pools]))
     st.button("Use fitted coefficients in the candidate", key="wi.use_fitted", on_click=_use_fitted, args=(fits,))
+
+
+def _fitted_label(fits: tuple[PoolFit, ...]) -> str:
+    """What the fit did, as the status line says it: pools fitted, and pools that took a fit."""
+    took = sum(1 for f in fits if f.carried_from)
+    fitted = len(fits) - took
+    text = f"Fitted {fitted} pool{'s' if fitted != 1 else ''}"
+    return text + (f"; {took} more without evidence took their chip's fit" if took else "")
 
 
 CALIBRATION_ERRORS: tuple[type[BaseException], ...] = (*USER_ERRORS, UnicodeDecodeError)
