@@ -4,6 +4,7 @@ which the evidence cannot identify."""
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import numpy as np
 import polars as pl
@@ -213,11 +214,19 @@ def test_two_tp_degrees_recover_a_serial_share_of_memory_and_compute() -> None:
     fits, _ = calibrate(None, reg, bench=tp_table(reg, ("tp2", "tp8"), true, grid))
     report = {c.name: c for c in fits[0].coefficients}
     assert report["serial_share"].status == "fitted", report["serial_share"].describe()
-    # the search stops about 1 % off (closed-loop medians move in small steps), where u and the decode's mfu trade
-    assert fits[0].serial_share == pytest.approx(0.4, rel=0.2)
+    # decode at mfu explains the grid: the refinement is not taken on
+    assert report["mfu_decode"].status == "not identifiable" and fits[0].mfu_decode is None
+    # The search stops 0.1 % off, in one of the closed loop's small steps (a median moves by a whole pass), along
+    # a valley where the share, the overheads and mem_bw_eff trade; each standard error says so: the planted
+    # value lies within two of them of the fitted one (the step overhead, 40 % off, within one of its ±49 %).
+    assert fits[0].serial_share == pytest.approx(0.4, rel=0.1)
+    for name, value in true.items():
+        c = report[name]
+        assert c.status == "fitted" and c.value is not None and c.spread is not None, c.describe()
+        assert abs(math.log(c.value / value)) <= 2 * math.log(c.spread), c.describe()
     for name in ("mfu", "mem_bw_eff", "collective_us"):
         assert report[name].value == pytest.approx(true[name], rel=0.1), name
-    assert fits[0].tpot_mape is not None and fits[0].tpot_mape < 0.015
+    assert fits[0].tpot_mape is not None and fits[0].tpot_mape < 0.005
 
 
 def test_prompts_that_share_passes_with_decoders_show_a_serial_share_at_one_tp_degree() -> None:
