@@ -22,7 +22,7 @@ from app.cli import main
 from app.console.whatif.results import RESULT_KEY, Outcome
 from pool_registry import Registry
 from replay import Candidate, PoolOverride, SlaTier, closed_loop, default_requests, load_candidate_text, run_replay
-from replay.fleet import resolve_pools
+from replay.fleet import PoolSpec, resolve_pools
 from replay.summary import Summary
 from store import ENV_DB, connect, require_registry
 from store.replay_runs import get_replay_run
@@ -268,22 +268,29 @@ def test_calibration_fills_the_candidate(db: Path, monkeypatch: pytest.MonkeyPat
     assert at.session_state[f"wi.{fit.pool}.mfu"] == float(f"{fit.mfu:.4g}")
 
 
-def test_calibration_from_a_benchmark_table_shows_each_coefficients_status(db: Path,
-                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
-    reg = registry_of(db)
-    planted = Candidate(name="p", pools={"gaudi3-a": PoolOverride(mfu=0.33, mem_bw_eff=0.55, step_overhead_ms=6.0)})
-    spec = next(s for s in resolve_pools(reg, planted) if s.id == "gaudi3-a")
+def calibrate_on_bench(db: Path, monkeypatch: pytest.MonkeyPatch, spec: PoolSpec,
+                       concurrencies: tuple[int, ...]) -> AppTest:
+    """The page after fitting a benchmark table of the pool's own model at these concurrencies (no traffic)."""
     lines = ["pool,isl,osl,concurrency,ttft_ms,tpot_ms"]
     for isl in (256, 2048):
-        for c in (1, 4, 16, 32):
+        for c in concurrencies:
             p = closed_loop(spec, c, isl, 128, default_requests(c))
-            lines.append(f"gaudi3-a,{isl},128,{c},{p.ttft_ms_p50:.4f},{p.tpot_ms_p50:.4f}")
+            lines.append(f"{spec.id},{isl},128,{c},{p.ttft_ms_p50:.4f},{p.tpot_ms_p50:.4f}")
     at = open_page(db, monkeypatch)
     at.file_uploader(key="wi.calib_bench").set_value(("bench.csv", ("\n".join(lines) + "\n").encode(), "text/csv"))
     at.run()
     at.checkbox(key="wi.calib_traffic").uncheck().run()
     at.button(key="wi.calibrate").click().run()
     assert not at.exception, at.exception
+    return at
+
+
+def test_calibration_from_a_benchmark_table_shows_each_coefficients_status(db: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    reg = registry_of(db)
+    planted = Candidate(name="p", pools={"gaudi3-a": PoolOverride(mfu=0.33, mem_bw_eff=0.55, step_overhead_ms=6.0)})
+    spec = next(s for s in resolve_pools(reg, planted) if s.id == "gaudi3-a")
+    at = calibrate_on_bench(db, monkeypatch, spec, (1, 4, 16, 32))
     fits, _, _ = at.session_state["wi.calib"]
     (fit,) = [f for f in fits if f.pool == "gaudi3-a"]
     assert fit.n_ttft == 0 and fit.n_bench == 8 and len(fit.checks) == 8
@@ -326,17 +333,7 @@ def test_a_pool_without_evidence_takes_its_chips_fit_and_says_so(db: Path, monke
     assert main(["--db", str(db), "registry", "load", str(path)]) == 0
     reg = registry_of(db)
     spec = next(s for s in resolve_pools(reg, Candidate(name="r")) if s.id == "gaudi3-a")
-    lines = ["pool,isl,osl,concurrency,ttft_ms,tpot_ms"]
-    for isl in (256, 2048):
-        for c in (1, 16):
-            p = closed_loop(spec, c, isl, 128, default_requests(c))
-            lines.append(f"gaudi3-a,{isl},128,{c},{p.ttft_ms_p50:.4f},{p.tpot_ms_p50:.4f}")
-    at = open_page(db, monkeypatch)
-    at.file_uploader(key="wi.calib_bench").set_value(("bench.csv", ("\n".join(lines) + "\n").encode(), "text/csv"))
-    at.run()
-    at.checkbox(key="wi.calib_traffic").uncheck().run()
-    at.button(key="wi.calibrate").click().run()
-    assert not at.exception, at.exception
+    at = calibrate_on_bench(db, monkeypatch, spec, (1, 16))
     fits, _, _ = at.session_state["wi.calib"]
     got = {f.pool: f for f in fits}
     assert set(got) == {"gaudi3-a", "gaudi3-b"} and got["gaudi3-b"].carried_from == "gaudi3-a"
