@@ -471,6 +471,9 @@ def _same_chip_trust(src: PoolFit, spec: PoolSpec, specs: dict[str, PoolSpec]) -
         text += f": check it with one benchmark row at TP{_tp(spec)}, or fit two TP degrees together"
     elif kept:
         text += f"; {', '.join(kept)} kept the registry's value (not identifiable from the fitted rows)"
+    if _tp(spec) > 1 and not src.collective_us:
+        text += (f"; {spec.chip.id}'s interconnect declares no latency per hop (interconnect.latency_us), so "
+                 f"TP{_tp(spec)}'s all-reduces cost their bytes alone")
     return text
 
 

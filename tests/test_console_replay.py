@@ -343,6 +343,8 @@ def test_a_pool_without_evidence_takes_its_chips_fit_and_says_so(db: Path, monke
     assert info.startswith("**gaudi3-b** has no evidence of its own: carried from gaudi3-a (the fit of gaudi3 on "
                            "this engine at TP4) to TP8")
     assert "check it with one benchmark row at TP8" in info
+    assert info.endswith("gaudi3's interconnect declares no latency per hop (interconnect.latency_us), so TP8's "
+                         "all-reduces cost their bytes alone")
     at.button(key="wi.use_fitted").click().run()
     assert at.session_state["wi.gaudi3-b.mfu"] == float(f"{got['gaudi3-a'].mfu:.4g}")
 
