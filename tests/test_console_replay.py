@@ -338,7 +338,7 @@ def test_a_pool_without_evidence_takes_its_chips_fit_and_says_so(db: Path, monke
     got = {f.pool: f for f in fits}
     assert set(got) == {"gaudi3-a", "gaudi3-b"} and got["gaudi3-b"].carried_from == "gaudi3-a"
     assert got["gaudi3-b"].values() == got["gaudi3-a"].values()
-    assert any(s.label == "Fitted 1 pool; 1 more without evidence took their chip's fit" for s in at.status)
+    assert any(s.label == "Fitted 1 pool; 1 more without evidence took its chip's fit" for s in at.status)
     (info,) = [i.value for i in at.info if "gaudi3-b" in i.value]
     assert info.startswith("**gaudi3-b** has no evidence of its own: carried from gaudi3-a (the fit of gaudi3 on "
                            "this engine at TP4) to TP8")

@@ -105,7 +105,10 @@ def _fitted_label(fits: tuple[PoolFit, ...]) -> str:
     took = sum(1 for f in fits if f.carried_from)
     fitted = len(fits) - took
     text = f"Fitted {fitted} pool{'s' if fitted != 1 else ''}"
-    return text + (f"; {took} more without evidence took their chip's fit" if took else "")
+    if not took:
+        return text
+    return text + ("; 1 more without evidence took its chip's fit" if took == 1 else
+                   f"; {took} more without evidence took their chips' fits")
 
 
 CALIBRATION_ERRORS: tuple[type[BaseException], ...] = (*USER_ERRORS, UnicodeDecodeError)
