@@ -3,7 +3,7 @@
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
-STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
+STAMP := $(VENV)/.installed-$(shell cat pyproject.toml constraints.txt | cksum | cut -d' ' -f1)
 DEMO_DB ?= demo/hetpool.duckdb
 PORT ?= 8501
 ADDRESS ?= 127.0.0.1
@@ -11,16 +11,20 @@ DEMO_ARGS ?=
 # Test modules run in this many processes, each module whole in one (its fixtures stay shared).
 TEST_WORKERS ?= 2
 
-.PHONY: demo test test-slow fuzz install native system-deps lint bench clean
+.PHONY: demo test test-slow fuzz install lock native system-deps lint bench clean
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[test]'
+	$(PY) -m pip install --quiet -c constraints.txt -e '.[test]'
 	rm -f $(VENV)/.installed-*
 	touch $@
 
 install: $(STAMP)
+
+# Re-pins constraints.txt to the newest releases the ranges in pyproject.toml allow.
+lock:
+	@PYTHON=$(PYTHON) sh scripts/lock.sh
 
 # The replica's hot modules compiled with mypyc into .native/ (replay/compiled.py); a no-op when up to date, and
 # without a C compiler the replay runs as pure Python with the same results.
