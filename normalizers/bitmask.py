@@ -7,15 +7,14 @@ when it turns on, not one per scrape, as a sticky code is.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import polars as pl
 
 from normalizers.profile import MAX_BITS, ErrorMap
-
-if TYPE_CHECKING:
-    from normalizers.ids import Ids
+from normalizers.series import Resolution
 
 ALL_BITS = (1 << MAX_BITS) - 1
 _LIMIT = float(1 << MAX_BITS)
@@ -40,17 +39,17 @@ def not_mask_reason() -> pl.Expr:
                      pl.col("value"), pl.col("name"), pl.lit(MAX_BITS))
 
 
-def with_bit_reasons(bad: pl.DataFrame, ids: Ids, code: int) -> pl.DataFrame:
-    """Add `bit_reason`, naming the unknown set bits and the known ones, to rejects of check `code`."""
+def with_bit_reasons(bad: pl.DataFrame, series: Sequence[Resolution], code: int) -> pl.DataFrame:
+    """Add `bit_reason`, naming the unknown set bits and the known ones, to rejects of check `code` (`sid` indexes
+    `series`)."""
     if not (bad.get_column("code") == code).any():
         return bad.with_columns(bit_reason=pl.lit(None, pl.String))
-    texts = [_unknown_text(ids, sid, value) if c == code else None
+    texts = [_unknown_text(series[sid], value) if c == code else None
              for sid, value, c in bad.select("sid", "value", "code").iter_rows()]
     return bad.with_columns(bit_reason=pl.Series(texts, dtype=pl.String))
 
 
-def _unknown_text(ids: Ids, sid: int, value: float) -> str:
-    r = ids.series[sid]
+def _unknown_text(r: Resolution, value: float) -> str:
     assert r.error is not None
     spec = r.error.spec
     mask = int(value)

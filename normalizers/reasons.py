@@ -23,7 +23,7 @@ def spell_out(bad: pl.DataFrame, ids: Ids, max_age_days: float = 0.0) -> pl.Data
     iso = pl.from_epoch("ts", time_unit="ms").dt.to_string("%Y-%m-%dT%H:%M:%SZ")
     bad = bad.join(ids.text_frame(), on="sid", how="left")
     if ids.masks:
-        bad = bitmask.with_bit_reasons(bad, ids, UNKNOWN_BIT)
+        bad = bitmask.with_bit_reasons(bad, ids.series, UNKNOWN_BIT)
     rule_reject = pl.lit(None, pl.String)
     for rid, rule in enumerate(ids.rules):
         if rule.reject_values:
