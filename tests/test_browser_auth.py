@@ -7,9 +7,11 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -49,6 +51,14 @@ def roles(tmp_path: Path) -> Path:
     return path
 
 
+def wait_until_logged_out(page: Any, timeout_s: float = 60.0) -> None:
+    """Wait until the browser holds no Streamlit identity cookie (its name, or a chunk of it)."""
+    deadline = time.monotonic() + timeout_s
+    while any(c["name"].startswith("_streamlit_user") for c in page.context.cookies()):
+        assert time.monotonic() < deadline, "the identity cookie outlived the logout"
+        time.sleep(0.1)
+
+
 def test_an_oidc_login_and_logout_in_chromium(fleet_db: Path, tmp_path: Path, roles: Path) -> None:
     from playwright.sync_api import sync_playwright
 
@@ -73,6 +83,9 @@ def test_an_oidc_login_and_logout_in_chromium(fleet_db: Path, tmp_path: Path, ro
                 assert idp.tokens_issued == 1
                 page.get_by_role("button", name="Log out").click()
                 page.get_by_text("Log in to open the console.").wait_for(timeout=60_000)
+                # the session shows the login at once; the browser drops the identity cookie when its logout
+                # request comes back, which on a loaded machine can be after that: reload only once it has
+                wait_until_logged_out(page)
                 page.reload()  # the identity cookie is gone: still logged out
                 page.get_by_text("Log in to open the console.").wait_for(timeout=60_000)
                 assert page.get_by_text("Signed in as").count() == 0
