@@ -122,13 +122,15 @@ def _start(p: dict[str, float | None], name: str) -> float:
 def fit(residuals: Callable[[dict[str, float | None]], np.ndarray], p: dict[str, float | None],
         names: tuple[str, ...] = NAMES, max_evaluations: int = 400,
         starts: Sequence[Mapping[str, float | None]] = (), judge: bool = True, smooth: bool = False,
-        ) -> tuple[dict[str, float | None], list[Coefficient]]:
+        collinear: Sequence[str] = ()) -> tuple[dict[str, float | None], list[Coefficient]]:
     """Fit `names` by least squares on residuals(values), the others held at their prior; report each one.
 
     `starts` are more points to start from (the best of them and the registry's values is taken); without
     `judge` the fit stops there, every coefficient it moved reported as fitted. `smooth` residuals are searched
-    by Gauss-Newton steps, rough ones (replayed traces) by Nelder-Mead. In the values, mfu_decode None
-    means "as mfu" (the registry's default when it declares none)."""
+    by Gauss-Newton steps, rough ones (replayed traces) by Nelder-Mead. `collinear` names coefficients that the
+    evidence's structure cannot tell from another (the caller knows why): searched with the others, then put back
+    at the prior and the rest fitted again, reported not identifiable. In the values, mfu_decode None means
+    "as mfu" (the registry's default when it declares none)."""
     held: dict[str, float | None] = {n: (v if v is not None or n == "mfu_decode" else 0.0) for n, v in p.items()}
     base = {n: _start(p, n) for n in names}
     if starts:
@@ -236,15 +238,17 @@ def fit(residuals: Callable[[dict[str, float | None]], np.ndarray], p: dict[str,
     current = {n: values[n] for n in names}
     spreads = _spreads(r, jac, free)
     while judge:
-        loose = [n for n in free if spreads[n] > SPREAD_LIMIT and n not in needed
-                 and not _at_bound(n, float(current[n] or 0.0))]
+        # a collinear coefficient goes first, whatever its spread says: rough rows can make it look needed
+        loose = [n for n in free if n in collinear] or [
+            n for n in free if spreads[n] > SPREAD_LIMIT and n not in needed
+            and not _at_bound(n, float(current[n] or 0.0))]
         if not loose:
             break
         worst = min(loose, key=DROP_ORDER.index)
         budget = max(budget // 2, 8 * len(free))
         rest = tuple(n for n in free if n != worst)
         values2, r2, jac2 = run(rest, {**current, worst: held.get(worst)}, budget)
-        if _worse(r2, r, len(free)):
+        if worst not in collinear and _worse(r2, r, len(free)):
             needed.add(worst)
             continue
         not_identifiable.append(worst)

@@ -48,6 +48,26 @@ def test_two_constants_per_pass_are_not_told_apart_by_a_row_that_jumps() -> None
     assert values["step_overhead_ms"] == pytest.approx(3.0 + 0.96 * (5.0 - 2.0), rel=0.02)
 
 
+def _two_layouts(values: dict[str, float | None]) -> np.ndarray:
+    """Passes of two layouts, 960 and 2240 hops: there the hop latency and the engine's time come apart."""
+    step, hop = float(values["step_overhead_ms"] or 0.0), float(values["collective_us"] or 0.0)
+    hops = np.array([0.96, 0.96, 2.24, 2.24])
+    return np.log((BASE_MS + step + hops * hop) / (BASE_MS + 3.0 + hops * 5.0))
+
+
+def test_a_coefficient_the_caller_names_collinear_is_held_and_said_so() -> None:
+    names = ("step_overhead_ms", "collective_us")
+    values, report = fit(_two_layouts, PRIOR, names=names, smooth=True)
+    assert values["collective_us"] == pytest.approx(5.0, rel=0.02)  # two hop counts: the data separate them
+    # named collinear (as calibration names the hop latency for evidence of one layout), it is held at the
+    # registry's 2 us whatever the rows say, reported not identifiable with no spread, and never searched
+    values, report = fit(_two_layouts, PRIOR, names=names, smooth=True, collinear=("collective_us",))
+    got = {c.name: c for c in report}
+    assert values["collective_us"] == 2.0
+    assert got["collective_us"].status == "not identifiable" and got["collective_us"].spread is None
+    assert got["step_overhead_ms"].status == "fitted"
+
+
 def _passes(mfu_decode: float | None) -> tuple[np.ndarray, object]:
     """Prefill-only and decode-only pass times (s) of a compute-bound model at mfu 0.4, and their residuals."""
     prefill, decode = np.array([2.0, 4.0, 8.0]), np.array([1.0, 3.0])
