@@ -34,7 +34,7 @@ from scipy.optimize import minimize
 from pool_registry import Registry
 from replay.bench import closed_loop
 from replay.candidate import Candidate
-from replay.costmodel import StepModel
+from replay.costmodel import Collectives, StepModel
 from replay.engine import prepare_traffic
 from replay.exceptions import ReplayError
 from replay.fitting import Coefficient, apply, fit, prior
@@ -257,8 +257,12 @@ def fit_group(specs: list[PoolSpec], evidence: dict[str, Evidence]) -> list[Pool
     prompt = max(1.0, float(np.median(prompts))) if prompts.size else 1.0
     core = _core(specs[0], p, residuals, prompt)
     smooth = all(isinstance(part, _Bench) for _, part in parts)
+    # a hop's latency adds hops x latency to every pass, as the engine's time per step adds itself: evidence from
+    # one layout (one hop count) cannot tell the two apart, however many rows it has
+    hops = {round(_hops(spec), 6) for spec, _ in parts}
+    one_layout = len(hops) == 1 and min(hops) > 0
     values, report = fit(residuals, p, max_evaluations=EVALUATIONS * 4 if smooth else EVALUATIONS // 2, starts=[core],
-                         smooth=smooth)
+                         smooth=smooth, collinear=("collective_us",) if one_layout else ())
     notes = [f"fitted {c.name} reached the bound {c.value:g}: the evidence is faster than the chip's peak"
              for c in report if c.status == "at bound" and c.name in ("mfu", "mem_bw_eff", "mfu_decode")]
     group = tuple(s.id for s in specs)
@@ -273,6 +277,11 @@ def fit_group(specs: list[PoolSpec], evidence: dict[str, Evidence]) -> list[Pool
             continue
         out.append(_fit_of(spec, best, report, group, mine, notes, trace, table, carried=None))
     return out
+
+
+def _hops(spec: PoolSpec) -> float:
+    """The collective hops each pass of the pool waits for: its collectives' fixed time at 1 us a hop, in us."""
+    return Collectives.of(apply(spec, {"collective_us": 1.0})).fixed_s * 1e6
 
 
 def _fit_of(spec: PoolSpec, best: PoolSpec, report: list[Coefficient], group: tuple[str, ...],
