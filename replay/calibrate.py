@@ -298,6 +298,7 @@ def _fit_of(spec: PoolSpec, best: PoolSpec, report: list[Coefficient], group: tu
         ttft_mape = ttft_r2 = tpot_mape = tpot_r2 = None
     checks: tuple[BenchCheck, ...] = ()
     if table is not None:
+        notes = [*notes, *_kv_note(spec, table.rows)]
         model_ttft, model_tpot = table.model(best)
         checks = tuple(BenchCheck(spec.id, isl, osl, c, float(t * 1000), float(mt * 1000), float(p * 1000),
                                   float(mp * 1000))
@@ -311,6 +312,25 @@ def _fit_of(spec: PoolSpec, best: PoolSpec, report: list[Coefficient], group: tu
                    mfu_decode=best.mfu_decode, serial_share=best.serial_share, coefficients=tuple(report),
                    group=group, checks=checks,
                    carried_from=carried)
+
+
+def kv_bound(spec: PoolSpec, rows: list[tuple[int, int, int]]) -> list[tuple[int, int, int]]:
+    """The (isl, osl, concurrency) rows whose clients together need more KV cache than one replica holds."""
+    return [(isl, osl, c) for isl, osl, c in rows
+            if min(c, spec.max_concurrency) * (isl + osl) > spec.kv_capacity_tokens]
+
+
+def _kv_note(spec: PoolSpec, rows: list[tuple[int, int, int]]) -> list[str]:
+    # past the cache the model queues admissions, and a median there jumps by whole passes as a coefficient
+    # moves: such rows pin the coefficients less well than rows that fit, and can hold a search in a false valley
+    bound = kv_bound(spec, rows)
+    if not bound:
+        return []
+    isl, osl, c = bound[0]
+    return [f"{len(bound)} of {len(rows)} benchmark rows of {spec.id} need more KV cache than a replica holds "
+            f"(concurrency x (ISL + OSL) above {spec.kv_capacity_tokens} tokens, first: ISL {isl}, OSL {osl} at "
+            f"concurrency {c}): there requests wait for the cache, and such rows pin the coefficients less well "
+            "than rows that fit"]
 
 
 def _core(spec: PoolSpec, p: dict[str, float | None], residuals: Callable[[dict[str, float | None]], np.ndarray],

@@ -4,7 +4,6 @@ which the evidence cannot identify."""
 from __future__ import annotations
 
 import dataclasses
-import math
 
 import numpy as np
 import polars as pl
@@ -203,30 +202,36 @@ def test_a_grid_over_tp_degrees_recovers_every_coefficient_it_identifies() -> No
     assert report["collective_us"].prior == 2.0
     assert fits[0].values() == fits[1].values()
     assert fits[0].tpot_mape is not None and fits[0].tpot_mape < 0.01
+    # half of TP2's rows outgrow its 12,207 tokens of KV cache, and the fit says so; TP8's all fit
+    assert [n for n in fits[0].notes if "KV cache" in n] == [
+        "3 of 6 benchmark rows of tp2 need more KV cache than a replica holds (concurrency x (ISL + OSL) above "
+        "12207 tokens, first: ISL 256, OSL 128 at concurrency 64): there requests wait for the cache, and such "
+        "rows pin the coefficients less well than rows that fit"]
+    assert not any("KV cache" in n for n in fits[1].notes)
 
 
 def test_two_tp_degrees_recover_a_serial_share_of_memory_and_compute() -> None:
     # Below the ridge point a serial share adds u x the decode's compute, which a lower decode mfu would add as
-    # well: the grid's largest batch (256) decodes above it, where the pass is compute plus u x memory.
+    # well: the grid's largest batch (128) decodes above it, where the pass is compute plus u x memory. Two output
+    # lengths change how much of a cycle is prefill, which parts the step overhead from the bandwidth. Every row
+    # fits the replica's KV cache, as a benchmark's steady state does (TP4 holds 451,660 tokens; TP2 holds only
+    # 12,207, and its rows past the cache queue for it, where a median jumps by whole passes as a coefficient
+    # moves). The registry says 2 us a hop; the truth is 5.
     true = {**TRUE, "serial_share": 0.4}
-    reg = tp_fleet(latency_us=TRUE["collective_us"], concurrency=256)
-    grid = [(isl, c) for isl in (256, 2048) for c in (1, 16, 64, 256)]
-    fits, _ = calibrate(None, reg, bench=tp_table(reg, ("tp2", "tp8"), true, grid))
+    reg = tp_fleet(concurrency=256)
+    grid = [(isl, c) for isl in (256, 2048) for c in (1, 16, 64, 128)]
+    bench = pl.concat([tp_table(reg, ("tp4", "tp8"), true, grid, osl=osl) for osl in (128, 1024)])
+    fits, _ = calibrate(None, reg, bench=bench)
     report = {c.name: c for c in fits[0].coefficients}
-    assert report["serial_share"].status == "fitted", report["serial_share"].describe()
     # decode at mfu explains the grid: the refinement is not taken on
     assert report["mfu_decode"].status == "not identifiable" and fits[0].mfu_decode is None
-    # The search stops 0.1 % off, in one of the closed loop's small steps (a median moves by a whole pass), along
-    # a valley where the share, the overheads and mem_bw_eff trade; each standard error says so: the planted
-    # value lies within two of them of the fitted one (the step overhead, 40 % off, within one of its ±49 %).
-    assert fits[0].serial_share == pytest.approx(0.4, rel=0.1)
     for name, value in true.items():
         c = report[name]
-        assert c.status == "fitted" and c.value is not None and c.spread is not None, c.describe()
-        assert abs(math.log(c.value / value)) <= 2 * math.log(c.spread), c.describe()
-    for name in ("mfu", "mem_bw_eff", "collective_us"):
-        assert report[name].value == pytest.approx(true[name], rel=0.1), name
+        assert c.status == "fitted" and c.spread is not None and c.spread < 1.5, c.describe()
+        assert c.value == pytest.approx(value, rel=0.05), c.describe()
+    assert report["collective_us"].prior == 2.0
     assert fits[0].tpot_mape is not None and fits[0].tpot_mape < 0.005
+    assert not any("KV cache" in n for f in fits for n in f.notes)
 
 
 def test_prompts_that_share_passes_with_decoders_show_a_serial_share_at_one_tp_degree() -> None:
