@@ -35,7 +35,7 @@ from replay.summary import build  # noqa: E402
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def six_pool_fleet() -> Registry:
+def example_fleet() -> Registry:
     """The example fleet plus a second, cheaper H100 pool: six pools, every one a candidate for '' requests."""
     reg = load_registry(os.path.join(REPO, "examples", "fleet.yaml"))
     h100: Pool = reg.pool("h100-a")
@@ -45,17 +45,22 @@ def six_pool_fleet() -> Registry:
     return dataclasses.replace(reg, pools=(*reg.pools, extra))
 
 
-# The models' shapes from their published configs: with them the step model prices tensor-parallel all-reduces,
-# attention over the context and the experts a batch touches (examples/fleet.yaml declares none of them).
-SHAPES = {"llama-3.1-70b": {"hidden_size": 8192, "attention_heads": 64},
-          "qwen3-235b-a22b": {"hidden_size": 4096, "attention_heads": 64, "experts": 128, "experts_per_token": 8},
-          "qwen3-30b-a3b": {"hidden_size": 2048, "attention_heads": 32, "experts": 128, "experts_per_token": 8}}
+def six_pool_fleet() -> Registry:
+    """The six pools as a registry without the models' shapes describes them: the roofline and its fixed overhead
+    alone (no all-reduces, no attention over the context, experts touched as active / total), the baseline every
+    figure below was measured on."""
+    reg = example_fleet()
+    bare = tuple(dataclasses.replace(m, hidden_size=0, attention_heads=0, experts=0, experts_per_token=0)
+                 for m in reg.models)
+    return dataclasses.replace(reg, models=bare)
 
 
 def shaped(reg: Registry) -> Registry:
-    """The fleet with its models' shapes, 2 us a collective hop on every chip's link, 20 us a running sequence and a
-    serial share of 0.3 of memory and compute: every step term on."""
-    models = tuple(dataclasses.replace(m, **SHAPES.get(m.id, {})) for m in reg.models)  # type: ignore[arg-type]
+    """The fleet with its models' shapes as examples/fleet.yaml declares them (tensor-parallel all-reduces,
+    attention over the context and the experts a batch touches), 2 us a collective hop on every chip's link,
+    20 us a running sequence and a serial share of 0.3 of memory and compute: every step term on."""
+    declared = {m.id: m for m in example_fleet().models}
+    models = tuple(declared.get(m.id, m) for m in reg.models)
     chips = tuple(dataclasses.replace(c, interconnect=dataclasses.replace(c.interconnect, latency_us=2.0))
                   for c in reg.chips)
     pools = tuple(dataclasses.replace(p, serving=dataclasses.replace(p.serving, seq_overhead_us=20.0),

@@ -11,13 +11,21 @@ import yaml
 
 from app.cli import main
 from app.demo.story import PLANTED
-from replay import calibrate, calibrated_candidate, load_candidate_text, run_replay
+from replay import Candidate, calibrate, calibrated_candidate, load_candidate_text, run_replay
+from replay.costmodel import StepModel
+from replay.fitting import apply
+from replay.fleet import PoolSpec, pools_by_id
 from store import connect, require_registry
 from store.requests import read_requests
 from store.views.cost import busy_device_hours, paid_hours
 from store.views.window import Window, data_span
 
 HOUR_MS = 3_600_000
+
+
+def lone_decode_pass(spec: PoolSpec, eff: float | None, overhead_ms: float | None) -> float:
+    """Seconds of one pass of a single sequence decoding at a context of 1,000 tokens."""
+    return StepModel.of(apply(spec, {"mem_bw_eff": eff, "step_overhead_ms": overhead_ms})).pass_seconds(1, 1, 1000.0)
 
 
 @pytest.fixture(scope="module")
@@ -42,13 +50,22 @@ def test_calibration_finds_the_planted_coefficients_and_the_replay_reproduces_th
     finally:
         con.close()
     fits, unknown = calibrate(requests, registry)
+    specs = pools_by_id(registry, Candidate(name="registry"))
     assert unknown == {} and {f.pool for f in fits} == set(PLANTED)
     for f in fits:
         mfu, eff, overhead = PLANTED[f.pool]
         assert f.mfu == pytest.approx(mfu, rel=0.05), f.pool
-        assert f.mem_bw_eff == pytest.approx(eff, rel=0.05), f.pool
-        # the overhead splits the decode pass with the bandwidth; see tests/test_calibrate.py
-        assert f.step_overhead_ms == pytest.approx(overhead, rel=0.2), f.pool
+        # A trace pins the decode pass that the bandwidth and the overhead make together; how it splits into the
+        # two shows only in how passes change with batch and context (tests/test_calibrate.py: within about 20 %
+        # and 40 %). With the models' shapes the all-reduces and the attention over the context grow with both as
+        # well: h100-a's fit puts 2.1 ms of its planted 3.0 in the overhead, the rest in a bandwidth 5 % lower.
+        assert lone_decode_pass(specs[f.pool], f.mem_bw_eff, f.step_overhead_ms) == pytest.approx(
+            lone_decode_pass(specs[f.pool], eff, overhead), rel=0.01), f.pool
+        assert f.mem_bw_eff == pytest.approx(eff, rel=0.1), f.pool
+        assert f.step_overhead_ms == pytest.approx(overhead, rel=0.4), f.pool
+        # one TP degree a pool: a hop's latency would add to every pass what the overhead adds, so it is kept
+        report = {c.name: c for c in f.coefficients}
+        assert report["collective_us"].status == "not identifiable" and f.collective_us == 0.0, f.pool
     candidate = load_candidate_text(yaml.safe_dump(calibrated_candidate(fits)), registry)
     result = run_replay(candidate, requests, registry, 0)
     observed = requests.sort("arrival_ms", "trace", "seq", maintain_order=True)
