@@ -497,6 +497,7 @@ def _same_chip_trust(src: PoolFit, spec: PoolSpec, specs: dict[str, PoolSpec]) -
                  "step and per sequence, the link's hop latency) from work that does (a serial share of memory and "
                  "compute)")
         text += f", so {', '.join(kept)} kept the registry's value" if kept else ""
+        text += _sequence_band(src, apply(spec, src.values()), degrees[0])
         text += f": check it with one benchmark row at TP{_tp(spec)}, or fit two TP degrees together"
     elif kept:
         text += f"; {', '.join(kept)} kept the registry's value (not identifiable from the fitted rows)"
@@ -504,6 +505,32 @@ def _same_chip_trust(src: PoolFit, spec: PoolSpec, specs: dict[str, PoolSpec]) -
         text += (f"; {spec.chip.id}'s interconnect declares no latency per hop (interconnect.latency_us), so "
                  f"TP{_tp(spec)}'s all-reduces cost their bytes alone")
     return text
+
+
+def sequence_time_as_work(spec: PoolSpec, from_tp: int, seqs: int, context: int) -> tuple[float, float]:
+    """Seconds of one decode pass of `seqs` sequences of `context` tokens on a pool carried from TP `from_tp`: with
+    its time per running sequence as engine time (as carried), and as work its TP spreads (times from_tp / TP)."""
+    def one(pool: PoolSpec) -> float:
+        return StepModel.of(pool).pass_seconds(seqs, seqs, seqs * context, seqs, seqs * context)
+    return one(spec), one(apply(spec, {"seq_overhead_us": spec.seq_overhead_us * from_tp / _tp(spec)}))
+
+
+def _sequence_band(src: PoolFit, spec: PoolSpec, from_tp: int) -> str:
+    """What the carried time per sequence would change at the largest batch the evidence ran, were it work."""
+    if not spec.seq_overhead_us:
+        return ""
+    want, context = spec.max_concurrency, 1024  # a trace: a full batch of 1,024-token contexts
+    if src.checks:
+        row = max(src.checks, key=lambda c: (c.concurrency, c.isl + c.osl))
+        want, context = row.concurrency, row.isl + row.osl // 2
+    seqs = max(1, min(want, spec.max_concurrency, spec.kv_capacity_tokens // context))  # as far as the cache holds
+    carried, work = sequence_time_as_work(spec, from_tp, seqs, context)
+    change = work / carried - 1.0
+    if abs(change) < 0.01:
+        return ""
+    return (f"; if its {spec.seq_overhead_us:.0f} us per running sequence is work that TP spreads, a decode pass "
+            f"of {seqs} sequences of {context} tokens takes {work * 1e3:.1f} ms at TP{_tp(spec)} rather than "
+            f"{carried * 1e3:.1f} ms ({change * 100:+.0f} %), and TPOT at that batch lies between the two")
 
 
 def _pct(x: float | None) -> str:
