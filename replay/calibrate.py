@@ -23,7 +23,7 @@ at least the sibling's fit error, reported beside it.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import Any
 
@@ -136,8 +136,9 @@ def sample_stretches(rows: pl.DataFrame) -> pl.DataFrame:
 
 def _groups(key: np.ndarray, count: int) -> list[np.ndarray]:
     """Indices of `key` split into about `count` groups of similar size by value."""
-    if key.size == 0:
+    if key.size < MIN_GROUP:
         return []
+    count = min(count, key.size // MIN_GROUP)  # a short trace makes fewer groups, not groups too small to keep
     edges = np.unique(np.quantile(key, np.linspace(0, 1, count + 1)[1:-1]))
     which = np.searchsorted(edges, key, side="right")
     return [idx for g in range(edges.size + 1) if (idx := np.flatnonzero(which == g)).size >= MIN_GROUP]
@@ -389,11 +390,12 @@ def fit_pool(spec: PoolSpec, rows: pl.DataFrame | None, bench: pl.DataFrame | No
 
 def calibrate(requests: pl.DataFrame | None, registry: Registry, *, bench: pl.DataFrame | None = None,
               base: Candidate | None = None, progress: Callable[[float, str], None] | None = None,
-              carry: bool = False) -> tuple[tuple[PoolFit, ...], dict[str, int]]:
-    """Fit every pool that has evidence, pools of one chip and engine together; also return counts of observed
-    pools the fleet does not serve. `progress(share done, what)` hears of each group before its fit starts;
-    pools without evidence take their chip and engine's fit, and with `carry` pools on chips without evidence a
-    fitted pool's of the same engine."""
+              carry: bool = False, pools: Collection[str] | None = None,
+              ) -> tuple[tuple[PoolFit, ...], dict[str, int]]:
+    """Fit every pool that has evidence (of `pools` alone when given), pools of one chip and engine together; also
+    return counts of observed pools the fleet does not serve. `progress(share done, what)` hears of each group
+    before its fit starts; pools without evidence take their chip and engine's fit, and with `carry` pools on chips
+    without evidence a fitted pool's of the same engine."""
     observed = None
     if requests is not None:
         if "obs_pool" not in requests.columns or requests.filter(pl.col("obs_pool").is_not_null()).height == 0:
@@ -402,14 +404,20 @@ def calibrate(requests: pl.DataFrame | None, registry: Registry, *, bench: pl.Da
     if observed is None and bench is None:
         raise ReplayError("nothing to calibrate from: give observed requests or a benchmark table")
     specs = pools_by_id(registry, base or Candidate(name="calibrate"))
+    for pid in pools or ():
+        if pid not in specs:
+            raise ReplayError(f"unknown pool {pid!r} to calibrate; replayable: {', '.join(specs)}")
     unknown: dict[str, int] = {}
     by_pool: dict[str, pl.DataFrame] = {}
+    unusable: dict[str, str] = {}
     if observed is not None:
         for (pool_id,), rows in observed.sort("arrival_ms").group_by("obs_pool", maintain_order=True):
-            if str(pool_id) in specs:
-                by_pool[str(pool_id)] = rows
-            else:
+            if str(pool_id) not in specs:
                 unknown[str(pool_id)] = rows.height
+            elif (why := _unusable(str(pool_id), rows)) is not None:
+                unusable[str(pool_id)] = why
+            else:
+                by_pool[str(pool_id)] = rows
     tables: dict[str, pl.DataFrame] = {}
     if bench is not None:
         bad = bench.filter(~pl.col("pool").is_in(list(specs)))
@@ -417,11 +425,16 @@ def calibrate(requests: pl.DataFrame | None, registry: Registry, *, bench: pl.Da
             raise ReplayError(f"benchmark table line {bad['line'][0]}: column pool: unknown pool "
                               f"'{bad['pool'][0]}'; replayable: {', '.join(specs)}")
         tables = {str(k[0]): v for k, v in bench.group_by("pool", maintain_order=True)}
+    if pools is not None:  # another pool's evidence is not this fit's, whatever chip it shares
+        specs = {pid: spec for pid, spec in specs.items() if pid in pools}
     groups: dict[tuple[str, str], list[PoolSpec]] = {}
     for pid, spec in specs.items():
         if pid in by_pool or pid in tables:
             serving = registry.pool(pid).serving
             groups.setdefault((spec.chip.id, serving.engine if serving else ""), []).append(spec)
+    if pools is not None and not groups and not any(p in unusable for p in specs):
+        raise ReplayError(f"nothing to calibrate {', '.join(specs)} from: no observed requests and no benchmark "
+                          "rows of these pools")
     fits = []
     for k, members in enumerate(groups.values()):
         if progress:
@@ -433,9 +446,35 @@ def calibrate(requests: pl.DataFrame | None, registry: Registry, *, bench: pl.Da
                                  _Bench(bench_rows) if bench_rows is not None and bench_rows.height else None)
         fits.extend(fit_group(members, evidence))
     fits.extend(carried(tuple(fits), registry, specs, chips=carry))
+    fits = _say_unusable(fits, {p: why for p, why in unusable.items() if p in specs})
     if progress:
         progress(1.0, "done")
     return tuple(fits), unknown
+
+
+def _unusable(pool_id: str, rows: pl.DataFrame) -> str | None:
+    """Why a pool's observed requests cannot be fitted (too few served with a TTFT), or None."""
+    ttft = pl.col("obs_ttft_s")
+    has_ttft = ttft.is_not_null() & ttft.is_not_nan() & (ttft > 0)
+    failed = (pl.col("outcome").fill_null("ok") != "ok") if "outcome" in rows.columns else pl.lit(False)
+    ok, bad = rows.select(has_ttft.and_(~failed).sum(), failed.sum()).row(0)
+    if ok >= MIN_GROUP:
+        return None
+    why = f"{bad} failed, {rows.height - bad - ok} without a TTFT"
+    if not ok:
+        return (f"none of the {rows.height} observed requests of {pool_id} can be fitted ({why}): pick a window "
+                "where the pool served requests")
+    return (f"only {ok} of the {rows.height} observed requests of {pool_id} can be fitted ({why}), fewer than the "
+            f"{MIN_GROUP} a fit compares at least: pick a longer window")
+
+
+def _say_unusable(fits: list[PoolFit], unusable: dict[str, str]) -> list[PoolFit]:
+    """Put each pool's reason its requests were not fitted first in its notes, or in a line of its own."""
+    out = [dataclasses.replace(f, notes=(unusable[f.pool], *f.notes)) if f.pool in unusable else f for f in fits]
+    have = {f.pool for f in fits}
+    return out + [PoolFit(pool=p, n_ttft=0, n_tpot=0, n_bench=0, mfu=None, mem_bw_eff=None, step_overhead_ms=None,
+                          ttft_mape=None, ttft_r2=None, tpot_mape=None, tpot_r2=None, notes=(why,), group=(p,))
+                  for p, why in unusable.items() if p not in have]
 
 
 def carried(fits: tuple[PoolFit, ...], registry: Registry, specs: dict[str, PoolSpec],

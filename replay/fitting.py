@@ -310,7 +310,9 @@ def _smooth_rows(f: Callable[[np.ndarray], np.ndarray], y: np.ndarray, lo: np.nd
 def _whitening(jac: np.ndarray) -> np.ndarray:
     """Columns mapping unit steps to log-coefficient moves that change the residuals by about one unit each,
     no move longer than MAX_MOVE."""
-    _, sv, vt = np.linalg.svd(np.where(np.isfinite(jac), jac, 0.0), full_matrices=False)
+    _, sv, vt = np.linalg.svd(np.where(np.isfinite(jac), jac, 0.0), full_matrices=True)
+    # fewer residuals than coefficients leave directions no residual sees: those get the longest move
+    sv = np.concatenate([sv, np.zeros(vt.shape[0] - sv.size)])
     scale = np.minimum(1.0 / np.maximum(sv, 1e-12), MAX_MOVE / 0.02)
     return np.asarray(vt.T * scale)
 

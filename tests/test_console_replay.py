@@ -268,6 +268,40 @@ def test_calibration_fills_the_candidate(db: Path, monkeypatch: pytest.MonkeyPat
     assert at.session_state[f"wi.{fit.pool}.mfu"] == float(f"{fit.mfu:.4g}")
 
 
+def test_the_sidebars_pools_narrow_the_calibration(db: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    at = open_page(db, monkeypatch)
+    at.sidebar.multiselect(key="pools").set_value(["gaudi3-a"]).run()
+    assert any(c.value.startswith("Fits gaudi3-a alone, from their own evidence") for c in at.caption)
+    at.button(key="wi.calibrate").click().run()
+    assert not at.exception, at.exception
+    fits, scatter, _ = at.session_state["wi.calib"]
+    _, _, traffic = last_hour(db)
+    served = traffic.filter((pl.col("obs_pool") == "gaudi3-a") & (pl.col("outcome") == "ok")).height
+    assert [f.pool for f in fits] == ["gaudi3-a"] and 0.9 * served <= fits[0].n_ttft <= served
+    # an hour of ~300 requests is enough to find the demo's planted mfu again (0.36)
+    assert fits[0].mfu == pytest.approx(0.36, rel=0.05)
+    assert scatter.height and set(scatter["pool"]) == {"gaudi3-a"}
+    assert any(s.label == "Fitted 1 pool" for s in at.status)
+
+
+def test_a_pool_whose_requests_all_failed_is_not_fitted_and_says_why(db: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    # in the demo's last hour every request h100-a takes fails (its planted fault)
+    _, _, traffic = last_hour(db)
+    h100 = traffic.filter(pl.col("obs_pool") == "h100-a")
+    assert h100.height and (h100["outcome"] != "ok").all()
+    at = open_page(db, monkeypatch)
+    at.sidebar.multiselect(key="pools").set_value(["h100-a"]).run()
+    at.button(key="wi.calibrate").click().run()
+    fits, _, _ = at.session_state["wi.calib"]
+    assert [(f.pool, f.mfu, f.values()) for f in fits] == [("h100-a", None, {})]
+    assert any(s.label == "Fitted 0 pools; 1 not fitted (no usable request)" for s in at.status)
+    (warning,) = [w.value for w in at.warning if "h100-a" in w.value]
+    assert warning == (f"**h100-a** was not fitted: none of the {h100.height} observed requests of h100-a can be "
+                       f"fitted ({h100.height} failed, 0 without a TTFT): pick a window where the pool served "
+                       "requests")
+
+
 def calibrate_on_bench(db: Path, monkeypatch: pytest.MonkeyPatch, spec: PoolSpec,
                        concurrencies: tuple[int, ...]) -> AppTest:
     """The page after fitting a benchmark table of the pool's own model at these concurrencies (no traffic)."""

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from replay.fitting import _smooth_rows, fit
+from replay.fitting import MAX_MOVE, _smooth_rows, _whitening, fit
 
 PRIOR: dict[str, float | None] = {"mfu": 0.3, "mem_bw_eff": 0.6, "mfu_decode": None, "step_overhead_ms": 0.0,
                                   "seq_overhead_us": 0.0, "collective_us": 2.0, "serial_share": 0.0}
@@ -98,3 +98,22 @@ def test_the_decodes_own_share_of_peak_is_taken_on_only_when_needed(planted: flo
         assert values["mfu_decode"] is None and got["mfu_decode"].describe() == "mfu_decode: as mfu (not identifiable)"
     else:
         assert values["mfu_decode"] == pytest.approx(value, rel=1e-3)
+
+
+def test_fewer_residuals_than_coefficients_still_give_a_basis_for_every_coefficient() -> None:
+    # two residuals, four coefficients: the two directions no residual sees get the longest move
+    jac = np.array([[1.0, 0.0, 0.0, 0.0], [0.0, 2.0, 0.0, 0.0]])
+    basis = _whitening(jac)
+    assert basis.shape == (4, 4)
+    lengths = sorted(np.linalg.norm(basis, axis=0).tolist())
+    assert lengths == pytest.approx([0.5, 1.0, MAX_MOVE / 0.02, MAX_MOVE / 0.02])
+    assert np.linalg.matrix_rank(basis) == 4
+
+
+def test_a_fit_with_fewer_residuals_than_coefficients_runs() -> None:
+    # one time explained by two coefficients: the search must not fail on the basis's shape
+    def residuals(v: dict[str, float | None]) -> np.ndarray:
+        return np.array([math.log(1.0 / (v["mfu"] or 1.0) + 1.0 / (v["mem_bw_eff"] or 1.0)) - math.log(4.0)])
+    values, report = fit(residuals, {"mfu": 0.4, "mem_bw_eff": 0.6}, names=("mfu", "mem_bw_eff"))
+    assert 1.0 / (values["mfu"] or 1) + 1.0 / (values["mem_bw_eff"] or 1) == pytest.approx(4.0, rel=1e-3)
+    assert {c.name for c in report} == {"mfu", "mem_bw_eff"}

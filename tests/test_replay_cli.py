@@ -181,6 +181,17 @@ def test_calibrate_from_a_benchmark_table_alone(capsys: pytest.CaptureFixture[st
     assert "no stored requests: fitting the benchmark table alone" in err
     assert "    mfu 0.33" in out and "(fitted, ±" in out
     assert "collective_us 0 (not identifiable" in out
+    # --pool: the chosen pools alone; one unknown, or one with no evidence, is one line and exit 2
+    code, out, _ = run(capsys, "--db", str(fleet_db), "--json", "replay", "calibrate", "--no-requests", "--bench",
+                       str(table), "--pool", "gaudi3-a", "--out", str(out_file))
+    assert code == 0 and [f["pool"] for f in json.loads(out)["fits"]] == ["gaudi3-a"]
+    code, _, err = run(capsys, "--db", str(fleet_db), "replay", "calibrate", "--no-requests", "--bench", str(table),
+                       "--pool", "h100-z", "--out", str(out_file))
+    assert code == 2 and err.strip().startswith("hetpool: error: unknown pool 'h100-z' to calibrate; replayable: ")
+    code, _, err = run(capsys, "--db", str(fleet_db), "replay", "calibrate", "--no-requests", "--bench", str(table),
+                       "--pool", "h100-a", "--out", str(out_file))
+    assert code == 2 and err.strip() == ("hetpool: error: nothing to calibrate h100-a from: no observed requests and "
+                                         "no benchmark rows of these pools")
     table.write_text("pool,isl,osl,concurrency,ttft_ms,tpot_ms\ngaudi3-a,256,128,4,12.5,x\n")
     code, _, err = run(capsys, "--db", str(fleet_db), "replay", "calibrate", "--no-requests", "--bench", str(table),
                        "--out", str(out_file))

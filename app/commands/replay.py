@@ -64,6 +64,8 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     p.add_argument("--no-requests", action="store_true", help="fit from --bench alone, ignoring stored requests")
     p.add_argument("--carry", action="store_true", help="also give pools on chips without evidence the fit of a "
                                                         "pool of the same engine, through the chips' datasheets")
+    p.add_argument("--pool", action="append", default=[], metavar="ID",
+                   help="fit this pool alone, from its own evidence (repeatable; default: every pool)")
     _source_options(p)
     p = add_command(group, "sweep", help="replay a grid of candidate variations in parallel; print the "
                                          "cost / p99 TTFT Pareto front",
@@ -205,7 +207,8 @@ def calibrate_cmd(ctx: Context) -> int:
             raise UsageError("--no-requests fits from a benchmark table alone; pass --bench FILE")
         traffic = None if args.no_requests else _calibration_traffic(ctx, con, bench is not None)
     described = traffic.described if traffic else ""
-    fits, unknown = calibrate(traffic.frame if traffic else None, registry, bench=bench, base=base, carry=args.carry)
+    fits, unknown = calibrate(traffic.frame if traffic else None, registry, bench=bench, base=base, carry=args.carry,
+                              pools=args.pool or None)
     body = calibrated_candidate(fits, name=Path(args.out).stem, base=candidate_to_dict(base) if base else None)
     sources = [s for s in (described, f"benchmark table {args.bench}" if args.bench else "") if s]
     header = [f"# Calibrated from {' and '.join(sources)}."]

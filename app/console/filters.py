@@ -183,6 +183,14 @@ def current() -> View | None:
     return view
 
 
+def narrowed() -> tuple[str, ...] | None:
+    """The pools picked in the sidebar, or None while it shows all of them (or draws no view)."""
+    view = st.session_state.get(VIEW_KEY)
+    if view is None or set(view.pools) == set(view.all_pools):
+        return None
+    return tuple(view.pools)
+
+
 def empty_window(what: str) -> None:
     """The message for a window that holds no data of some kind."""
     st.info(f"No {what} in this window. Pick a longer time range or other pools in the sidebar.")

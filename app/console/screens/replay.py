@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from app.console import cache, data
+from app.console import cache, data, filters
 from app.console.filters import NO_REGISTRY
 from app.console.whatif import form as whatif_form
 from app.console.whatif import history as whatif_history
@@ -61,7 +61,7 @@ def render() -> None:
         if outcome is not None:
             whatif_results.show(outcome, path, registry)
     with calibration:
-        whatif_panels.calibration(path, registry, pick)
+        whatif_panels.calibration(path, registry, pick, filters.narrowed())
     with capacity:
         whatif_panels.capacity(registry, candidate)
     with plan:

@@ -37,12 +37,15 @@ def _progress(bar: Any) -> Any:
     return say
 
 
-def calibration(path: str, registry: Registry, pick: Pick | None) -> None:
-    """Fit each chip and engine's coefficients from the chosen traffic's observed latencies and/or a benchmark
-    table, and show every coefficient's status and the model against each benchmark row."""
+def calibration(path: str, registry: Registry, pick: Pick | None, pools: tuple[str, ...] | None = None) -> None:
+    """Fit each chip and engine's coefficients (of `pools` alone when given) from the chosen traffic's observed
+    latencies and/or a benchmark table, and show every coefficient's status and the model against each row."""
     st.caption("Fits the step model's coefficients by replaying the chosen traffic's observed requests (their "
                "pool, TTFT and e2e) and/or running each row of a benchmark table closed-loop, as `hetpool replay "
                "calibrate` does. Pools of one chip and engine share one fit. Pick the traffic on the What-if tab.")
+    if pools:
+        st.caption(f"Fits {', '.join(pools)} alone, from their own evidence: the pools picked in the sidebar "
+                   "(as `--pool`). Clear the sidebar's pools to fit the whole fleet.")
     upload = st.file_uploader("Benchmark table (CSV: pool,isl,osl,concurrency,ttft_ms,tpot_ms)", type=["csv"],
                               key="wi.calib_bench")
     use_traffic = pick is not None and st.checkbox(f"Fit the observed requests of {pick.label} too"
@@ -60,7 +63,8 @@ def calibration(path: str, registry: Registry, pick: Pick | None) -> None:
                 bench = parse_bench_table(upload.getvalue().decode("utf-8-sig"), upload.name) if upload else None
                 traffic = pick.load().frame if use_traffic and pick else None
                 base = _base(registry)
-                fits, _ = calibrate(traffic, registry, bench=bench, base=base, progress=_progress(bar))
+                fits, _ = calibrate(traffic, registry, bench=bench, base=base, progress=_progress(bar),
+                                    pools=pools)
                 scatter = _scatter(traffic, registry, base, fits) if traffic is not None else _scatter_none()
             except CALIBRATION_ERRORS as exc:
                 status.update(label="Calibration could not run", state="error")
@@ -90,6 +94,8 @@ def calibration(path: str, registry: Registry, pick: Pick | None) -> None:
     for f in fits:
         if f.carried_from:  # a fit nobody checked on this pool: say so where it cannot be missed
             st.info(f"**{f.pool}** has no evidence of its own: {f.notes[0] if f.notes else ''}")
+        elif f.mfu is None and f.notes:
+            st.warning(f"**{f.pool}** was not fitted: {f.notes[0]}")
     _coefficients(fits, configured)
     checks = [c for f in fits for c in f.checks]
     if checks:
@@ -103,12 +109,15 @@ def calibration(path: str, registry: Registry, pick: Pick | None) -> None:
 def _fitted_label(fits: tuple[PoolFit, ...]) -> str:
     """What the fit did, as the status line says it: pools fitted, and pools that took a fit."""
     took = sum(1 for f in fits if f.carried_from)
-    fitted = len(fits) - took
+    missed = sum(1 for f in fits if f.mfu is None)
+    fitted = len(fits) - took - missed
     text = f"Fitted {fitted} pool{'s' if fitted != 1 else ''}"
-    if not took:
-        return text
-    return text + ("; 1 more without evidence took its chip's fit" if took == 1 else
-                   f"; {took} more without evidence took their chips' fits")
+    if took:
+        text += ("; 1 more without evidence took its chip's fit" if took == 1 else
+                 f"; {took} more without evidence took their chips' fits")
+    if missed:
+        text += f"; {missed} not fitted (no usable request)"
+    return text
 
 
 CALIBRATION_ERRORS: tuple[type[BaseException], ...] = (*USER_ERRORS, UnicodeDecodeError)
@@ -160,7 +169,8 @@ def _scatter(traffic: pl.DataFrame, registry: Registry, base: Candidate, fits: t
     for f in fits:
         if f.mfu is not None:
             pools[f.pool] = dataclasses.replace(pools.get(f.pool, PoolOverride()), **f.values())  # type: ignore[arg-type]
-    observed = traffic.filter(pl.col("obs_pool").is_not_null())
+    # replayed on their observed pools, the fitted pools' requests alone give the same times, sooner
+    observed = traffic.filter(pl.col("obs_pool").is_in([f.pool for f in fits]))
     fitted = dataclasses.replace(base, name="fitted", policy="observed", policy_options={}, pools=pools)
     rows = run_replay(fitted, observed, registry, 0).requests
     keys = [c for c in ("trace", "seq") if c in rows.columns and c in observed.columns]
