@@ -271,7 +271,12 @@ def test_calibration_fills_the_candidate(db: Path, monkeypatch: pytest.MonkeyPat
 def test_the_sidebars_pools_narrow_the_calibration(db: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     at = open_page(db, monkeypatch)
     at.sidebar.multiselect(key="pools").set_value(["gaudi3-a"]).run()
-    assert any(c.value.startswith("Fits gaudi3-a alone, from their own evidence") for c in at.caption)
+    assert any(c.value.startswith("Fits gaudi3-a alone, from its own evidence: the pool picked") for c in at.caption)
+    at.sidebar.multiselect(key="pools").set_value(["gaudi3-a", "mi300x-a"]).run()
+    assert any(c.value.startswith(("Fits gaudi3-a, mi300x-a alone, from their own evidence: the pools picked",
+                                   "Fits mi300x-a, gaudi3-a alone, from their own evidence: the pools picked"))
+               for c in at.caption), [c.value for c in at.caption]
+    at.sidebar.multiselect(key="pools").set_value(["gaudi3-a"]).run()
     at.button(key="wi.calibrate").click().run()
     assert not at.exception, at.exception
     fits, scatter, _ = at.session_state["wi.calib"]

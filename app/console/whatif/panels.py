@@ -44,7 +44,8 @@ def calibration(path: str, registry: Registry, pick: Pick | None, pools: tuple[s
                "pool, TTFT and e2e) and/or running each row of a benchmark table closed-loop, as `hetpool replay "
                "calibrate` does. Pools of one chip and engine share one fit. Pick the traffic on the What-if tab.")
     if pools:
-        st.caption(f"Fits {', '.join(pools)} alone, from their own evidence: the pools picked in the sidebar "
+        own, picked = ("its", "the pool") if len(pools) == 1 else ("their", "the pools")
+        st.caption(f"Fits {', '.join(pools)} alone, from {own} own evidence: {picked} picked in the sidebar "
                    "(as `--pool`). Clear the sidebar's pools to fit the whole fleet.")
     upload = st.file_uploader("Benchmark table (CSV: pool,isl,osl,concurrency,ttft_ms,tpot_ms)", type=["csv"],
                               key="wi.calib_bench")
