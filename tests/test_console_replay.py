@@ -26,7 +26,7 @@ from replay.fleet import PoolSpec, resolve_pools
 from replay.summary import Summary
 from store import ENV_DB, connect, require_registry
 from store.replay_runs import get_replay_run
-from store.requests import read_requests
+from store.requests import read_history, read_requests
 from store.views.faults import telemetry_for
 from tests.conftest import REPO
 
@@ -122,8 +122,15 @@ def test_a_run_shows_the_engines_numbers_beside_the_baseline(db: Path, monkeypat
     base = Candidate(name="registry", policy="sla_cost", sla_tiers=TIERS)
     faults = telemetry_of(db, traffic)
     assert faults.height > 0 and float(faults["throttled_minutes"].sum()) > 0  # the demo throttles ascend-a
-    expected = run_replay(cand, traffic, reg, 0, telemetry=faults).summary
-    expected_base = run_replay(base, traffic, reg, 0, telemetry=faults).summary
+    # the routers start from what a gateway knew before the window: the page replays with that history
+    con = connect(db, read_only=True)
+    try:
+        known = read_history(con, before_ms=start)
+    finally:
+        con.close()
+    assert known.height > 0
+    expected = run_replay(cand, traffic, reg, 0, known, telemetry=faults).summary
+    expected_base = run_replay(base, traffic, reg, 0, known, telemetry=faults).summary
     assert expected != run_replay(cand, traffic, reg, 0).summary  # the page replays the telemetry's throttling
     shown = {m.label: m.value for m in at.metric}
     assert shown == tiles(expected)
