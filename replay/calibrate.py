@@ -39,6 +39,7 @@ from replay.engine import prepare_traffic
 from replay.exceptions import ReplayError
 from replay.fitting import Coefficient, apply, fit, prior
 from replay.fleet import PoolSpec, pools_by_id
+from replay.hops import TypicalHop, typical_hop
 from replay.plan import build_plan
 from replay.policies import get_policy
 from replay.simulator import simulate
@@ -253,7 +254,8 @@ def fit_group(specs: list[PoolSpec], evidence: dict[str, Evidence]) -> list[Pool
     def residuals(values: dict[str, float | None]) -> np.ndarray:
         return np.concatenate([part.residuals(apply(spec, values)) for spec, part in parts])
 
-    p = prior(specs[0])
+    p = start_values(specs[0])
+    typical = undeclared_hop(specs[0])
     prompts = np.concatenate([part.prompts for _, part in parts])
     prompt = max(1.0, float(np.median(prompts))) if prompts.size else 1.0
     core = _core(specs[0], p, residuals, prompt)
@@ -266,6 +268,8 @@ def fit_group(specs: list[PoolSpec], evidence: dict[str, Evidence]) -> list[Pool
                          smooth=smooth, collinear=("collective_us",) if one_layout else ())
     notes = [f"fitted {c.name} reached the bound {c.value:g}: the evidence is faster than the chip's peak"
              for c in report if c.status == "at bound" and c.name in ("mfu", "mem_bw_eff", "mfu_decode")]
+    if typical is not None and any(c.name == "collective_us" and c.status != "fitted" for c in report):
+        notes.append(_typical_note(specs[0], typical))
     group = tuple(s.id for s in specs)
     out = []
     for spec in specs:
@@ -278,6 +282,30 @@ def fit_group(specs: list[PoolSpec], evidence: dict[str, Evidence]) -> list[Pool
             continue
         out.append(_fit_of(spec, best, report, group, mine, notes, trace, table, carried=None))
     return out
+
+
+def undeclared_hop(spec: PoolSpec) -> TypicalHop | None:
+    """The typical hop latency of the pool's link family when neither the pool nor its chip declares one."""
+    if spec.collective_us is not None or spec.chip.interconnect.latency_us:
+        return None
+    return typical_hop(spec.chip.interconnect.kind)
+
+
+def start_values(spec: PoolSpec) -> dict[str, float | None]:
+    """What a fit starts from and keeps where the evidence says nothing: the registry's values, with the link
+    family's typical hop latency where neither the pool nor its chip declares one."""
+    p = prior(spec)
+    typical = undeclared_hop(spec)
+    if typical is not None:  # 0 would make every TP degree's all-reduces as quick to synchronize as one's
+        p["collective_us"] = typical.hop_us
+    return p
+
+
+def _typical_note(spec: PoolSpec, typical: TypicalHop) -> str:
+    link = spec.chip.interconnect.kind
+    return (f"{spec.chip.id}'s interconnect ({link}) declares no latency per hop (interconnect.latency_us), and this "
+            f"evidence cannot fit one: collective_us is {typical.family}'s typical {typical.hop_us:.3g} us "
+            f"({typical.source}); declare the link's own to replace it")
 
 
 def _hops(spec: PoolSpec) -> float:
@@ -505,7 +533,9 @@ def carried(fits: tuple[PoolFit, ...], registry: Registry, specs: dict[str, Pool
             src = by_engine[engine[pid]]
             values = src.values()
             if src.collective_us is not None and specs[src.pool].chip.interconnect.kind != spec.chip.interconnect.kind:
-                values.pop("collective_us")  # another link: its own declared latency
+                values.pop("collective_us")  # another link: its own declared latency, else its family's
+                if (typical := undeclared_hop(spec)) is not None:
+                    values["collective_us"] = typical.hop_us
             trust = (f"carried from {src.pool} ({specs[src.pool].chip.id}, {engine[pid]}) through the datasheets: "
                      f"expect at least its fit error (TPOT MAPE {_pct(src.tpot_mape)}, TTFT MAPE "
                      f"{_pct(src.ttft_mape)}), more where this chip sustains another share of its peak; check it "
@@ -540,7 +570,11 @@ def _same_chip_trust(src: PoolFit, spec: PoolSpec, specs: dict[str, PoolSpec]) -
         text += f": check it with one benchmark row at TP{_tp(spec)}, or fit two TP degrees together"
     elif kept:
         text += f"; {', '.join(kept)} kept the registry's value (not identifiable from the fitted rows)"
-    if _tp(spec) > 1 and not src.collective_us:
+    typical = undeclared_hop(spec)
+    if _tp(spec) > 1 and typical is not None and src.collective_us == typical.hop_us:
+        text += (f"; {spec.chip.id}'s interconnect declares no latency per hop (interconnect.latency_us), so "
+                 f"TP{_tp(spec)}'s all-reduces pay {typical.family}'s typical {typical.hop_us:.3g} us a hop")
+    elif _tp(spec) > 1 and not src.collective_us:
         text += (f"; {spec.chip.id}'s interconnect declares no latency per hop (interconnect.latency_us), so "
                  f"TP{_tp(spec)}'s all-reduces cost their bytes alone")
     return text

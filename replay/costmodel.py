@@ -44,8 +44,9 @@ Collectives, which no FLOP or byte of HBM hides (engines run them between the la
 The link is the chip's interconnect within a node and the pool's node network for a group that spans nodes
 (TP wider than a node, stages or expert groups across nodes); without a declared network the interconnect is
 used. The latency of a hop is the cost model's collective_us, else the link's latency_us, else 0 (the step
-counts are NCCL's ring and all-to-all). Without a declared hidden size (or attention heads) the model has no
-collective term, as before the field existed.
+counts are NCCL's ring and all-to-all); a calibration keeps a measured link family's typical figure instead of
+that 0 (replay/hops.py), so the candidate it writes carries it. Without a declared hidden size (or attention
+heads) the model has no collective term, as before the field existed.
 
     collective_s = layers x (n_tp x (2(tp - 1) x hop + 2(tp - 1)/tp x hidden x 2 B x tokens / m / bw)
                              + n_ep x ((ep - 1) x hop + k x hidden x 2 B x (ep - 1) / ep^2 x tokens / m / bw))

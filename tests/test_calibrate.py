@@ -297,6 +297,31 @@ def test_a_fit_on_one_tp_degree_carries_to_the_others() -> None:
         assert max(errors) < 0.05, (pid, errors)
 
 
+def test_a_link_that_declares_no_hop_latency_fits_and_carries_with_its_familys() -> None:
+    # The chip's NVLink declares no latency; the truth pays NVLink's typical 2.13 us a hop. From TP4 alone the fit
+    # cannot see the hops, keeps the family's figure (not 0), says so, and TP8 carries as with a declared link.
+    reg = tp_fleet(latency_us=0.0)
+    hop = 1024 / (8 * 0.06e9) * 1e6
+    truth = {**TRUE, "collective_us": hop}
+    table = tp_table(reg, ("tp4", "tp8"), true=truth)
+    fits, _ = calibrate(None, reg, bench=table.filter(pl.col("pool") == "tp4"))
+    got = {f.pool: f for f in fits}
+    report = {c.name: c for c in got["tp4"].coefficients}
+    assert report["collective_us"].status == "not identifiable"
+    assert got["tp4"].collective_us == pytest.approx(hop) == got["tp8"].collective_us
+    assert ("h100's interconnect (nvlink) declares no latency per hop (interconnect.latency_us), and this evidence "
+            "cannot fit one: collective_us is NVLink's typical 2.13 us (NCCL all-reduce of 1 KB") in \
+        got["tp4"].notes[-1]
+    assert "so TP8's all-reduces pay NVLink's typical 2.13 us a hop" in got["tp8"].notes[0]
+    spec = pools_by_id(reg, Candidate(name="f", pools={"tp8": PoolOverride(**got["tp8"].values())}))["tp8"]  # type: ignore[arg-type]
+    errors = []
+    for row in table.filter(pl.col("pool") == "tp8").iter_rows(named=True):
+        p = closed_loop(spec, row["concurrency"], row["isl"], row["osl"], calibration_requests(row["concurrency"]))
+        assert p.tpot_ms_p50 is not None
+        errors.append(abs(p.tpot_ms_p50 / row["tpot_ms"] - 1))
+    assert float(np.median(errors)) < 0.02, errors
+
+
 def test_the_fit_of_a_chip_carries_to_a_sibling_chip_through_the_datasheets() -> None:
     reg = tp_fleet(tps=(4,))
     sibling = dataclasses.replace(chip("h200", tflops=989.0, bw_tbps=4.8, hbm_gb=141.0),

@@ -31,8 +31,8 @@ import yaml
 from app.cli import main
 from pool_registry import Registry, load_registry
 from replay import Candidate, PoolOverride, calibrate, closed_loop, parse_bench_table, run_replay
-from replay.calibrate import calibration_requests, sequence_time_as_work
-from replay.fitting import NAMES, STATUSES, Coefficient, apply, fit, prior
+from replay.calibrate import calibration_requests, sequence_time_as_work, start_values
+from replay.fitting import NAMES, STATUSES, Coefficient, apply, fit
 from replay.fleet import PoolSpec, pools_by_id
 
 # A target the model misses: the test states the target, the reason the measured error and why.
@@ -210,7 +210,7 @@ def tpot_fit(spec: PoolSpec, rows: list[tuple[int, int, int, float]]) -> tuple[d
         trial = apply(spec, values)
         return np.array([math.log((closed_loop(trial, c, isl, osl, calibration_requests(c)).tpot_ms_p50 or math.inf)
                                   / tpot) for isl, osl, c, tpot in rows])
-    values, report = fit(residuals, prior(spec), smooth=True, max_evaluations=400)
+    values, report = fit(residuals, start_values(spec), smooth=True, max_evaluations=400)
     return values, tuple(report)
 
 
@@ -284,12 +284,20 @@ def test_a_what_one_degree_cannot_say_brackets_the_measured_tp8(tp: Carry, regis
 
 
 @pytest.mark.slow
-def test_a_without_a_hop_latency_tp_does_not_carry(tmp_path: Path) -> None:
-    """The same fit with links of no declared latency: TP4's fixed time then all goes to terms that scale with
-    TP, and TP8 comes out far too fast at low concurrency. The hop latency is what carries."""
+def test_a_without_a_declared_hop_latency_the_link_familys_carries(tmp_path: Path) -> None:
+    """Links that declare no latency: the fit keeps Infinity Fabric's typical hop (the measured figure the registry
+    above declares), so TP4's fit carries to TP8 as well. A link of a family nobody measured keeps 0: TP4's fixed
+    time then all goes to terms that scale with TP, and TP8 comes out far too fast at low concurrency. The hop
+    latency is what carries."""
     path = tmp_path / "fleet.yaml"
     path.write_text(registry_yaml(link_latency=False))
     carry = tp_carry(load_registry(path))
+    hop = carry.status("collective_us")
+    assert hop.status == "not identifiable" and hop.value == pytest.approx(hop_us("mi300x"))
+    assert carry.tpot("mi300x-tp8") <= 0.10, carry.errors["mi300x-tp8"]
+    path.write_text(registry_yaml(link_latency=False).replace("kind: infinity_fabric", "kind: custom_fabric"))
+    carry = tp_carry(load_registry(path))
+    assert carry.status("collective_us").value == 0.0
     assert carry.tpot("mi300x-tp4", FIT_A) < 0.02
     assert carry.tpot("mi300x-tp8") > 0.15
     assert all(carry.errors["mi300x-tp8"][c][1] < -0.15 for c in (4, 8, 16))
@@ -329,7 +337,7 @@ def both_degrees(registry_file: Path) -> Carry:
     def residuals(values: dict[str, float | None]) -> np.ndarray:
         return np.array([math.log(batch_seconds(reg, apply(specs[f"mi300x-tp{tp}"], values), n, isl)
                                   / measured[tp, isl][n]) for (tp, isl), ns in BOTH_FIT.items() for n in ns])
-    values, report = fit(residuals, prior(specs["mi300x-tp4"]), smooth=True, max_evaluations=400)
+    values, report = fit(residuals, start_values(specs["mi300x-tp4"]), smooth=True, max_evaluations=400)
     errors = {f"tp{tp}-{isl}": {n: (None, batch_seconds(reg, apply(specs[f"mi300x-tp{tp}"], values), n, isl) / s - 1)
                                 for n, s in rows.items()} for (tp, isl), rows in measured.items()}
     return Carry(tuple(report), values, errors)

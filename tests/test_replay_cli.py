@@ -138,9 +138,17 @@ def test_calibrate_from_stored_observations(capsys: pytest.CaptureFixture[str], 
         con.close()
     cand = load_candidate(out_file, registry)
     assert cand.policy == "sla_cost" and set(cand.sla_tiers) == {"standard", "premium", "batch"}  # the base's
-    assert cand.pools["h100-a"].mfu == pytest.approx(0.30, rel=0.05)
-    assert cand.pools["h100-a"].mem_bw_eff == pytest.approx(0.60, rel=0.05)
-    assert cand.pools["h100-a"].step_overhead_ms == pytest.approx(5.0, rel=0.05)
+    fit = cand.pools["h100-a"]
+    assert fit.mfu == pytest.approx(0.30, rel=0.05)
+    # A trace pins a lone decode pass, the weights at the sustained bandwidth plus the engine's time per step (the
+    # hops' 2 ms are the NVLink's declared latency, not fitted); how the pass splits into the two shows only in how
+    # passes grow with batch and context, which a trace of rough replayed times pins loosely (as in
+    # tests/test_demo_replay.py: the bandwidth within 10 %, the overhead within 40 %)
+    weights_s = 70.6e9 * 2 / (3.35e12 * 4)
+    assert weights_s / fit.mem_bw_eff + fit.step_overhead_ms / 1000 == pytest.approx(  # type: ignore[operator]
+        weights_s / 0.60 + 5.0 / 1000, rel=0.01)
+    assert fit.mem_bw_eff == pytest.approx(0.60, rel=0.10)
+    assert fit.step_overhead_ms == pytest.approx(5.0, rel=0.40)
     assert out_file.read_text().startswith("# Calibrated from stored requests of trace 'observed.csv'")
 
 
