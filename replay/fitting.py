@@ -79,13 +79,22 @@ class Coefficient:
     spread: float | None     # the value is known within x / spread .. x * spread; None when not fitted
     prior: float | None      # the registry's value
 
+    def error(self) -> str:
+        """The standard error as printed: ± a percentage, or the factor it spans once that passes ten."""
+        if self.spread is None or self.status != "fitted":
+            return "–"
+        return f"±{(self.spread - 1) * 100:.1f} %" if self.spread <= 10.0 else "more than a factor of 10"
+
     def describe(self) -> str:
         """One phrase: value and status."""
         if self.value is None:
             return f"{self.name}: as mfu ({'not identifiable' if self.status != 'fitted' else self.status})"
         text = f"{self.name} {self.value:.4g}"
+        if self.status == "fitted" and self.spread is not None and self.spread > SPREAD_LIMIT:
+            # kept because the fit is significantly worse without it, though the evidence leaves its value open
+            return f"{text} (fitted loosely, {self.error()}: the fit is worse without it, but it is not pinned down)"
         if self.status == "fitted" and self.spread is not None:
-            return f"{text} (fitted, ±{(self.spread - 1) * 100:.1f} %)"
+            return f"{text} (fitted, {self.error()})"
         if self.status == "not identifiable":
             return f"{text} (not identifiable from this evidence: the registry's value is kept)"
         if self.status == "no effect":

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from replay.fitting import MAX_MOVE, _smooth_rows, _whitening, fit
+from replay.fitting import MAX_MOVE, Coefficient, _smooth_rows, _whitening, fit
 
 PRIOR: dict[str, float | None] = {"mfu": 0.3, "mem_bw_eff": 0.6, "mfu_decode": None, "step_overhead_ms": 0.0,
                                   "seq_overhead_us": 0.0, "collective_us": 2.0, "serial_share": 0.0}
@@ -117,3 +117,19 @@ def test_a_fit_with_fewer_residuals_than_coefficients_runs() -> None:
     values, report = fit(residuals, {"mfu": 0.4, "mem_bw_eff": 0.6}, names=("mfu", "mem_bw_eff"))
     assert 1.0 / (values["mfu"] or 1) + 1.0 / (values["mem_bw_eff"] or 1) == pytest.approx(4.0, rel=1e-3)
     assert {c.name for c in report} == {"mfu", "mem_bw_eff"}
+
+
+@pytest.mark.parametrize(("spread", "status", "error", "phrase"), [
+    (1.031, "fitted", "±3.1 %", "mfu 0.3 (fitted, ±3.1 %)"),
+    (1.5, "fitted", "±50.0 %", "mfu 0.3 (fitted, ±50.0 %)"),
+    # kept because the fit is worse without it, though the evidence leaves it open: said so, not as a percentage
+    (2.0, "fitted", "±100.0 %", "mfu 0.3 (fitted loosely, ±100.0 %: the fit is worse without it, but it is not "
+                               "pinned down)"),
+    (5e21, "fitted", "more than a factor of 10", "mfu 0.3 (fitted loosely, more than a factor of 10: the fit is "
+                                                 "worse without it, but it is not pinned down)"),
+    (None, "not identifiable", "–", "mfu 0.3 (not identifiable from this evidence: the registry's value is kept)"),
+])
+def test_a_coefficients_error_reads_as_a_person_would_say_it(spread: float | None, status: str, error: str,
+                                                             phrase: str) -> None:
+    c = Coefficient("mfu", 0.3, status, spread, 0.4)
+    assert c.error() == error and c.describe() == phrase

@@ -141,7 +141,7 @@ def _coefficients(fits: tuple[PoolFit, ...], configured: dict[str, Any]) -> None
         table = pl.DataFrame([{
             "coefficient": c.name, "registry": mfu if c.prior is None and c.name == "mfu_decode" else c.prior,
             "fitted": c.value if c.value is not None else f.mfu, "status": STATUS_MARK[c.status],
-            "± (standard error)": "–" if c.spread is None or c.status != "fitted" else f"{(c.spread - 1) * 100:.1f} %",
+            "± (standard error)": c.error(),
             "what it means": c.describe()} for c in f.coefficients], strict=False).to_pandas()
         st.dataframe(table.style.map(lambda v: STATUS_COLOURS.get(str(v), ""), subset=["status"]), hide_index=True,
                      width="stretch", column_config={"registry": st.column_config.NumberColumn(format="%.4g"),
