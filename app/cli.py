@@ -11,6 +11,7 @@ from app.commands import add_commands
 from app.commands._base import Context, OneLineParser, common_options
 from app.commands._child import terminate_on_sigterm
 from app.exceptions import user_errors
+from app.plugins import load_plugins
 
 
 def build_parser(*, lazy: bool = False) -> argparse.ArgumentParser:
@@ -39,6 +40,7 @@ def main(argv: list[str] | None = None) -> int:
         atexit.register(lambda: print(f"hetpool: {STATS.line()}", file=sys.stderr))
     try:
         with terminate_on_sigterm():  # SIGTERM unwinds like Ctrl-C: staged runs are dropped, temp files removed
+            load_plugins()
             return int(args.handler(ctx))
     except KeyboardInterrupt:
         print("hetpool: interrupted", file=sys.stderr)

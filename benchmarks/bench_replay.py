@@ -23,7 +23,15 @@ import numpy as np  # noqa: E402  (after the thread limits)
 import polars as pl  # noqa: E402
 
 from pool_registry import Pool, Registry, load_registry  # noqa: E402
-from replay import Candidate, SlaTier, compiled, expand, load_grid_text, run_replay, run_sweep  # noqa: E402
+from replay import (  # noqa: E402
+    Candidate,
+    SlaTier,
+    expand,
+    load_grid_text,
+    native,
+    run_replay,
+    run_sweep,
+)
 from replay.costmodel import decode_seconds, prefill_seconds  # noqa: E402
 from replay.engine import prepare_traffic  # noqa: E402
 from replay.fleet import resolve_pools  # noqa: E402
@@ -144,7 +152,7 @@ def pure_python_rates(n: int, rate: float) -> tuple[float, float]:
     """replay_rate in a process that runs the replica as pure Python (HETPOOL_COMPILED=0)."""
     done = subprocess.run([sys.executable, "-m", "benchmarks.bench_replay", "--requests", str(n), "--rate", str(rate),
                            "--rates-only"], capture_output=True, text=True, check=True,
-                          env={**os.environ, compiled.SWITCH: "0"}, cwd=REPO)
+                          env={**os.environ, native.SWITCH: "0"}, cwd=REPO)
     plain, terms = done.stdout.split()[-2:]
     return float(plain), float(terms)
 
@@ -154,7 +162,7 @@ def bench_replay(n: int, rate: float) -> None:
     cand = CANDIDATE
     frame = traffic(n, rate=rate)
     print(f"replay: {n:,} requests at {rate:g}/s, {len(reg.pools)} pools, sla_cost, POLARS_MAX_THREADS=1; the "
-          f"replica {compiled.STATUS}", flush=True)
+          f"replica {native.status()}", flush=True)
     first, _ = timed(lambda: run_replay(cand, frame, reg, 0))
     seconds, result = timed(lambda: run_replay(cand, frame, reg, 0), repeat=2)
     s = result.summary
@@ -172,7 +180,7 @@ def bench_replay(n: int, rate: float) -> None:
     report("replay run_replay, best of 2 (target 100,000)", speed, "req/s", slot_rate, "of the slot model")
     report("slot model (previous engine), best of 2", slot_rate, "req/s")
     report("replay with every step term on, best of 2", n / shaped_s, "req/s", speed, "of the plain fleet's")
-    if compiled.STATUS.startswith("compiled"):
+    if native.status().startswith("compiled"):
         pure, pure_terms = pure_python_rates(n, rate)
         report("the same as pure Python, best of 2", pure, "req/s")
         report("replay compiled against pure Python", speed / pure, "x")

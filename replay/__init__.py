@@ -6,11 +6,15 @@ Library entry points for the CLI and the console:
     read_traffic(path, fmt, options) -> (format, Parsed), calibrate(requests, registry, bench=...), run_sweep(...)
     closed_loop(pool, concurrency, isl, osl, requests, *, range_ratio, seed, warmups) -> BenchPoint,
     read_bench_table(path)
-The replica's hot modules run compiled when `make native` has built them from the current sources
-(replay/compiled.py); `compiled.STATUS` says which.
+The replica's hot modules run compiled when `make native` has built them from the current sources and this
+Python (replay/native.py); `native.status()` says which.
 """
 
-from replay import compiled  # first: it loads the compiled build, if any, before anything imports the replica
+from replay import native
+
+native.extend(__path__, __name__)  # first: the package's compiled modules, if built, ahead of their sources
+
+# ruff: noqa: E402  (the imports below come after the package's path is set)
 from replay.bench import BenchPoint, closed_loop, default_requests
 from replay.benchtable import parse_bench_table, read_bench_table
 from replay.calibrate import PoolFit, calibrate, calibrated_candidate
@@ -36,8 +40,8 @@ __all__ = [
     "FORMATS", "POLICIES", "BenchPoint", "BenchTableError", "Candidate", "CandidateError", "Gate", "GateError",
     "Grid", "GridError", "ParseOptions", "Parsed", "PoolFit", "PoolOverride", "ReplayError", "ReplayResult",
     "SlaTier", "Summary", "TrafficError", "UnknownNameError", "Verdict", "calibrate", "calibrated_candidate",
-    "candidate_to_dict", "closed_loop", "compiled", "default_requests", "evaluate", "expand", "get_policy",
-    "load_candidate", "load_candidate_text", "load_gate", "load_gate_text", "load_grid", "load_grid_text",
+    "candidate_to_dict", "closed_loop", "default_requests", "evaluate", "expand", "get_policy",
+    "load_candidate", "load_candidate_text", "load_gate", "load_gate_text", "load_grid", "load_grid_text", "native",
     "pareto_front", "parse_bench_table", "parse_traffic", "read_bench_table", "read_traffic", "replay_summary",
     "run_replay", "run_sweep", "summary_from_dict",
 ]

@@ -37,10 +37,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from replay.book import Book
-from replay.costmodel import StepModel
+from replay.costmodel import step_model
 from replay.exceptions import ReplayError
 from replay.fleet import PoolSpec
-from replay.replica import INF, Replica
+from replay.replica.estimates import Replica
+from replay.replica.state import INF
 
 ARRIVALS = ("staggered", "lockstep")
 
@@ -92,7 +93,7 @@ def service_seconds(pool: PoolSpec, concurrency: int, isl: int, osl: int) -> flo
     min(S, running x chunks) of them, the rest decode only, every pass reading the KV of the running sequences
     at half their output. At most the pool's max_concurrency run; the other clients wait in its queue.
     """
-    step = StepModel.of(pool)
+    step = step_model(pool)
     running = min(concurrency, max(1, pool.max_concurrency))
     chunk = max(1, pool.max_num_batched_tokens - (running - 1))
     prompt_passes = max(1, math.ceil(isl / chunk))
@@ -133,7 +134,7 @@ def closed_loop(pool: PoolSpec, concurrency: int, isl: int, osl: int, requests: 
     n = warmups + requests
     clients = min(concurrency, n)
     book = Book(n, [0] * n)
-    replica = Replica(0, 0, 0, StepModel.of(pool), max_concurrency=pool.max_concurrency,
+    replica = Replica(0, 0, 0, step_model(pool), max_concurrency=pool.max_concurrency,
                       budget=pool.max_num_batched_tokens, kv_capacity=pool.kv_capacity_tokens,
                       rate=pool.replica_cost_per_s, book=book, loads=[0], queues=[0],
                       prefill_first=pool.schedule == "prefill_first")

@@ -34,7 +34,7 @@ from scipy.optimize import minimize
 from pool_registry import Registry
 from replay.bench import closed_loop
 from replay.candidate import Candidate
-from replay.costmodel import Collectives, StepModel
+from replay.costmodel import Collectives, step_model
 from replay.engine import prepare_traffic
 from replay.exceptions import ReplayError
 from replay.fitting import Coefficient, apply, fit, prior
@@ -373,7 +373,7 @@ def _core(spec: PoolSpec, p: dict[str, float | None], residuals: Callable[[dict[
     here it lies along one axis. The two passes first, then the overhead by a scan along the valley, then all
     three together.
     """
-    step = StepModel.of(apply(spec, {**p, "mfu": 1.0, "mem_bw_eff": 1.0, "mfu_decode": None,
+    step = step_model(apply(spec, {**p, "mfu": 1.0, "mem_bw_eff": 1.0, "mfu_decode": None,
                                      "step_overhead_ms": 0.0}))
     unit_prefill, unit_decode = prompt * step.s_per_token, step.weight_bytes_read(1.0) * step.s_per_byte
     held = {**p, "mfu_decode": p.get("mfu_decode")}
@@ -584,7 +584,7 @@ def sequence_time_as_work(spec: PoolSpec, from_tp: int, seqs: int, context: int)
     """Seconds of one decode pass of `seqs` sequences of `context` tokens on a pool carried from TP `from_tp`: with
     its time per running sequence as engine time (as carried), and as work its TP spreads (times from_tp / TP)."""
     def one(pool: PoolSpec) -> float:
-        return StepModel.of(pool).pass_seconds(seqs, seqs, seqs * context, seqs, seqs * context)
+        return step_model(pool).pass_seconds(seqs, seqs, seqs * context, seqs, seqs * context)
     return one(spec), one(apply(spec, {"seq_overhead_us": spec.seq_overhead_us * from_tp / _tp(spec)}))
 
 

@@ -58,6 +58,8 @@ from replay.exceptions import CandidateError, UnknownNameError
 from replay.policies import get_policy
 from replay.predictors import get_predictor
 
+POOL_LISTS = ("prefill", "decode")  # policy options that list pool ids (pd_split's stages)
+
 __all__ = ["Candidate", "PoolOverride", "PredictorSpec", "SlaTier", "candidate_to_dict", "load_candidate",
            "load_candidate_text", "override_value", "predictor_to_data"]
 
@@ -100,23 +102,25 @@ def load_candidate_text(text: str, registry: Registry, source: str = "<candidate
 
 
 def _policy(r: Reader, node: Node | None, registry: Registry) -> tuple[str, dict[str, tuple[str, ...]]]:
+    """`name` or `{name: ..., option: value or [values]}`; the policy checks its own options."""
     if node is None:
         return "", {}
     if isinstance(node.value, list):
-        f = r.mapping(node, "policy", required=("name",), optional=("prefill", "decode", "max_failure_risk"))
-        name = r.optional(f, "name", "policy", r.text, "")
+        f = r.free_mapping(node, "policy")
+        if "name" not in f:
+            r.fail(node, "policy.name", "missing required field")
+        name = r.text(f["name"], "policy.name") if "name" in f else ""
         options: dict[str, tuple[str, ...]] = {
-            k: r.string_list(f[k], f"policy.{k}") for k in ("prefill", "decode") if k in f}
-        if "max_failure_risk" in f:
-            options["max_failure_risk"] = (r.text(f["max_failure_risk"], "policy.max_failure_risk"),)
+            k: r.string_list(v, f"policy.{k}") if isinstance(v.value, list) else (r.text(v, f"policy.{k}"),)
+            for k, v in f.items() if k != "name"}
         known = [p.id for p in registry.pools]
         for key, ids in options.items():
-            if key not in ("prefill", "decode"):
+            if key not in POOL_LISTS:
                 continue
             for i, pool_id in enumerate(ids):
                 if pool_id not in known:
-                    r.fail(f[key].value[i], f"policy.{key}[{i}]",
-                           f"unknown pool '{pool_id}'; known: {', '.join(known)}")
+                    at = f[key].value[i] if isinstance(f[key].value, list) else f[key]
+                    r.fail(at, f"policy.{key}[{i}]", f"unknown pool '{pool_id}'; known: {', '.join(known)}")
     else:
         name, options = r.text(node, "policy"), {}
         f = {"name": node}
@@ -252,7 +256,8 @@ def override_value(r: Reader, key: str) -> Callable[[Node, str], Any]:
 def candidate_to_dict(c: Candidate) -> dict[str, Any]:
     """Plain data in the candidate file's own schema (for JSON storage and YAML output)."""
     policy: Any = c.policy if not c.policy_options else {
-        "name": c.policy, **{k: list(v) if k in ("prefill", "decode") else v[0] for k, v in c.policy_options.items()}}
+        "name": c.policy, **{k: list(v) if k in POOL_LISTS or len(v) != 1 else v[0]
+                             for k, v in c.policy_options.items()}}
     out: dict[str, Any] = {"name": c.name, "policy": policy, "overflow": c.overflow, "noise": c.noise}
     if c.drain_s is not None:
         out["drain_s"] = c.drain_s

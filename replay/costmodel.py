@@ -1,4 +1,4 @@
-"""The step model of a continuously batching replica, and money. Every formula of the replay is here.
+"""The physics behind the step model's coefficients, and money. replay/step.py does a pass's arithmetic.
 
 One engine step (a pass: every running sequence advances by one token) of a replica takes
 
@@ -73,10 +73,11 @@ import numpy as np
 
 from replay.fleet import PoolSpec
 
-# the run sums live in replay/passes.py (compiled with the replica); re-exported, as they are formulas too
-from replay.passes import fit_passes as fit_passes
-from replay.passes import passes_within as passes_within
-from replay.passes import run_seconds as run_seconds
+# the pass and the run sums live in replay/step.py (compiled with the replica); re-exported, as they are formulas too
+from replay.step import StepModel as StepModel
+from replay.step import fit_passes as fit_passes
+from replay.step import passes_within as passes_within
+from replay.step import run_seconds as run_seconds
 
 A = TypeVar("A", float, np.ndarray)
 ACT_BYTES = 2.0  # activations cross links in bf16 whatever the weights' number format
@@ -117,80 +118,44 @@ class Collectives:
         return cls(fixed, per_token)
 
 
-@dataclass(frozen=True)
-class StepModel:
-    """The coefficients of one replica's pass time, from its pool's chip, model and engine settings."""
-
-    pp: int
-    s_per_byte: float       # seconds to read one byte at the replica's sustained bandwidth
-    s_per_token: float      # seconds of compute per prefill token at the replica's sustained FLOP/s
-    kv_bytes: float         # KV cache bytes per token
-    weight_bytes: float     # all weights
-    pick: float             # the chance a token picks one given expert (1 for a dense model)
-    overhead_s: float       # engine time per step
-    s_per_token_decode: float = 0.0  # seconds of compute per decode token (at mfu_decode)
-    dense_bytes: float = 0.0         # weights every token reads whatever experts it picks
-    seq_overhead_s: float = 0.0      # engine time per running sequence per step
-    s_per_ctx: float = 0.0           # attention compute per token and context token
-    comm_s: float = 0.0              # collectives' fixed time per pass
-    comm_s_per_token: float = 0.0    # collectives' time per token of a micro-batch
-    serial_share: float = 0.0        # share of the shorter of memory and compute the longer does not hide
-
-    @classmethod
-    def of(cls, pool: PoolSpec, speed: float = 1.0) -> StepModel:
-        """The step model of a pool's replicas, slowed by `speed` (> 1 slower) for replica-to-replica spread."""
-        m = pool.model
-        flops = 2.0 * m.active_params_b * 1e9
-        if m.experts and m.experts_per_token and m.moe:
-            expert = (m.total_params_b - m.active_params_b) / (m.experts - m.experts_per_token)
-            dense = max(0.0, m.active_params_b - m.experts_per_token * expert) * 1e9 * m.bytes_per_param
-            pick = m.experts_per_token / m.experts
-        else:
-            dense, pick = 0.0, min(1.0, m.active_params_b / m.total_params_b)
-        attention = 4.0 * m.layers * m.attention_heads * m.head_dim
-        comm = Collectives.of(pool)
-        return cls(pp=pool.pp, s_per_byte=speed / pool.replica_bytes_per_s,
-                   s_per_token=speed * flops / pool.replica_flops,
-                   kv_bytes=pool.kv_bytes_per_token, weight_bytes=m.weight_bytes, pick=pick,
-                   overhead_s=speed * pool.step_overhead_ms / 1000.0,
-                   s_per_token_decode=speed * flops / pool.replica_decode_flops, dense_bytes=dense,
-                   seq_overhead_s=speed * pool.seq_overhead_us / 1e6,
-                   s_per_ctx=speed * attention / pool.replica_flops,
-                   comm_s=speed * comm.fixed_s, comm_s_per_token=speed * comm.s_per_token,
-                   serial_share=pool.serial_share)
-
-    def weight_bytes_read(self, tokens: float) -> float:
-        """Weight bytes one micro-batch of `tokens` tokens reads (all of them for a dense model)."""
-        if self.pick >= 1.0:
-            return self.weight_bytes
-        return self.dense_bytes + (self.weight_bytes - self.dense_bytes) * (
-            1.0 - (1.0 - self.pick) ** max(tokens, 1.0))
-
-    def fixed_seconds(self, seqs: int, tokens: float) -> float:
-        """What a pass adds beyond memory and compute: collectives, and the engine's time per step and sequence."""
-        m = min(self.pp, seqs) or 1
-        return self.overhead_s + self.seq_overhead_s * seqs + self.comm_s + self.comm_s_per_token * tokens / m
-
-    def pass_seconds(self, seqs: int, tokens: int, kv_tokens: float, decode_tokens: int = 0,
-                     context: float = 0.0) -> float:
-        """One pass of `seqs` sequences computing `tokens` tokens (`decode_tokens` of them decoding), reading
-        `kv_tokens` of KV, with `context` token x context products of attention."""
-        m = min(self.pp, seqs) or 1
-        pp = self.pp
-        memory = pp * (self.weight_bytes_read(tokens / m) + self.kv_bytes * kv_tokens / m) * self.s_per_byte
-        compute = pp * (self.s_per_token * (tokens - decode_tokens) + self.s_per_token_decode * decode_tokens
-                        + self.s_per_ctx * context) / m
-        return max(memory, compute) + self.serial_share * min(memory, compute) + self.fixed_seconds(seqs, tokens)
+def step_model(pool: PoolSpec, speed: float = 1.0) -> StepModel:
+    """The step model of a pool's replicas, slowed by `speed` (> 1 slower) for replica-to-replica spread."""
+    m = pool.model
+    flops = 2.0 * m.active_params_b * 1e9
+    if m.experts and m.experts_per_token and m.moe:
+        expert = (m.total_params_b - m.active_params_b) / (m.experts - m.experts_per_token)
+        dense = max(0.0, m.active_params_b - m.experts_per_token * expert) * 1e9 * m.bytes_per_param
+        pick = m.experts_per_token / m.experts
+    else:
+        dense, pick = 0.0, min(1.0, m.active_params_b / m.total_params_b)
+    attention = 4.0 * m.layers * m.attention_heads * m.head_dim
+    comm = Collectives.of(pool)
+    return StepModel(pp=pool.pp, s_per_byte=speed / pool.replica_bytes_per_s,
+                     s_per_token=speed * flops / pool.replica_flops,
+                     kv_bytes=pool.kv_bytes_per_token, weight_bytes=m.weight_bytes, pick=pick,
+                     overhead_s=speed * pool.step_overhead_ms / 1000.0,
+                     s_per_token_decode=speed * flops / pool.replica_decode_flops, dense_bytes=dense,
+                     seq_overhead_s=speed * pool.seq_overhead_us / 1e6,
+                     s_per_ctx=speed * attention / pool.replica_flops,
+                     comm_s=speed * comm.fixed_s, comm_s_per_token=speed * comm.s_per_token,
+                     serial_share=pool.serial_share,
+                     whole=pool.max_num_batched_tokens + pool.max_concurrency)
 
 
 def prefill_seconds(in_tokens: A, cached_tokens: A, pool: PoolSpec) -> A:
-    """One-request limit of prefill: the uncached prompt at the replica's sustained FLOP/s."""
-    return (in_tokens - cached_tokens) * StepModel.of(pool).s_per_token
+    """One-request limit of prefill: the uncached prompt at the replica's sustained FLOP/s, with attention over the
+    context its tokens see (the cached prefix, then half the uncached part on average) when the model declares it."""
+    step = step_model(pool)
+    return _prefill(in_tokens, cached_tokens, step.s_per_token, step.s_per_ctx)
+
+
+def _prefill(in_tokens: A, cached_tokens: A, s_per_token: A | float, s_per_ctx: A | float) -> A:
+    return (in_tokens - cached_tokens) * (s_per_token + s_per_ctx * (in_tokens + cached_tokens) / 2.0)
 
 
 def decode_seconds(out_tokens: A, pool: PoolSpec) -> A:
     """One-request limit of decode: every token reads the weights one token touches (the active ones)."""
-    step = StepModel.of(pool)
+    step = step_model(pool)
     return out_tokens * step.weight_bytes_read(1.0) * step.s_per_byte
 
 
@@ -231,32 +196,22 @@ class FullBatch:
     prices every pool: the plan ranks each block of a learning predictor's arrivals anew with it."""
 
     def __init__(self, pools: tuple[PoolSpec, ...]) -> None:
-        steps = [StepModel.of(p) for p in pools]
+        steps = [step_model(p) for p in pools]
         full = [p.max_concurrency for p in pools]
-        m = [min(s.pp, f) for s, f in zip(steps, full, strict=True)]
+        # a pass of a full batch of decoders as a line in their mean context x: max(a + b x, c + d x) + o
+        lines = [s.line(f, f, f, 0.0, 0.0, float(f), float(f)) for s, f in zip(steps, full, strict=True)]
 
         def col(values: list[float] | list[int]) -> np.ndarray:
             return np.array(values, dtype=np.float64)[:, None]
 
-        self.pp, self.spb, self.sptd, self.spt, self.sctx = (
-            col([getattr(s, a) for s in steps])
-            for a in ("pp", "s_per_byte", "s_per_token_decode", "s_per_token", "s_per_ctx"))
-        self.serial = col([s.serial_share for s in steps])
-        self.weights = col([s.weight_bytes_read(f / k) for s, f, k in zip(steps, full, m, strict=True)])
-        self.kv_full = col([s.kv_bytes * f for s, f in zip(steps, full, strict=True)])
-        self.fixed = col([s.fixed_seconds(f, f) for s, f in zip(steps, full, strict=True)])
+        self.a, self.b, self.c, self.d, self.o = (col([ln[k] for ln in lines]) for k in range(5))
+        self.spt, self.sctx = col([s.s_per_token for s in steps]), col([s.s_per_ctx for s in steps])
         self.rate = col([p.replica_cost_per_s for p in pools])
-        self.full, self.m = col(full), col(m)
+        self.full = col(full)
 
     def costs(self, in_tokens: np.ndarray, cached_tokens: np.ndarray, out_tokens: np.ndarray) -> np.ndarray:
         """(pools, requests): what each request costs on each pool."""
-        # the one-pool formula's operations in its order, so the figures are the same to the last bit
         context = in_tokens + out_tokens / 2.0
-        memory = self.pp * (self.weights + self.kv_full * context / self.m) * self.spb
-        compute = self.pp * (self.sptd + self.sctx * context) * self.full / self.m
-        longer = np.maximum(memory, compute)
-        if self.serial.any():
-            longer = longer + self.serial * np.minimum(memory, compute)
-        per_token = (longer + self.fixed) / self.full
-        prefill = (in_tokens - cached_tokens) * (self.spt + self.sctx * (in_tokens + cached_tokens) / 2.0)
+        per_token = (np.maximum(self.a + self.b * context, self.c + self.d * context) + self.o) / self.full
+        prefill = _prefill(in_tokens, cached_tokens, self.spt, self.sctx)
         return (prefill + out_tokens * per_token) * self.rate

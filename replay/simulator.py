@@ -2,10 +2,10 @@
 
 Events are arrivals (in time order, from the plan), the ends of replicas' runs of identical passes (one
 pending per replica, its `next_at`), failures and repairs and, for split policies, KV caches landing on their
-decode pool (these three in one heap). Events at or before an arrival's time are handled first, so a router
-sees every replica as of that moment; a run end and an arrival at the same instant put the arrival into the
-pass that starts then. Requests no pool can
-take follow the candidate's overflow rule and are never dropped silently. One seeded RNG per run draws the
+decode pool (these four in one heap, a run end voided by its replica's version when an arrival cuts the run
+short). Events at or before an arrival's time are handled first, so a router sees every replica as of that
+moment; a run end and an arrival at the same instant put the arrival into the pass that starts then. Requests
+no pool can take follow the candidate's overflow rule and are never dropped silently. One seeded RNG per run draws the
 round-robin start and, with `noise`, each replica's speed.
 
 Routers see each request's predicted output length (plan.pred_list, from the candidate's predictor), never
@@ -27,11 +27,11 @@ import numpy as np
 from replay import costmodel
 from replay.book import Book
 from replay.constraints import why_not
-from replay.costmodel import StepModel
+from replay.costmodel import step_model
 from replay.faults import PoolFaultModel, next_failure
 from replay.plan import Plan
 from replay.policies.base import Policy, Router, State
-from replay.replica import Replica
+from replay.replica.estimates import Replica
 
 NONE, QUEUE, DEGRADE, REJECT, UNFIT = 0, 1, 2, 3, 4
 FAIL, REPAIR = -2, -3  # the kind of a replica's failure and repair events, before run ends' versions (>= 0)
@@ -70,10 +70,10 @@ def reject_reason(plan: Plan, i: int, flag: int, policy: Policy) -> str:
     return f"overflow: no pool met {what} of policy {policy.name}"
 
 
-def build_replicas(plan: Plan, book: Book, noise: float, rng: np.random.Generator, active: list[Replica],
+def build_replicas(plan: Plan, book: Book, noise: float, rng: np.random.Generator, events: list[tuple[float, int, int]],
                    speed: list[float] | None = None) -> tuple[list[list[Replica]], list[int], list[int]]:
     """Every pool's replicas, with their own speed when the candidate asks for noise, slowed by their pool's
-    time-averaged throttling (`speed`, per pool, 1 when never throttled); `active` will hold the busy ones."""
+    time-averaged throttling (`speed`, per pool, 1 when never throttled); their run ends go onto `events`."""
     loads, queues = [0] * len(plan.pools), [0] * len(plan.pools)
     sigma2 = float(np.log1p(noise**2))
     out: list[list[Replica]] = []
@@ -83,10 +83,10 @@ def build_replicas(plan: Plan, book: Book, noise: float, rng: np.random.Generato
         slow = 1.0 / speed[p] if speed is not None and speed[p] != 1.0 else 1.0
         reps = []
         for r in range(spec.replicas):
-            reps.append(Replica(rid, p, r, StepModel.of(spec, float(speeds[r]) * slow),
+            reps.append(Replica(rid, p, r, step_model(spec, float(speeds[r]) * slow),
                                 max_concurrency=spec.max_concurrency,
                                 budget=spec.max_num_batched_tokens, kv_capacity=spec.kv_capacity_tokens,
-                                rate=spec.replica_cost_per_s, book=book, loads=loads, queues=queues, active=active,
+                                rate=spec.replica_cost_per_s, book=book, loads=loads, queues=queues, events=events,
                                 prefill_first=spec.schedule == "prefill_first"))
             rid += 1
         out.append(reps)
@@ -114,14 +114,13 @@ def _simulate(plan: Plan, policy: Policy, options: dict[str, tuple[str, ...]], o
     book = Book(n, plan.cached_tokens.astype(np.int64).tolist())
     heap: list[tuple[float, int, int]] = []
     speed = [f.speed for f in faults] if faults is not None else None
-    active: list[Replica] = []
-    replicas, loads, queues = build_replicas(plan, book, noise, plan.rng, active, speed)
+    replicas, loads, queues = build_replicas(plan, book, noise, plan.rng, heap, speed)
     flat = [r for reps in replicas for r in reps]
     state = State(plan, replicas, loads, queues)
     if faults is not None:
         state.fail_rate = [f.replica_rate(spec.devices_per_replica) for f, spec in zip(faults, plan.pools, strict=True)]
     router = policy.router(plan, state, options)
-    # typed locals: compiled (replay/compiled.py), the loop then reads them as lists of machine numbers
+    # typed locals: compiled (replay/native.py), the loop then reads them as lists of machine numbers
     prompt: list[int] = plan.prompt_list
     ins: list[int] = plan.in_list
     outs: list[int] = plan.out_list
@@ -219,12 +218,12 @@ def _simulate(plan: Plan, policy: Policy, options: dict[str, tuple[str, ...]], o
         return lost
 
     for i, t in enumerate(arrivals):
-        _events(active, flat, heap, t, fault, land, dispatch)
+        if heap and heap[0][0] <= t:
+            _events(flat, heap, t, fault, land, dispatch)
         if i == upcoming:
             upcoming = plan.refresh(i)
         dispatch(i, t)
-    _events(active, flat, heap, INF, fault, land, dispatch)
-    active.clear()  # empty by now; a replica left in it would hold the run in a cycle
+    _events(flat, heap, INF, fault, land, dispatch)
     for r in flat:  # the run's objects are then freed by their reference counts, not left to the collector
         r.on_done = None
     raw = _outcome(plan, policy, book, pool_out, rep_out, dpool_out, flags, replicas)
@@ -234,37 +233,28 @@ def _simulate(plan: Plan, policy: Policy, options: dict[str, tuple[str, ...]], o
     return raw
 
 
-def _events(active: list[Replica], flat: list[Replica], heap: list[tuple[float, int, int]], until: float,
+def _events(flat: list[Replica], heap: list[tuple[float, int, int]], until: float,
             fault: Callable[[Replica, int, float], list[int]], land: Callable[[int, float], None],
             dispatch: Callable[[int, float], None]) -> None:
-    """Handle every event at or before `until`, earliest first: replicas' run ends, and the heap's failures,
-    repairs and KV landings. Ties go as a heap of (time, version or kind, serial) would order them."""
-    # Each busy replica has one pending run end (next_at): scanning them costs less than pushing every new run end
-    # onto a heap and popping the ones an arrival cut short, more than half of all pushed.
-    while True:
-        rep: Replica | None = None
-        at = INF
-        for r in active:  # in the order they became busy: ties are settled by version, then serial
-            e = r.next_at
-            if e < at or (e == at and rep is not None and (r.version < rep.version or (
-                    r.version == rep.version and r.serial < rep.serial))):
-                rep, at = r, e
-        if heap:
-            ht, kind, rid = heap[0]
-            if rep is None or ht < at or (ht == at and (kind < rep.version or (kind == rep.version
-                                                                                 and rid < rep.serial))):
-                if ht > until:
-                    return
-                heapq.heappop(heap)
-                if rid >= 0:
-                    for j in fault(flat[rid], kind, ht):  # a closure calling dispatch would hold the run in a cycle
-                        dispatch(j, ht)
-                else:
-                    land(-1 - rid, ht)
-                continue
-        if rep is None or at > until:
+    """Handle every event at or before `until`, earliest first. The heap holds (time, kind, id): a replica's run
+    end is (time, its version, its serial), void once the replica's version moved on (an arrival cut the run
+    short, it went idle or failed); a failure (FAIL) or repair (REPAIR) is (time, kind, serial); a KV cache landing
+    on its decode pool is (time, -1, -1 - request). Ties go by kind or version, then id."""
+    pop = heapq.heappop
+    while heap:
+        ht, kind, rid = heap[0]
+        if ht > until:
             return
-        rep.boundary(at)
+        pop(heap)
+        if kind >= 0:
+            rep = flat[rid]
+            if rep.version == kind:
+                rep.boundary(ht)
+        elif rid >= 0:
+            for j in fault(flat[rid], kind, ht):  # a closure calling dispatch would hold the run in a cycle
+                dispatch(j, ht)
+        else:
+            land(-1 - rid, ht)
 
 
 def _cut(i: int, p: int, limit: list[int], ins: list[int], outs: list[int], splitting: list[bool],

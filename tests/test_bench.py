@@ -19,7 +19,7 @@ from app.cli import main
 from pool_registry import Registry
 from replay import Candidate, closed_loop, run_replay
 from replay.bench import random_lengths, service_seconds
-from replay.costmodel import StepModel
+from replay.costmodel import step_model
 from replay.exceptions import ReplayError
 from replay.fleet import PoolSpec, resolve_pools
 from replay.replica import Replica
@@ -144,7 +144,7 @@ def assert_point(point: replay.bench.BenchPoint, expected: dict[str, float]) -> 
 
 def test_one_client_runs_each_request_alone_back_to_back() -> None:
     spec = small_pool()
-    step = StepModel.of(spec)
+    step = step_model(spec)
     prefill = step.pass_seconds(1, P, 0)                                   # the prompt, and the first token
     decode = [step.pass_seconds(1, 1, P + m) for m in range(1, OSL)]       # token m + 1 reads P + m of KV
     e2e = prefill + sum(decode)
@@ -157,7 +157,7 @@ def test_one_client_runs_each_request_alone_back_to_back() -> None:
 
 def test_two_clients_by_hand_the_second_starting_half_a_service_time_later() -> None:
     spec = small_pool()
-    pass_s = StepModel.of(spec).pass_seconds
+    pass_s = step_model(spec).pass_seconds
     # One request's expected service at concurrency 2 (clients spread evenly): 5 passes, 2 of which compute a
     # prompt next to the other client's decode token, all reading the KV of 2 sequences at half their output.
     kv = 2 * (P + OSL / 2)
@@ -193,7 +193,7 @@ def test_two_clients_by_hand_when_prompts_run_first() -> None:
     # schedule prefill_first (SGLang): a waiting prompt runs in a pass of its own and the decoders wait for it,
     # where decode-first (the test above) computes it next to their tokens
     spec = dataclasses.replace(small_pool(), schedule="prefill_first")
-    pass_s = StepModel.of(spec).pass_seconds
+    pass_s = step_model(spec).pass_seconds
     s1 = service_seconds(spec, 2, P, OSL) / 2
     passes = [(1, P, 0),              # 1: r0's prompt -> r0's first token
               (1, 1, P + 1),          # 2: r0 decodes
@@ -300,7 +300,7 @@ def test_the_bench_with_random_lengths_is_reproducible(fleet: Registry) -> None:
 # -- request-count semantics -----------------------------------------------------------------------------------
 class Counting:
     """A replica that records what the clients sent and when requests completed: a wrapper, as the compiled
-    Replica (replay/compiled.py) takes no subclasses written in Python."""
+    Replica (replay/native.py) takes no subclasses written in Python."""
 
     log: ClassVar[list[tuple[float, int]]] = []  # (time, +1 sent / -1 completed)
 

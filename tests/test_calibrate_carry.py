@@ -9,7 +9,7 @@ import pytest
 
 from replay import Candidate
 from replay.calibrate import BenchCheck, PoolFit, carried, sequence_time_as_work
-from replay.costmodel import StepModel
+from replay.costmodel import step_model
 from replay.fitting import apply
 from replay.fleet import PoolSpec, pools_by_id
 from tests.test_calibrate import tp_fleet
@@ -34,7 +34,7 @@ def test_the_time_per_sequence_as_work_scales_with_the_tp_ratio(specs: dict[str,
                                                                 from_tp: int, change_ms: float) -> None:
     spec = apply(specs[pool], FITTED)
     as_engine, as_work = sequence_time_as_work(spec, from_tp, 64, 2112)
-    assert as_engine == pytest.approx(StepModel.of(spec).pass_seconds(64, 64, 64 * 2112, 64, 64 * 2112))
+    assert as_engine == pytest.approx(step_model(spec).pass_seconds(64, 64, 64 * 2112, 64, 64 * 2112))
     assert (as_work - as_engine) * 1e3 == pytest.approx(change_ms, abs=1e-9)
 
 

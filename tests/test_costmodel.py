@@ -14,7 +14,6 @@ from pool_registry import Chip, Interconnect, Model, Pool, Registry
 from replay import Candidate, run_replay
 from replay.constraints import feasible, fits_context, fits_memory, why_not
 from replay.costmodel import (
-    StepModel,
     busy_cost,
     decode_seconds,
     full_batch_cost,
@@ -24,6 +23,7 @@ from replay.costmodel import (
     prefill_seconds,
     provisioned_cost,
     run_seconds,
+    step_model,
 )
 from replay.fleet import PoolSpec, resolve_pools
 from tests.replay_fleets import chip, fleet, model, pool
@@ -39,7 +39,7 @@ def spec(reg: Registry, pool_id: str) -> PoolSpec:
 def test_dense_pass_times_by_hand() -> None:
     # 4 TB/s x 0.5 = 2e12 B/s: the 2e10 B of weights take 0.01 s. 1000 TFLOPS x 0.5: 2 x 10e9 / 5e14 = 4e-5 s
     # of compute per token.
-    step = StepModel.of(spec(fleet(pool("a")), "a"))
+    step = step_model(spec(fleet(pool("a")), "a"))
     # memory-bound: 8 decoding sequences of 1000 tokens each read 8000 x 40,960 B of KV as well
     assert step.pass_seconds(8, 8, 8000) == pytest.approx(0.01 + 8000 * KV / 2e12)
     # compute-bound: one 2048-token prompt chunk, 2048 x 4e-5 s against 0.01 s of weights
@@ -52,7 +52,7 @@ def test_dense_pass_times_by_hand() -> None:
 def test_moe_pass_times_by_hand() -> None:
     # 100B total, 10B active: one token reads the active 2e10 B; x tokens read 2e11 x (1 - 0.9^x) B.
     moe = fleet(pool("e"), models=(model("m", params_b=100.0, active_b=10.0),))
-    step = StepModel.of(spec(moe, "e"))
+    step = step_model(spec(moe, "e"))
     assert step.pass_seconds(1, 1, 0) == pytest.approx(0.01)
     touched = 2e11 * (1 - 0.9**8) / 2e12
     assert step.pass_seconds(8, 8, 8000) == pytest.approx(touched + 8000 * KV / 2e12)   # memory-bound
@@ -64,10 +64,10 @@ def test_pipeline_stages_keep_micro_batches_in_flight() -> None:
     # 2 devices as 2 stages of 1: a lone sequence crosses both stages in turn, as fast as on one device;
     # two sequences fill both stages, so each pass of the pair takes half as long per stage.
     reg = fleet(pool("p", dpr=2))
-    piped = StepModel.of(dataclass_replace(spec(reg, "p"), pp=2))
+    piped = step_model(dataclass_replace(spec(reg, "p"), pp=2))
     assert piped.pass_seconds(1, 1, 0) == pytest.approx(0.01)
     assert piped.pass_seconds(2, 2, 0) == pytest.approx(0.01)
-    flat = StepModel.of(spec(reg, "p"))
+    flat = step_model(spec(reg, "p"))
     assert flat.pass_seconds(1, 1, 0) == pytest.approx(0.005)
 
 
@@ -201,16 +201,16 @@ def test_tensor_parallel_all_reduces_by_hand() -> None:
     # attention and MLP output, a ring moves 2 x 3/4 of the 8192 x 2 B message per token in 2 x 3 hops.
     m = dataclasses.replace(model(layers=80), hidden_size=8192)
     link = dataclasses.replace(chip(), interconnect=Interconnect("nvlink", 450.0, latency_us=10.0))
-    step = StepModel.of(_shaped(pool("a", dpr=4), m, link))
+    step = step_model(_shaped(pool("a", dpr=4), m, link))
     per_collective_token = 1.5 * 8192 * 2 / 450e9
     assert step.comm_s == pytest.approx(160 * 6 * 10e-6)
     assert step.comm_s_per_token == pytest.approx(160 * per_collective_token)
     assert step.fixed_seconds(1, 1) == pytest.approx(160 * (60e-6 + per_collective_token))       # 9.609 ms
     assert step.fixed_seconds(64, 256) == pytest.approx(160 * (60e-6 + 256 * per_collective_token))
     # the collectives add to the roofline pass; they do not shrink with more devices as memory and compute do
-    plain = StepModel.of(_shaped(pool("a", dpr=4), model(layers=80), link))
+    plain = step_model(_shaped(pool("a", dpr=4), model(layers=80), link))
     assert step.pass_seconds(8, 8, 8000) - plain.pass_seconds(8, 8, 8000) == pytest.approx(step.fixed_seconds(8, 8))
-    one = StepModel.of(_shaped(pool("a", dpr=1), m, link))
+    one = step_model(_shaped(pool("a", dpr=1), m, link))
     assert one.comm_s == one.comm_s_per_token == 0.0  # TP1 has nothing to all-reduce
 
 
@@ -218,10 +218,10 @@ def test_a_tensor_parallel_group_wider_than_a_node_uses_the_node_network() -> No
     m = dataclasses.replace(model(layers=10), hidden_size=4096)
     p = dataclasses.replace(pool("w", dpr=16), devices_per_node=8,
                             network=Interconnect("roce", 50.0, latency_us=20.0))
-    step = StepModel.of(_shaped(p, m))
+    step = step_model(_shaped(p, m))
     assert step.comm_s == pytest.approx(20 * 30 * 20e-6)  # 2 x 15 hops of the network's 20 us
     assert step.comm_s_per_token == pytest.approx(20 * 2 * 15 / 16 * 4096 * 2 / 50e9)
-    inside = StepModel.of(_shaped(dataclasses.replace(p, devices_per_node=16), m))
+    inside = step_model(_shaped(dataclasses.replace(p, devices_per_node=16), m))
     assert inside.comm_s_per_token == pytest.approx(20 * 2 * 15 / 16 * 4096 * 2 / 100e9)  # the chip's own link
 
 
@@ -230,7 +230,7 @@ def test_pipeline_sends_by_hand() -> None:
     # micro-batch over the 50 GB/s network, plus its latency; TP4 inside each stage all-reduces over the link.
     m = dataclasses.replace(model(layers=10), hidden_size=4096)
     p = dataclasses.replace(pool("s", dpr=8), devices_per_node=4, network=Interconnect("roce", 50.0, latency_us=5.0))
-    step = StepModel.of(_shaped(p, m, pp=2))
+    step = step_model(_shaped(p, m, pp=2))
     tp_token = 20 * 1.5 * 4096 * 2 / 100e9
     assert step.comm_s == pytest.approx(2 * 5e-6)  # the chip link declares no latency
     assert step.comm_s_per_token == pytest.approx(tp_token + 2 * 4096 * 2 / 50e9)
@@ -239,7 +239,7 @@ def test_pipeline_sends_by_hand() -> None:
 
 
 def test_engine_time_per_step_and_per_running_sequence() -> None:
-    step = StepModel.of(_shaped(pool("a"), model(), step_overhead_ms=2.0, seq_overhead_us=50.0))
+    step = step_model(_shaped(pool("a"), model(), step_overhead_ms=2.0, seq_overhead_us=50.0))
     assert step.fixed_seconds(32, 32) == pytest.approx(2e-3 + 32 * 50e-6)       # 3.6 ms
     assert step.pass_seconds(32, 32, 0) == pytest.approx(0.01 + 3.6e-3)         # the weights' 10 ms as well
 
@@ -249,7 +249,7 @@ def test_touched_experts_and_their_all_to_all_by_hand() -> None:
     # the dense part 22 - 8 x 1.775 = 7.8B. Four tokens touch 128 x (1 - (120/128)^4) = 29.12 experts.
     m = dataclasses.replace(model(params_b=235.0, active_b=22.0, layers=94, kv_heads=4), hidden_size=4096,
                             experts=128, experts_per_token=8)
-    step = StepModel.of(_shaped(pool("e", dpr=8), m, ep=8))
+    step = step_model(_shaped(pool("e", dpr=8), m, ep=8))
     touched = 128 * (1 - (120 / 128) ** 4)
     assert touched == pytest.approx(29.12, abs=0.01)
     assert step.weight_bytes_read(4) == pytest.approx((7.8 + touched * 1.775) * 2e9)
@@ -268,7 +268,7 @@ def test_attention_compute_grows_with_context_and_decode_has_its_own_mfu() -> No
     m = dataclasses.replace(model(), attention_heads=64)
     p = pool("a")
     p = dataclasses.replace(p, cost_model=dataclasses.replace(p.cost_model, mfu_decode=0.25))
-    step = StepModel.of(_shaped(p, m))
+    step = step_model(_shaped(p, m))
     assert step.s_per_ctx == pytest.approx(4 * 10 * 64 * 128 / 5e14)
     assert step.pass_seconds(1, 2048, 0, context=2048 * 1024.0) == pytest.approx(
         2048 * 4e-5 + 2048 * 1024 * 6.5536e-10)
@@ -290,7 +290,7 @@ def test_one_request_with_every_term_by_hand() -> None:
     fixed = lambda tokens: 1e-3 + 100e-6 + 20 * 2 * 10e-6 + ar * tokens  # noqa: E731
     prefill = 1000 * 2e-5 + fixed(1000)
     decode = sum(0.005 + KV * (1001 + j) / 4e12 + fixed(1) for j in range(9))
-    assert StepModel.of(p).comm_s == pytest.approx(20 * 2 * 10e-6)
+    assert step_model(p).comm_s == pytest.approx(20 * 2 * 10e-6)
     assert row["ttft_s"] == pytest.approx(prefill)
     assert row["e2e_s"] == pytest.approx(prefill + decode)
 
@@ -312,7 +312,7 @@ def test_a_registry_without_the_new_fields_has_no_new_terms(fleet: Registry) -> 
     old = dataclasses.replace(fleet, models=tuple(dataclasses.replace(
         m, hidden_size=0, attention_heads=0, experts=0, experts_per_token=0) for m in fleet.models))
     for p in resolve_pools(old, ONE):
-        step = StepModel.of(p)
+        step = step_model(p)
         assert (step.seq_overhead_s, step.s_per_ctx, step.comm_s, step.comm_s_per_token, step.dense_bytes) == (
             0.0, 0.0, 0.0, 0.0, 0.0)
         assert step.s_per_token_decode == step.s_per_token
@@ -346,7 +346,7 @@ def test_a_serial_share_adds_that_share_of_the_shorter_of_memory_and_compute_by_
     p = pool("a")
     for share, decode_ms, chunk_ms in ((0.0, 10.0, 81.92), (0.5, 12.0, 86.92), (1.0, 14.0, 91.92)):
         q = dataclasses.replace(p, cost_model=dataclasses.replace(p.cost_model, serial_share=share))
-        step = StepModel.of(spec(fleet(q), "a"))
+        step = step_model(spec(fleet(q), "a"))
         assert step.pass_seconds(100, 100, 0, decode_tokens=100) * 1000 == pytest.approx(decode_ms)
         assert step.pass_seconds(1, 2048, 0) * 1000 == pytest.approx(chunk_ms)
         # what policies rank pools by sees the same pass: 8 sequences of 1050 tokens (memory-bound), per token

@@ -12,7 +12,7 @@ import yaml
 from app.cli import main
 from app.demo.story import PLANTED
 from replay import Candidate, calibrate, calibrated_candidate, load_candidate_text, run_replay
-from replay.costmodel import StepModel
+from replay.costmodel import step_model
 from replay.fitting import apply
 from replay.fleet import PoolSpec, pools_by_id
 from store import connect, require_registry
@@ -25,7 +25,7 @@ HOUR_MS = 3_600_000
 
 def lone_decode_pass(spec: PoolSpec, eff: float | None, overhead_ms: float | None) -> float:
     """Seconds of one pass of a single sequence decoding at a context of 1,000 tokens."""
-    return StepModel.of(apply(spec, {"mem_bw_eff": eff, "step_overhead_ms": overhead_ms})).pass_seconds(1, 1, 1000.0)
+    return step_model(apply(spec, {"mem_bw_eff": eff, "step_overhead_ms": overhead_ms})).pass_seconds(1, 1, 1000.0)
 
 
 @pytest.fixture(scope="module")

@@ -1,7 +1,7 @@
 """The replay against a reference that steps one pass at a time: the same requests get the same latencies, and a
 fit on the first half of the reference's output in time predicts the six latency figures of the second half.
 
-The reference is written from the scheduling rules in replay/replica.py's docstring (decode-first chunked
+The reference is written from the scheduling rules in replay/replica/schedule.py's docstring (decode-first chunked
 prefill, first come first served, admission at pass boundaries) and shares only the pass time of
 costmodel.StepModel with the replay. The replay jumps from event to event and sums runs of passes in closed
 form; the reference loops over every pass, so a wrong closed form, a missed run end or a late admission shows
@@ -21,7 +21,7 @@ import yaml
 
 from pool_registry import Model, Registry
 from replay import Candidate, calibrate, calibrated_candidate, load_candidate_text, run_replay
-from replay.costmodel import StepModel
+from replay.costmodel import step_model
 from replay.fleet import PoolSpec, resolve_pools
 from tests.replay_fleets import chip, fleet, pool
 
@@ -65,7 +65,7 @@ class Seq:
 def reference(arrival_s: list[float], ins: list[int], outs: list[int], spec: PoolSpec) -> tuple[list[float],
                                                                                             list[float]]:
     """TTFT and e2e of each request on one replica, one pass at a time."""
-    step = StepModel.of(spec)
+    step = step_model(spec)
     budget, most = spec.max_num_batched_tokens, spec.max_concurrency
     order = sorted(range(len(ins)), key=lambda k: (arrival_s[k], k))
     waiting: deque[Seq] = deque()

@@ -287,23 +287,22 @@ def test_a_replay_is_freed_when_it_returns(case: str) -> None:
 
 
 class _Run:
-    """A replica as `_events` sees it: a pending run end, its version and serial; a boundary ends it, and it
-    leaves the busy list as a replica going idle does."""
+    """A replica as `_events` sees it: its version and serial; a boundary ends its run, as a replica going idle does
+    (its version moves on)."""
 
-    def __init__(self, serial: int, next_at: float, version: int, log: list[tuple[str, int, float]],
-                 active: list[_Run]) -> None:
-        self.serial, self.next_at, self.version, self.log, self.active = serial, next_at, version, log, active
+    def __init__(self, serial: int, version: int, log: list[tuple[str, int, float]]) -> None:
+        self.serial, self.version, self.log = serial, version, log
 
     def boundary(self, t: float) -> None:
         self.log.append(("run", self.serial, t))
-        self.next_at = math.inf
-        self.active.remove(self)
+        self.version += 1
 
 
 def test_events_come_in_the_order_of_a_heap_of_time_version_and_serial(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The busy replicas' run ends (scanned) and the heap's failures, repairs and landings are handled as one heap of
-    (time, version or kind, serial) would pop them, and none after `until`. The module's source is loaded as
-    pure Python here, which takes stand-in replicas (the compiled one takes only its own)."""
+    """Run ends, failures, repairs and landings are handled as one heap of (time, version or kind, serial) pops them,
+    none after `until`; a run end whose replica's version moved on (an arrival cut the run short) is passed over.
+    The module's source is loaded as pure Python here, which takes stand-in replicas (the compiled one takes only
+    its own)."""
     source = Path(__file__).resolve().parents[1] / "replay" / "simulator.py"
     spec = importlib.util.spec_from_file_location("_simulator_source", source)
     assert spec is not None and spec.loader is not None
@@ -311,13 +310,13 @@ def test_events_come_in_the_order_of_a_heap_of_time_version_and_serial(monkeypat
     monkeypatch.setitem(sys.modules, spec.name, pure)  # its dataclasses look their module up there
     spec.loader.exec_module(pure)
     log: list[tuple[str, int, float]] = []
-    active: list[_Run] = []
-    flat = [_Run(0, 1.0, 5, log, active), _Run(1, 1.0, 2, log, active), _Run(2, 0.5, 9, log, active),
-            _Run(3, math.inf, 0, log, active), _Run(4, 1.0, 2, log, active)]
-    active += [flat[4], flat[0], flat[2], flat[1]]  # the busy ones, in the order they became busy
-    heap = [(1.0, -1, -1 - 7), (1.0, pure.FAIL, 3), (2.0, pure.REPAIR, 3)]
+    flat = [_Run(0, 5, log), _Run(1, 2, log), _Run(2, 9, log), _Run(3, 0, log), _Run(4, 2, log)]
+    runs = [(1.0, 5, 0), (1.0, 2, 1), (0.5, 9, 2), (1.0, 2, 4)]
+    void = [(0.7, 4, 0), (0.9, 1, 1)]  # run ends of versions since cut short: replicas 0 and 1 are at 5 and 2 now
+    faults = [(1.0, -1, -1 - 7), (1.0, pure.FAIL, 3), (2.0, pure.REPAIR, 3)]
+    heap = [*runs, *void, *faults]
     heapq.heapify(heap)
-    expected = sorted([(0.5, 9, 2), (1.0, 5, 0), (1.0, 2, 1), (1.0, 2, 4), *heap])
+    expected = sorted([*runs, *faults])
 
     def fault(rep: Any, kind: int, t: float) -> list[int]:
         log.append(("fail" if kind == pure.FAIL else "repair", rep.serial, t))
@@ -329,9 +328,9 @@ def test_events_come_in_the_order_of_a_heap_of_time_version_and_serial(monkeypat
     def dispatch(i: int, t: float) -> None:
         log.append(("retry", i, t))
 
-    pure._events(active, flat, heap, 1.5, fault, land, dispatch)
+    pure._events(flat, heap, 1.5, fault, land, dispatch)
     assert heap == [(2.0, pure.REPAIR, 3)]  # after `until`: left for later
-    pure._events(active, flat, heap, math.inf, fault, land, dispatch)
+    pure._events(flat, heap, math.inf, fault, land, dispatch)
     names = {-1: "land", pure.FAIL: "fail", pure.REPAIR: "repair"}
     want: list[tuple[str, int, float]] = []
     for t, kind, rid in expected:
@@ -344,4 +343,4 @@ def test_events_come_in_the_order_of_a_heap_of_time_version_and_serial(monkeypat
     assert log == want
     assert log == [("run", 2, 0.5), ("fail", 3, 1.0), ("retry", 11, 1.0), ("land", 7, 1.0), ("run", 1, 1.0),
                    ("run", 4, 1.0), ("run", 0, 1.0), ("repair", 3, 2.0)]
-    assert not active
+    assert not heap

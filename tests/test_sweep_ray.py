@@ -49,11 +49,11 @@ def test_ray_gives_the_same_table_and_front_as_processes(ray_cluster: None) -> N
 
 
 def _build_in_worker() -> tuple[str, str]:
-    """What a Ray worker's replay runs: compiled.STATUS and the file its replica came from."""
+    """What a Ray worker's replay runs: native.status() and the file its replica's events came from."""
     import replay
-    import replay.replica
+    import replay.replica.events
 
-    return replay.compiled.STATUS, str(replay.replica.__file__)
+    return replay.native.status(), str(replay.replica.events.__file__)
 
 
 def test_a_local_ray_worker_runs_the_build_the_driver_runs(ray_cluster: None) -> None:
@@ -62,10 +62,10 @@ def test_a_local_ray_worker_runs_the_build_the_driver_runs(ray_cluster: None) ->
     import ray
 
     import replay
-    import replay.replica
+    import replay.replica.events
 
     status, where = ray.get(ray.remote(_build_in_worker).remote())
-    assert (status, where) == (replay.compiled.STATUS, str(replay.replica.__file__))
+    assert (status, where) == (replay.native.status(), str(replay.replica.events.__file__))
 
 
 def test_cli_sweep_on_ray_prints_what_processes_print(ray_cluster: None, capsys: pytest.CaptureFixture[str],

@@ -14,6 +14,7 @@ import streamlit as st  # noqa: E402
 
 from app.console import auth, cache, filters  # noqa: E402
 from app.exceptions import USER_ERRORS  # noqa: E402
+from app.plugins import load_plugins  # noqa: E402
 
 # Not "pages/": Streamlit would serve a folder of that name by itself, around the navigation.
 PAGES = Path(__file__).resolve().parent / "screens"
@@ -45,6 +46,7 @@ def main() -> None:
     path = cache.db_path()
     seen = cache.generation(path)  # before the page reads, so a commit during the run is caught by the next check
     try:
+        load_plugins()
         say_if_replaced(path)
         st.session_state[filters.VIEW_KEY] = filters.sidebar()
         page.run()

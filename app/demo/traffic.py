@@ -35,7 +35,7 @@ from app.demo.story import (
 )
 from pool_registry import CostModel, Registry
 from replay import Candidate, PoolOverride
-from replay.costmodel import StepModel
+from replay.costmodel import step_model
 from replay.fleet import PoolSpec, pools_by_id
 
 
@@ -102,7 +102,7 @@ def planted_registry(layouts: list[PoolLayout]) -> Registry:
 
 def _one_request_seconds(spec: PoolSpec, ins: np.ndarray, outs: np.ndarray) -> float:
     """Mean busy seconds of one request alone on a replica: its prefill pass, then one pass per output token."""
-    step = StepModel.of(spec)
+    step = step_model(spec)
     alone = step.weight_bytes_read(1.0) * step.s_per_byte + step.overhead_s
     prefill = np.maximum(ins * step.s_per_token + step.overhead_s, alone)
     return float(np.mean(prefill + (outs - 1) * alone))

@@ -1,8 +1,19 @@
-"""Routing policies: one module each, and a registry that names the known ones when asked for another."""
+"""Routing policies: one module each, and a registry that names the known ones when asked for another.
+
+A policy written in plain Python anywhere (a module of one's own, a test) joins the registry with `register` and
+is then named in candidates like the shipped ones; its router may build on `base.AtArrival` and read the
+replicas through `base.State`, compiled or not. The `hetpool` command and the console import the modules named in
+HETPOOL_PLUGINS (comma-separated) at start, for such a module to register its policies and predictors.
+"""
 
 from __future__ import annotations
 
-from replay.exceptions import UnknownNameError
+from replay import native
+
+native.extend(__path__, __name__)  # the compiled policies, if built, ahead of their sources
+
+# ruff: noqa: E402  (the imports below come after the package's path is set)
+from replay.exceptions import ReplayError, UnknownNameError
 from replay.policies import cost_min, least_loaded, observed, pd_split, round_robin, sla_cost
 from replay.policies.base import Policy, Router, State
 
@@ -18,4 +29,22 @@ def get_policy(name: str) -> Policy:
         raise UnknownNameError(f"unknown policy '{name}'; known: {', '.join(POLICIES)}") from None
 
 
-__all__ = ["POLICIES", "Policy", "Router", "State", "get_policy"]
+REQUIRED = ("sla_aware", "split", "check_options", "router")
+
+
+def register(policy: Policy) -> Policy:
+    """Add a policy to the registry under its name and return it; a name taken by another policy is an error."""
+    name = getattr(policy, "name", None)
+    if not isinstance(name, str) or not name.strip():
+        raise ReplayError(f"a policy needs a name, a non-empty string; got {name!r}")
+    missing = [a for a in REQUIRED if not hasattr(policy, a)]
+    if missing:
+        raise ReplayError(f"policy '{name}' lacks {', '.join(missing)} (replay/policies/base.py: Policy)")
+    known = POLICIES.get(name)
+    if known is not None and known is not policy:
+        raise ReplayError(f"policy '{name}' is registered already; known: {', '.join(POLICIES)}")
+    POLICIES[name] = policy
+    return policy
+
+
+__all__ = ["POLICIES", "Policy", "Router", "State", "get_policy", "register"]

@@ -18,8 +18,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Protocol
 
+from mypy_extensions import mypyc_attr
+
 from replay.plan import Plan
-from replay.replica import Replica
+from replay.replica.estimates import Replica
 
 
 class State:
@@ -115,6 +117,7 @@ class Policy(Protocol):
         ...
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)  # a policy written in plain Python may build on it
 class AtArrival:
     """Base of routers that decide once, at arrival: decode stays where the prefill ran."""
 
@@ -139,6 +142,7 @@ def no_options(name: str, options: dict[str, tuple[str, ...]]) -> list[str]:
     return [f"policy '{name}' takes no options, got: {', '.join(sorted(options))}"] if options else []
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class ArrivalPolicy:
     """A policy without options whose router decides once, at arrival: its name and its router's class."""
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from replay.policies.base import ArrivalPolicy, AtArrival
-from replay.replica import Replica
+from replay.replica.estimates import Replica
 
 
 class _Router(AtArrival):

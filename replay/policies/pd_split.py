@@ -17,7 +17,7 @@ from replay import costmodel
 from replay.exceptions import ReplayError
 from replay.plan import Plan
 from replay.policies.base import State
-from replay.replica import Replica
+from replay.replica.estimates import Replica
 
 
 def _indices(plan: Plan, ids: tuple[str, ...], role: str) -> list[int]:
@@ -37,9 +37,11 @@ class PdSplit:
     split = True
 
     def check_options(self, options: dict[str, tuple[str, ...]]) -> list[str]:
-        """Both stage lists are required and non-empty."""
-        return [f"policy 'pd_split' needs a non-empty '{k}' list of pool ids"
-                for k in ("prefill", "decode") if not options.get(k)]
+        """Both stage lists are required and non-empty, and nothing else is taken."""
+        unknown = [f"policy 'pd_split' has no option '{k}'; options: prefill, decode"
+                   for k in options if k not in ("prefill", "decode")]
+        return unknown + [f"policy 'pd_split' needs a non-empty '{k}' list of pool ids"
+                          for k in ("prefill", "decode") if not options.get(k)]
 
     def router(self, plan: Plan, state: State, options: dict[str, tuple[str, ...]]) -> _Router:
         """Bind the stage lists to the run's pools."""

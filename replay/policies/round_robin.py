@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from replay.plan import Plan
 from replay.policies.base import ArrivalPolicy, AtArrival, State
-from replay.replica import Replica
+from replay.replica.estimates import Replica
 
 
 class _Router(AtArrival):

@@ -15,7 +15,7 @@ import math
 
 from replay.plan import Plan
 from replay.policies.base import AtArrival, State, no_options
-from replay.replica import Replica
+from replay.replica.estimates import Replica
 
 RISK = "max_failure_risk"
 

@@ -4,6 +4,9 @@
     fixed    the same length for every request (tokens: N)
     table    a length per SLA tier (tiers: {tier: N}, default: N)
     oracle   the true length: an upper bound, not achievable by a router
+
+A predictor written in plain Python anywhere joins the registry with `register` (see replay/policies for how the
+command and the console load such a module).
 """
 
 from __future__ import annotations
@@ -29,6 +32,24 @@ def get_predictor(name: str) -> Predictor:
         return PREDICTORS[name]
     except KeyError:
         raise UnknownNameError(f"unknown predictor '{name}'; known: {', '.join(PREDICTORS)}") from None
+
+
+REQUIRED = ("keys", "required", "causal", "read", "check", "label", "forecast")
+
+
+def register(predictor: Predictor) -> Predictor:
+    """Add a predictor to the registry under its name and return it; a name taken by another one is an error."""
+    name = getattr(predictor, "name", None)
+    if not isinstance(name, str) or not name.strip():
+        raise ReplayError(f"a predictor needs a name, a non-empty string; got {name!r}")
+    missing = [a for a in REQUIRED if not hasattr(predictor, a)]
+    if missing:
+        raise ReplayError(f"predictor '{name}' lacks {', '.join(missing)} (replay/predictors/base.py: Predictor)")
+    known = PREDICTORS.get(name)
+    if known is not None and known is not predictor:
+        raise ReplayError(f"predictor '{name}' is registered already; known: {', '.join(PREDICTORS)}")
+    PREDICTORS[name] = predictor
+    return predictor
 
 
 def problems(spec: PredictorSpec) -> list[str]:
@@ -80,4 +101,4 @@ def prepare_history(history: pl.DataFrame | None) -> pl.DataFrame | None:
 
 
 __all__ = ["DEFAULT", "HISTORY_COLUMNS", "ORACLE_NOTE", "PREDICTORS", "Forecast", "Predictor", "forecast",
-           "get_predictor", "label", "note", "problems"]
+           "get_predictor", "label", "note", "problems", "register"]
