@@ -101,7 +101,7 @@ def slot_model(frame: pl.DataFrame, reg: Registry, cand: Candidate) -> tuple[flo
     service = prefill + np.vstack([decode_seconds(out_t, p) for p in pools])
     cost = np.vstack([service[k] * p.replica_cost_per_s / p.max_concurrency for k, p in enumerate(pools)])
     # static feasibility at the predictions made before the run (the plan ranks later blocks as a run reaches them)
-    feasible = _rank(in_t, cached, plan.pred_out.astype(np.float64), plan.serves, pools)[1]
+    feasible = _rank(in_t, cached, plan.pred_out.astype(np.float64), plan.max_tokens, plan.serves, pools)[1]
     orders, code = _cost_orders(cost, feasible)
     slack = np.minimum(plan.ttft_limit[None, :] - prefill, plan.e2e_limit[None, :] - service).tolist()
     svc = service.tolist()

@@ -44,7 +44,7 @@ def prepare_traffic(traffic: pl.DataFrame) -> pl.DataFrame:
     missing = [c for c in REQUIRED if c not in traffic.columns]
     if missing:
         raise ReplayError(f"traffic frame lacks column {', '.join(missing)}; has: {', '.join(traffic.columns)}")
-    defaults = {"seq": None, "cached_tokens": 0, "sla_tier": DEFAULT_TIER, "model": ""}
+    defaults = {"seq": None, "cached_tokens": 0, "sla_tier": DEFAULT_TIER, "model": "", "max_tokens": None}
     add = []
     for col, value in defaults.items():
         if col not in traffic.columns:

@@ -2,12 +2,15 @@
 
 `orders` holds each distinct cost ranking of the statically feasible pools (cheapest first, by
 costmodel.full_batch_cost) and `code[i]` says which one request i has, so no per-request tuple is built.
-Static feasibility: the pool serves the request's model, the context (in + predicted out tokens) is within the
-model's window and fits one replica's KV cache next to the weights.
+Static feasibility is what a gateway can judge (replay/constraints.py): the pool serves the request's model, and
+its prompt plus the client's max_tokens (else one output token) is within the model's window and fits one
+replica's KV cache next to the weights.
 
-Ranking and feasibility use the predicted output length (`pred_out`, from the candidate's predictor), as a
-router would; the true one (`out_tokens`) is only for the simulation. A predictor that learns during the run
-updates the predictions of a block of arrivals at a time (`refresh`), and the block's rankings with them.
+Ranking uses the predicted output length (`pred_out`, from the candidate's predictor), as a router would: pools
+whose window and KV cache hold the prompt plus the predicted output come first, cheapest first, then the others
+by cost (an output that outgrows its pool's window stops there). The prediction never makes a pool infeasible;
+the true length (`out_tokens`) is only for the simulation. A predictor that learns during the run updates the
+predictions of a block of arrivals at a time (`refresh`), and the block's rankings with them.
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ class Plan:
     in_tokens: np.ndarray
     out_tokens: np.ndarray       # the true output lengths: what the simulation generates
     cached_tokens: np.ndarray
+    max_tokens: np.ndarray       # what the client asked for at most, 0 when it sent none
     models: np.ndarray
     ttft_limit: np.ndarray       # per request, inf when the tier sets none
     e2e_limit: np.ndarray
@@ -86,11 +90,11 @@ class Plan:
     def rank(self, lo: int, hi: int) -> None:
         """Cost, feasibility and cost order of requests lo..hi-1 from their predicted output lengths."""
         pred = self.pred_out[lo:hi]
-        cost, feasible = _rank(self.in_tokens[lo:hi], self.cached_tokens[lo:hi], pred.astype(np.float64),
-                               self.serves[:, lo:hi], self.pools, self.prices)
+        cost, feasible, key = _rank(self.in_tokens[lo:hi], self.cached_tokens[lo:hi], pred.astype(np.float64),
+                                    self.max_tokens[lo:hi], self.serves[:, lo:hi], self.pools, self.prices)
         self.rank_cost[:, lo:hi] = cost
         self.feasible[:, lo:hi] = feasible
-        orders, code = _order_codes(cost, feasible)
+        orders, code = _order_codes(key, feasible)
         index = self.order_index
         known = []
         for order in orders:
@@ -209,14 +213,21 @@ def _observed(traffic: pl.DataFrame, pools: tuple[PoolSpec, ...]) -> tuple[np.nd
     return pool, np.where((replica >= 0) & (replica < limit), replica, -1)
 
 
-def _rank(in_t: np.ndarray, cached: np.ndarray, out_t: np.ndarray, serves: np.ndarray,
-          pools: tuple[PoolSpec, ...], prices: costmodel.FullBatch | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """(pools, requests) cost at full batches and static feasibility for these output lengths."""
-    context = in_t + out_t
+def _rank(in_t: np.ndarray, cached: np.ndarray, out_t: np.ndarray, max_tokens: np.ndarray, serves: np.ndarray,
+          pools: tuple[PoolSpec, ...], prices: costmodel.FullBatch | None = None
+          ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(pools, requests) cost at full batches for these (predicted) output lengths, static feasibility from what the
+    client sent, and the ranking key: the cost, behind every pool the predicted context fits when it does not."""
     cost = (prices or costmodel.FullBatch(pools)).costs(in_t, cached, out_t)
-    feasible = np.vstack([serves[k] & constraints.fits_context(context, p) & constraints.fits_memory(context, p)
+    need = constraints.needed_context(in_t, max_tokens)
+    feasible = np.vstack([serves[k] & constraints.fits_context(need, p) & constraints.fits_memory(need, p)
                           for k, p in enumerate(pools)])
-    return cost, feasible
+    predicted = in_t + out_t
+    fits = np.vstack([constraints.fits_context(predicted, p) & constraints.fits_memory(predicted, p) for p in pools])
+    if fits.all() or not cost.size:
+        return cost, feasible, cost
+    behind = 2.0 * float(np.abs(cost).max()) + 1.0  # more than any cost apart, so a fitting pool ranks first
+    return cost, feasible, np.where(fits, cost, cost + behind)
 
 
 def build_plan(traffic: pl.DataFrame, pools: tuple[PoolSpec, ...], candidate: Candidate,
@@ -229,13 +240,15 @@ def build_plan(traffic: pl.DataFrame, pools: tuple[PoolSpec, ...], candidate: Ca
     in_t = traffic["in_tokens"].to_numpy().astype(np.float64)
     out_t = traffic["out_tokens"].to_numpy().astype(np.float64)
     cached = traffic["cached_tokens"].to_numpy().astype(np.float64)
+    max_tokens = (traffic["max_tokens"].fill_null(0).to_numpy().astype(np.float64) if "max_tokens" in traffic.columns
+                  else np.zeros(traffic.height))
     models = traffic["model"].to_numpy()
     ttft_lim, e2e_lim = tier_limits(traffic, candidate)
     forecast = predictors.forecast(candidate.predictor, traffic, history)
     n = traffic.height
     obs_pool, obs_replica = _observed(traffic, pools)
     plan = Plan(pools=pools, t0_ms=t0, arrival=(arrival_ms - t0) / 1000.0, in_tokens=in_t, out_tokens=out_t,
-                cached_tokens=cached, models=models, ttft_limit=ttft_lim, e2e_limit=e2e_lim,
+                cached_tokens=cached, max_tokens=max_tokens, models=models, ttft_limit=ttft_lim, e2e_limit=e2e_lim,
                 rank_cost=np.zeros((len(pools), n)), feasible=np.zeros((len(pools), n), dtype=bool),
                 obs_pool=obs_pool, obs_replica=obs_replica, code=[0] * n, rng=rng, forecast=forecast,
                 serves=_serves(traffic, pools), predictor=predictors.label(candidate.predictor),

@@ -64,8 +64,8 @@ class Raw:
 
 def reject_reason(plan: Plan, i: int, flag: int, policy: Policy) -> str:
     """Why request i was not served."""
-    if flag == UNFIT:  # as the router judged it: with the predicted output length
-        return why_not(str(plan.models[i]), int(plan.in_tokens[i] + plan.pred_out[i]), plan.pools)
+    if flag == UNFIT:  # as a gateway judges it: from the prompt and the client's max_tokens
+        return why_not(str(plan.models[i]), int(plan.in_tokens[i]), int(plan.max_tokens[i]), plan.pools)
     what = "the SLA and queue limits" if policy.sla_aware else "the queue limits"
     return f"overflow: no pool met {what} of policy {policy.name}"
 

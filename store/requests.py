@@ -12,6 +12,7 @@ REQUEST_COLUMNS: dict[str, pl.DataType] = {
     "trace": pl.String(), "seq": pl.Int64(), "arrival_ms": pl.Int64(), "in_tokens": pl.Int32(),
     "out_tokens": pl.Int32(), "cached_tokens": pl.Int32(), "sla_tier": pl.String(), "model": pl.String(),
     "obs_pool": pl.String(), "obs_ttft_s": pl.Float64(), "obs_e2e_s": pl.Float64(), "outcome": pl.String(),
+    "max_tokens": pl.Int32(),
 }
 _COLS = ", ".join(REQUEST_COLUMNS)
 
@@ -57,7 +58,8 @@ def read_requests(con: duckdb.DuckDBPyConnection, *, trace: str | None = None, s
     """Stored requests in [start_ms, end_ms), optionally of one trace, in arrival order."""
     clause, params = _where(trace, start_ms, end_ms)
     frame = con.sql(f"SELECT {_COLS} FROM requests {clause} ORDER BY arrival_ms, trace, seq", params=params).pl()
-    return frame.with_columns(pl.col(c).cast(pl.Int64) for c in ("in_tokens", "out_tokens", "cached_tokens"))
+    return frame.with_columns(pl.col(c).cast(pl.Int64) for c in ("in_tokens", "out_tokens", "cached_tokens",
+                                                                   "max_tokens"))
 
 
 HISTORY_LIMIT = 50_000

@@ -140,9 +140,10 @@ def test_a_70b_bf16_model_needs_more_than_one_80gb_device(fleet: Registry) -> No
     traffic = pl.DataFrame({"arrival_ms": [0], "in_tokens": [900], "out_tokens": [100], "model": ["llama-3.1-70b"]})
     refused = run_replay(ONE, traffic, Registry("t", (h100,), (llama,), (reg.pool("one"),)), 0)
     assert refused.summary.rejected == 1 and refused.summary.served == 0
-    # the router judges the 900-token prompt with the 256 output tokens it predicts before any completion
-    assert refused.requests["reason"][0] == ("needs 141.6 GB for weights and KV cache; largest replica may use "
-                                             "72.0 GB (one: 1 x 80 GB x gpu_memory_utilization 0.9)")
+    # judged by what the client sent: the 900-token prompt and room for one output token, 901 x 327,680 B of KV
+    assert refused.requests["reason"][0] == ("prompt of 900 tokens and one output token need 141.5 GB for weights "
+                                             "and KV cache; largest replica may use 72.0 GB (one: 1 x 80 GB x "
+                                             "gpu_memory_utilization 0.9)")
     accepted = run_replay(ONE, traffic, Registry("t", (h100,), (llama,), (reg.pool("eight"),)), 0)
     assert accepted.summary.served == 1 and accepted.requests["pool"][0] == "eight"
 
@@ -175,8 +176,11 @@ def test_context_window_and_model_must_match() -> None:
     assert fits_context(ctx, small).tolist() == [True, False]
     models = np.array(["s", "m", ""])
     assert feasible(models, np.array([10.0, 10.0, 10.0]), small).tolist() == [True, False, True]
-    assert why_not("x", 10, (small, big)) == "no pool serves model 'x'; served: m, s"
-    assert why_not("s", 5000, (small, big)) == "context of 5000 tokens exceeds every model window (largest 4096)"
+    assert why_not("x", 10, 0, (small, big)) == "no pool serves model 'x'; served: m, s"
+    assert why_not("s", 4096, 0, (small, big)) == ("prompt of 4,096 tokens and one output token exceed every model "
+                                                   "window (largest 4,096)")
+    assert why_not("s", 4000, 200, (small, big)) == ("prompt of 4,000 tokens plus max_tokens 200 exceed every model "
+                                                     "window (largest 4,096)")
 
 
 def test_kv_transfer_uses_the_slower_interconnect() -> None:

@@ -93,3 +93,16 @@ def test_bad_arguments_are_one_line_errors(capsys: pytest.CaptureFixture[str], d
                                          "2025-01-01T00:00:00Z")
     code, _, err = run(capsys, "--db", str(db_path), "ingest", "traffic", str(tmp_path / "none.csv"))
     assert code == 2 and "none.csv: file not found" in err
+
+
+def test_max_tokens_is_stored_and_read_back(capsys: pytest.CaptureFixture[str], db_path: Path,
+                                            tmp_path: Path) -> None:
+    trace = tmp_path / "limits.csv"
+    trace.write_text("arrival_ms,in_tokens,out_tokens,max_tokens\n1735689600000,10,5,64\n1735689601000,10,5,\n")
+    code, _, _ = run(capsys, "--db", str(db_path), "ingest", "traffic", str(trace))
+    assert code == 0
+    con = connect(db_path, read_only=True)
+    try:
+        assert read_requests(con)["max_tokens"].to_list() == [64, None]
+    finally:
+        con.close()

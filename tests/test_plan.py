@@ -24,10 +24,10 @@ def test_every_block_is_ranked_at_the_predictions_the_run_made_for_it() -> None:
     assert 0 < first < plan.n
     assert not plan.feasible[:, first:].any()  # not ranked yet
     simulate(plan, get_policy(CANDIDATE.policy), {}, CANDIDATE.overflow)
-    cost, feasible = _rank(plan.in_tokens, plan.cached_tokens, plan.pred_out.astype(np.float64), plan.serves,
-                           plan.pools)
+    cost, feasible, key = _rank(plan.in_tokens, plan.cached_tokens, plan.pred_out.astype(np.float64),
+                                plan.max_tokens, plan.serves, plan.pools)
     np.testing.assert_array_equal(plan.feasible, feasible)
     np.testing.assert_allclose(plan.rank_cost, cost, rtol=1e-12)
-    orders, code = _cost_orders(cost, feasible)
+    orders, code = _cost_orders(key, feasible)
     assert [plan.orders[c] for c in plan.code] == [orders[c] for c in code]
     assert plan.pred_list == plan.pred_out.tolist()

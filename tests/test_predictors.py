@@ -229,17 +229,21 @@ def test_a_predictor_built_in_code_is_checked_too(spec: PredictorSpec, message: 
 
 def test_an_output_the_router_did_not_foresee_stops_at_the_context_limit() -> None:
     """The router fits 1000 + 10 predicted tokens into a 2048-token window; the request really generates 5000,
-    and stops where its context fills the window, as an engine stops at max_model_len."""
+    and stops where its context fills the window, as an engine stops at max_model_len. Even the oracle, which
+    knows the 5000, serves it: only what the client sent (its prompt, its max_tokens) can refuse a request."""
     reg = fleet(pool("p"), models=(model(max_context=2048),))
     traffic = pl.DataFrame({"arrival_ms": [0, 0], "in_tokens": [1000, 100], "out_tokens": [5000, 50]})
     cand = Candidate(name="f", policy="cost_min", predictor=PredictorSpec("fixed", {"tokens": 10}))
-    result = run_replay(cand, traffic, reg, 0)
-    assert result.requests["outcome"].to_list() == ["served", "served"]
-    assert result.summary.truncated == 1 and result.summary.served_tokens_out == 1048 + 50
-    assert result.requests["reason"][0] == "output stopped at 1048 of 5000 tokens: the context limit of pool p"
-    knowing = run_replay(dataclasses.replace(cand, predictor=PredictorSpec("oracle")), traffic, reg, 0)
-    assert knowing.requests["outcome"].to_list() == ["rejected", "served"]  # the oracle knew it could not fit
-    assert knowing.requests["reason"][0].startswith("context of 6000 tokens exceeds every model window")
+    for predictor in (cand.predictor, PredictorSpec("oracle")):
+        result = run_replay(dataclasses.replace(cand, predictor=predictor), traffic, reg, 0)
+        assert result.requests["outcome"].to_list() == ["served", "served"]
+        assert result.summary.truncated == 1 and result.summary.served_tokens_out == 1048 + 50
+        assert result.requests["reason"][0] == "output stopped at 1048 of 5000 tokens: the context limit of pool p"
+    asked = traffic.with_columns(pl.Series("max_tokens", [5000, None], dtype=pl.Int64))
+    refused = run_replay(cand, asked, reg, 0)  # the client itself asked for more than the window holds
+    assert refused.requests["outcome"].to_list() == ["rejected", "served"]
+    assert refused.requests["reason"][0] == ("prompt of 1,000 tokens plus max_tokens 5,000 exceed every model "
+                                             "window (largest 2,048)")
 
 
 # -- the candidate file ---------------------------------------------------------------------------------------

@@ -173,3 +173,25 @@ def test_jsonl_lines_that_are_not_objects_are_rejected() -> None:
 def test_read_traffic_names_a_missing_file(tmp_path: Path) -> None:
     with pytest.raises(TrafficError, match=r"nope\.csv: file not found"):
         read_traffic(tmp_path / "nope.csv")
+
+
+@pytest.mark.parametrize(("value", "reason"), [
+    ("0", "max_tokens 0: a client asks for at least 1 output token"),
+    ("2", "out_tokens 3 exceed the client's max_tokens 2"),
+    ("many", "bad max_tokens 'many': expected a whole number"),
+    ("-4", "negative max_tokens -4"),
+])
+def test_bad_max_tokens_are_rejected_with_reasons(value: str, reason: str) -> None:
+    row = f"2,5,3,{value}"
+    _, parsed = parse_traffic(f"arrival_ms,in_tokens,out_tokens,max_tokens\n1,5,3,8\n{row}\n".encode(), "t.csv")
+    assert parsed.frame["max_tokens"].to_list() == [8]
+    assert parsed.rejects.rows() == [(3, row, reason)]
+
+
+def test_max_tokens_is_kept_where_the_client_sent_one() -> None:
+    text = b'{"arrival_ms": 1, "in_tokens": 9, "out_tokens": 3, "max_tokens": 512}\n' \
+           b'{"arrival_ms": 2, "in_tokens": 9, "out_tokens": 3}\n'
+    _, parsed = parse_traffic(text, "t.jsonl")
+    assert parsed.frame["max_tokens"].to_list() == [512, None]
+    _, plain = parse_traffic(b"arrival_ms,in_tokens,out_tokens\n1,9,3\n", "t.csv")
+    assert plain.frame["max_tokens"].to_list() == [None]

@@ -19,7 +19,7 @@ from canonical.timeunits import DAY_MS
 TRAFFIC_SCHEMA: dict[str, pl.DataType] = {
     "seq": pl.Int64(), "arrival_ms": pl.Int64(), "in_tokens": pl.Int64(), "out_tokens": pl.Int64(),
     "cached_tokens": pl.Int64(), "sla_tier": pl.String(), "model": pl.String(), "obs_pool": pl.String(),
-    "obs_ttft_s": pl.Float64(), "obs_e2e_s": pl.Float64(), "outcome": pl.String(),
+    "obs_ttft_s": pl.Float64(), "obs_e2e_s": pl.Float64(), "outcome": pl.String(), "max_tokens": pl.Int64(),
 }
 
 # Relative-time traces (Mooncake, BurstGPT) start here unless told otherwise, so re-ingest is idempotent.
@@ -113,7 +113,7 @@ def float_check(col: str, label: str) -> tuple[pl.Expr, pl.Expr]:
 def _ensure(raw: pl.DataFrame) -> pl.DataFrame:
     need = {"arrival_ms": pl.Int64(), "cached_tokens": pl.String(), "sla_tier": pl.String(),
             "model": pl.String(), "obs_pool": pl.String(), "obs_ttft_s": pl.String(),
-            "obs_e2e_s": pl.String(), "outcome": pl.String(), "reason": pl.String()}
+            "obs_e2e_s": pl.String(), "outcome": pl.String(), "max_tokens": pl.String(), "reason": pl.String()}
     missing = [pl.lit(None, dtype).alias(c) for c, dtype in need.items() if c not in raw.columns]
     return raw.with_columns(missing) if missing else raw
 
@@ -124,18 +124,23 @@ def finalize(raw: pl.DataFrame, options: ParseOptions, read: int) -> Parsed:
     in_v, in_r = int_check("in_tokens", "in_tokens", required=True, maximum=MAX_TOKENS)
     out_v, out_r = int_check("out_tokens", "out_tokens", required=True, maximum=MAX_TOKENS)
     cached_v, cached_r = int_check("cached_tokens", "cached_tokens", required=False, maximum=MAX_TOKENS)
+    max_v, max_r = int_check("max_tokens", "max_tokens", required=False, maximum=MAX_TOKENS)
     ttft_v, ttft_r = float_check("obs_ttft_s", "obs_ttft_s")
     e2e_v, e2e_r = float_check("obs_e2e_s", "obs_e2e_s")
     typed = raw.with_columns(
-        pl.coalesce(pl.col("reason"), in_r, out_r, cached_r, ttft_r, e2e_r).alias("reason"),
+        pl.coalesce(pl.col("reason"), in_r, out_r, cached_r, max_r, ttft_r, e2e_r).alias("reason"),
         in_v.alias("in_tokens"), out_v.alias("out_tokens"), cached_v.fill_null(0).alias("cached_tokens"),
-        ttft_v.alias("obs_ttft_s"), e2e_v.alias("obs_e2e_s"),
+        max_v.alias("max_tokens"), ttft_v.alias("obs_ttft_s"), e2e_v.alias("obs_e2e_s"),
     ).with_columns(
         pl.coalesce(
             pl.col("reason"),
             pl.when(pl.col("arrival_ms").is_null()).then(pl.lit("missing arrival time")),
             pl.when(pl.col("cached_tokens") > pl.col("in_tokens")).then(
                 pl.format("cached_tokens {} exceed in_tokens {}", "cached_tokens", "in_tokens")),
+            pl.when(pl.col("max_tokens") < 1).then(
+                pl.format("max_tokens {}: a client asks for at least 1 output token", "max_tokens")),
+            pl.when(pl.col("out_tokens") > pl.col("max_tokens")).then(
+                pl.format("out_tokens {} exceed the client's max_tokens {}", "out_tokens", "max_tokens")),
             pl.when(pl.col("obs_e2e_s") < pl.col("obs_ttft_s")).then(
                 pl.format("obs_e2e_s {} is shorter than obs_ttft_s {}", "obs_e2e_s", "obs_ttft_s")),
         ).alias("reason"),
@@ -154,6 +159,7 @@ def finalize(raw: pl.DataFrame, options: ParseOptions, read: int) -> Parsed:
         _blank_to(pl.col("obs_pool"), None).alias("obs_pool"),
         "obs_ttft_s", "obs_e2e_s",
         _blank_to(pl.col("outcome"), None).alias("outcome"),
+        "max_tokens",
     )
     return Parsed(scale_time(frame, options.time_scale), rejects, read)
 

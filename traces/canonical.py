@@ -1,8 +1,8 @@
 """The project's own request schema, shared by its CSV, JSONL and Parquet formats.
 
 Columns: `arrival` (ISO 8601; without a zone it is UTC) or `arrival_ms` (epoch ms); `in_tokens` and
-`out_tokens` (required); optional `cached_tokens`, `sla_tier`, `model`, `obs_pool`, `obs_ttft_s`,
-`obs_e2e_s`, `outcome`. Unknown columns are ignored.
+`out_tokens` (required); optional `cached_tokens`, `max_tokens` (the output limit the client sent, when it sent
+one), `sla_tier`, `model`, `obs_pool`, `obs_ttft_s`, `obs_e2e_s`, `outcome`. Unknown columns are ignored.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from traces.base import Parsed, ParseOptions, epoch_ms, finalize, int_check
 from traces.exceptions import TrafficError
 
 REQUIRED = ("in_tokens", "out_tokens")
-OPTIONAL = ("cached_tokens", "sla_tier", "model", "obs_pool", "obs_ttft_s", "obs_e2e_s", "outcome")
+OPTIONAL = ("cached_tokens", "max_tokens", "sla_tier", "model", "obs_pool", "obs_ttft_s", "obs_e2e_s", "outcome")
 
 
 def _iso_ms(text: str | None) -> int | str:
