@@ -111,19 +111,11 @@ import polars as pl
 import replay
 from replay import Candidate, native, run_replay
 from replay.policies import POLICIES, get_policy, register
-from replay.policies.base import ArrivalPolicy, AtArrival
+from replay.policies.base import ArrivalPolicy
 from tests.replay_fleets import fleet, pool
+from tests.test_plugins import SiteLast  # a router written in plain Python, in a test module
 
-class LastPool(AtArrival):
-    "The most expensive pool that has room: the opposite of cost_min."
-    def route(self, i, t):
-        for p in reversed(self.orders[self.code[i]]):
-            r = self.state.pick(p, t)
-            if self.state.has_room(p, r, t):
-                return r
-        return None
-
-policy = register(ArrivalPolicy("last_pool", LastPool))
+policy = register(ArrivalPolicy("last_pool", SiteLast))
 assert get_policy("last_pool") is policy and "last_pool" in POLICIES
 reg = fleet(pool("cheap", cost=1.0), pool("dear", cost=9.0))
 frame = pl.DataFrame({"arrival_ms": [0, 10, 20], "in_tokens": 100, "out_tokens": 10})

@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -20,14 +21,10 @@ from replay.predictors import register as register_predictor
 
 REPO = Path(__file__).resolve().parent.parent
 
-PLUGIN = '''
-"""A site's routing: the pool listed last in the cost order that has room."""
-from replay.policies import register
-from replay.policies.base import ArrivalPolicy, AtArrival
+class SiteLast(AtArrival):
+    """A site's routing written in plain Python: the pool last in the cost order that has room."""
 
-
-class _Last(AtArrival):
-    def route(self, i, t):
+    def route(self, i: int, t: float) -> Any:
         for p in reversed(self.orders[self.code[i]]):
             r = self.state.pick(p, t)
             if self.state.has_room(p, r, t):
@@ -35,8 +32,14 @@ class _Last(AtArrival):
         return None
 
 
-register(ArrivalPolicy("site_last", _Last))
-'''
+# a module of the site's own, as HETPOOL_PLUGINS names it: it registers the policy above
+PLUGIN = """
+from replay.policies import register
+from replay.policies.base import ArrivalPolicy
+from tests.test_plugins import SiteLast
+
+register(ArrivalPolicy("site_last", SiteLast))
+"""
 
 
 def test_a_plugin_module_registers_a_policy_a_candidate_file_names(tmp_path: Path, fleet_db: Path) -> None:
@@ -46,7 +49,8 @@ def test_a_plugin_module_registers_a_policy_a_candidate_file_names(tmp_path: Pat
         f"{1_735_689_600_000 + 500 * k},800,100\n" for k in range(40)))
     cand = tmp_path / "last.yaml"
     cand.write_text("policy: site_last\n")
-    env = {**os.environ, ENV: "site_routing", "PYTHONPATH": str(tmp_path), "POLARS_MAX_THREADS": "1"}
+    env = {**os.environ, ENV: "site_routing", "PYTHONPATH": os.pathsep.join([str(tmp_path), str(REPO)]),
+           "POLARS_MAX_THREADS": "1"}
     hetpool = [sys.executable, "-m", "app.cli", "--db", str(fleet_db)]
     assert subprocess.run([*hetpool, "ingest", "traffic", str(trace)], env=env, cwd=REPO, capture_output=True,
                           timeout=300, check=False).returncode == 0

@@ -13,9 +13,10 @@ from replay import native
 native.extend(__path__, __name__)  # the compiled policies, if built, ahead of their sources
 
 # ruff: noqa: E402  (the imports below come after the package's path is set)
-from replay.exceptions import ReplayError, UnknownNameError
+from replay.exceptions import UnknownNameError
 from replay.policies import cost_min, least_loaded, observed, pd_split, round_robin, sla_cost
 from replay.policies.base import Policy, Router, State
+from replay.registry import add
 
 POLICIES: dict[str, Policy] = {p.name: p for p in (
     round_robin.POLICY, least_loaded.POLICY, cost_min.POLICY, sla_cost.POLICY, pd_split.POLICY, observed.POLICY)}
@@ -29,22 +30,10 @@ def get_policy(name: str) -> Policy:
         raise UnknownNameError(f"unknown policy '{name}'; known: {', '.join(POLICIES)}") from None
 
 
-REQUIRED = ("sla_aware", "split", "check_options", "router")
-
-
 def register(policy: Policy) -> Policy:
     """Add a policy to the registry under its name and return it; a name taken by another policy is an error."""
-    name = getattr(policy, "name", None)
-    if not isinstance(name, str) or not name.strip():
-        raise ReplayError(f"a policy needs a name, a non-empty string; got {name!r}")
-    missing = [a for a in REQUIRED if not hasattr(policy, a)]
-    if missing:
-        raise ReplayError(f"policy '{name}' lacks {', '.join(missing)} (replay/policies/base.py: Policy)")
-    known = POLICIES.get(name)
-    if known is not None and known is not policy:
-        raise ReplayError(f"policy '{name}' is registered already; known: {', '.join(POLICIES)}")
-    POLICIES[name] = policy
-    return policy
+    return add(POLICIES, policy, "policy", ("sla_aware", "split", "check_options", "router"),
+               "replay/policies/base.py: Policy")
 
 
 __all__ = ["POLICIES", "Policy", "Router", "State", "get_policy", "register"]

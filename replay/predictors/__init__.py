@@ -17,6 +17,7 @@ from replay.candidate import PredictorSpec
 from replay.exceptions import ReplayError, UnknownNameError
 from replay.predictors import fixed, online, oracle, table
 from replay.predictors.base import Forecast, Predictor
+from replay.registry import add
 from traces.base import DEFAULT_TIER
 
 PREDICTORS: dict[str, Predictor] = {p.name: p for p in (online.PREDICTOR, fixed.PREDICTOR, table.PREDICTOR,
@@ -34,22 +35,10 @@ def get_predictor(name: str) -> Predictor:
         raise UnknownNameError(f"unknown predictor '{name}'; known: {', '.join(PREDICTORS)}") from None
 
 
-REQUIRED = ("keys", "required", "causal", "read", "check", "label", "forecast")
-
-
 def register(predictor: Predictor) -> Predictor:
     """Add a predictor to the registry under its name and return it; a name taken by another one is an error."""
-    name = getattr(predictor, "name", None)
-    if not isinstance(name, str) or not name.strip():
-        raise ReplayError(f"a predictor needs a name, a non-empty string; got {name!r}")
-    missing = [a for a in REQUIRED if not hasattr(predictor, a)]
-    if missing:
-        raise ReplayError(f"predictor '{name}' lacks {', '.join(missing)} (replay/predictors/base.py: Predictor)")
-    known = PREDICTORS.get(name)
-    if known is not None and known is not predictor:
-        raise ReplayError(f"predictor '{name}' is registered already; known: {', '.join(PREDICTORS)}")
-    PREDICTORS[name] = predictor
-    return predictor
+    return add(PREDICTORS, predictor, "predictor", ("keys", "required", "causal", "read", "check", "label",
+                                                    "forecast"), "replay/predictors/base.py: Predictor")
 
 
 def problems(spec: PredictorSpec) -> list[str]:
