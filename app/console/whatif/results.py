@@ -13,7 +13,7 @@ from typing import Any
 import polars as pl
 import streamlit as st
 
-from app.console import auth, cache, charts, data, writes
+from app.console import auth, cache, charts, data, deltas, writes
 from app.console.whatif import charts as whatif_charts
 from app.console.whatif.traffic import Pick
 from app.exceptions import USER_ERRORS
@@ -122,9 +122,9 @@ def tiles(s: Summary, b: Summary | None) -> None:
         ("p99 TTFT", _secs(s.ttft_p99), s.ttft_p99, b.ttft_p99 if b else None),
         ("p99 e2e", _secs(s.e2e_p99), s.e2e_p99, b.e2e_p99 if b else None)]
     for col, (label, value, cand, base) in zip(cols, pairs, strict=False):
-        col.metric(label, value, _change(cand, base), delta_color="inverse")
+        deltas.metric(col, label, value, _change(cand, base), "inverse")
     delta = None if b is None else f"{(s.sla_violation_rate - b.sla_violation_rate) * 100:+.2f} points"
-    cols[5].metric("SLA violation rate", f"{s.sla_violation_rate:.2%}", delta, delta_color="inverse")
+    deltas.metric(cols[5], "SLA violation rate", f"{s.sla_violation_rate:.2%}", delta, "inverse")
 
 
 def verdict_box(verdict: Verdict | None, candidate: str, baseline: str | None) -> None:
