@@ -8,13 +8,13 @@ import pandas as pd
 import polars as pl
 import streamlit as st
 
-from app.console import data, filters, links, page
+from app.console import data, filters, levels, links, page
 from app.console.safe import md
 from pool_registry.compat import PASS, STATUSES, Compat
 from pool_registry.components import GROUP_TITLES, GROUPS
 from store.views.versions import Cell
 
-DRIFT_MARK = "⚠ "
+DRIFT_MARK = "DRIFT: "  # words in a table cell: a symbol there needs a font that has it
 COLOURS = {"drift": "background-color: #f8d0d0", "HW_INCOMPATIBLE": "background-color: #f8d0d0",
            "FRAMEWORK_INCOMPATIBLE": "background-color: #fbe3c4", "FAIL": "background-color: #fff3b0",
            PASS: "background-color: #d9f2d9"}
@@ -60,7 +60,7 @@ def _matrix(cells: tuple[Cell, ...], pools: tuple[str, ...]) -> None:
         return
     st.warning(f"{len(drifted)} drifted cell(s); open one to see its nodes.")
     for c in drifted:
-        with st.expander(f"{DRIFT_MARK}{md(c.pool)} · {md(c.component)}: {md(c.reason)}"):
+        with st.expander(f"{md(c.pool)} · {md(c.component)}: {md(c.reason)}", icon=levels.icon("warning")):
             table, config = links.linked(pl.DataFrame(
                 [{"node": n.node, "version": n.version, "devices": n.devices, "first seen": _time(n.first_seen),
                   "last seen": _time(n.last_seen)} for n in c.nodes],
