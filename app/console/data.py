@@ -117,8 +117,10 @@ def error_events(con: duckdb.DuckDBPyConnection, start: int, end: int, pools: tu
 
 @query
 def reliability_index(con: duckdb.DuckDBPyConnection, start: int, end: int, pools: tuple[str, ...]) -> pl.DataFrame:
-    """Healthy over observed device-hours per pool."""
-    return reliability.reliability(con, Window(start, end, pools))
+    """Healthy over observed device-hours per pool, the registry's devices that never reported counted."""
+    snap = latest_registry(con)
+    declared = {p.id: p.devices for p in snap.registry.pools} if snap else None
+    return reliability.reliability(con, Window(start, end, pools), declared)
 
 
 @query

@@ -10,11 +10,13 @@ from app.console.safe import md
 from store.views.reliability import EVENT_LIMIT
 
 FORMULA = (r"R = \frac{\text{healthy device-hours}}"
-           r"{\text{devices reporting in the window} \times \text{hours the pool reported}}")
+           r"{\text{devices of the pool} \times \text{hours the pool reported}}")
 FORMULA_TEXT = """
-A device-hour is **healthy** when the device reported utilization in that hour, its health never read 0, and
-no fatal error event was recorded on it (or on its node as a whole). Devices that vanish keep counting against
-their pool; hours before a pool's first sample (a pool being onboarded) do not.
+The **devices of the pool** are those the registry declares (or those that reported, when more did). A
+device-hour is **healthy** when the device reported utilization in that hour, its health never read 0, and no
+fatal error event was recorded on it (or on its node as a whole). A device that never reported in the window
+(**silent**) is unhealthy every hour, and devices that vanish keep counting against their pool; hours before a
+pool's first sample (a pool being onboarded) do not.
 """
 DRAIN_TEXT = ("A node is to be drained when, in this window, it recorded a fatal error event, one of its devices "
               "last read unhealthy, or one of its devices stopped reporting.")
@@ -61,9 +63,11 @@ def render() -> None:
         with left:
             charts.show(charts.reliability_bars(rel, list(view.all_pools)))
         # R first after the pool: the narrow column must not hide the one number that matters
-        right.dataframe(rel.select("pool", "index", "healthy", "observed", "devices", "hours"), hide_index=True,
-                        width="stretch",
-                        column_config={"index": st.column_config.NumberColumn("R", format="percent")})
+        right.dataframe(rel.select("pool", "index", "healthy", "observed", "devices", "silent", "hours"),
+                        hide_index=True, width="stretch",
+                        column_config={"index": st.column_config.NumberColumn("R", format="percent"),
+                                       "silent": st.column_config.NumberColumn(
+                                           "silent", help="declared devices that never reported in the window")})
 
     st.subheader("Error classes over time")
     timeline = data.error_timeline(path, view.start_ms, view.end_ms, view.pools, view.step_ms())
