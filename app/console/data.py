@@ -15,7 +15,7 @@ import polars as pl
 from app.console.cache import query, read
 from app.status_read import read_facts
 from pool_registry import Registry
-from pool_registry.compat import compatibility
+from replay.planner.compat import compatibility
 from status.evaluate import Facts
 from store import StoreError, latest_registry, replay_runs
 from store import requests as stored
