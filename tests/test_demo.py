@@ -252,3 +252,5 @@ def test_the_demo_fleet_file_loads_with_its_evidence_beside_it(demo_db: Path, tm
     copy.write_bytes(demo_db.read_bytes())
     capsys.readouterr()
     assert main(["--db", str(copy), "registry", "load", str(fleet)]) == 0, capsys.readouterr().err
+    # the registry the demo stored is the one its own fleet file gives: loading it is no new snapshot
+    assert "unchanged since snapshot #1" in capsys.readouterr().out
