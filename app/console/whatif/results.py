@@ -23,7 +23,7 @@ from replay.gate import Gate, Verdict
 from replay.predictors import ORACLE_NOTE
 from replay.series import bucket_ms, latency_cdf, pool_timeline
 from replay.summary import Summary
-from replay.whatif import WhatIf, run_whatif
+from replay.whatif import OVERFLOW_SAID, WhatIf, overflow_said, predictor_said, run_whatif
 
 RESULT_KEY = "wi.result"
 GAP_HELP = ("Replays the candidate once more with routers that know every request's true output length, and shows "
@@ -94,8 +94,9 @@ ROWS: list[tuple[str, Callable[[Summary], str]]] = [
     ("busy cost per million tokens", lambda s: _money(s.cost_per_mtok, 4)),
     *[(f"{m} p{q}", _latency(m, q)) for m in ("TTFT", "TPOT", "e2e") for q in (50, 95, 99)],
     ("SLA violation rate", lambda s: f"{s.sla_violation_rate:.2%}"),
-    ("overflow: queued / degraded / rejected",
-     lambda s: f"{s.overflow['queue']:,} / {s.overflow['degrade']:,} / {s.overflow['reject']:,}"),
+    ("overflow: queued", lambda s: f"{s.overflow['queue']:,}"),
+    ("overflow: served degraded", lambda s: f"{s.overflow['degrade']:,}"),
+    ("rejected", lambda s: f"{s.rejected:,}"),
 ]
 
 
@@ -155,6 +156,8 @@ def show(outcome: Outcome, path: str, registry: Registry) -> None:
     verdict_box(w.verdict, w.candidate.name, base_name)
     tiles(w.summary, w.base_summary)
     st.dataframe(kpi_table(runs), hide_index=True, width="stretch")
+    if any(overflow_said(s) for _, s in runs):
+        st.caption(OVERFLOW_SAID[:1].upper() + OVERFLOW_SAID[1:] + ".")
     st.caption(predictor_line(runs, w.history))
     line = faults_line(runs)
     if line:
@@ -180,15 +183,9 @@ def oracle_warning(runs: list[tuple[str, Summary]], gap: bool) -> None:
                    "request's true output length, which no gateway knows before the request is done.")
 
 
-def _pct(v: float | None) -> str:
-    return "–" if v is None else f"{v:.0f}%"
-
-
 def predictor_line(runs: list[tuple[str, Summary]], history: int) -> str:
     """Each run's predictor and the error of its predicted output lengths over served requests."""
-    parts = [f"{name}: {s.predictor}" + ("" if s.predictor == "oracle" else
-                                          f" (error median {_pct(s.predictor_ape_p50)}, p90 "
-                                          f"{_pct(s.predictor_ape_p90)})") for name, s in runs]
+    parts = [f"{name}: {predictor_said(s)}" for name, s in runs]
     since = f"; it started from the {history:,} requests stored before the window" if history else ""
     return f"Output-length predictor, {'; '.join(parts)}{since}."
 
