@@ -155,7 +155,7 @@ def show(outcome: Outcome, path: str, registry: Registry) -> None:
     oracle_warning(runs, w.oracle_summary is not None)
     verdict_box(w.verdict, w.candidate.name, base_name)
     tiles(w.summary, w.base_summary)
-    st.dataframe(kpi_table(runs), hide_index=True, width="stretch")
+    st.dataframe(kpi_table(runs), hide_index=True, width="stretch", height=charts.table_height(len(ROWS)))
     if any(overflow_said(s) for _, s in runs):
         st.caption(OVERFLOW_SAID[:1].upper() + OVERFLOW_SAID[1:] + ".")
     st.caption(predictor_line(runs, w.history))
@@ -163,8 +163,10 @@ def show(outcome: Outcome, path: str, registry: Registry) -> None:
     if line:
         missed = any(s.retries_missed_sla for _, s in runs)
         (st.warning if missed else st.caption)(line)
-    st.dataframe(pool_table(runs), hide_index=True, width="stretch", column_config={
-        c: st.column_config.NumberColumn(format="percent") for c in ("utilization", "KV use", "share")})
+    per_pool = pool_table(runs)
+    st.dataframe(per_pool, hide_index=True, width="stretch", height=charts.table_height(per_pool.height),
+                 column_config={c: st.column_config.NumberColumn(format="percent")
+                                for c in ("utilization", "KV use", "share")})
     gap = w.oracle_gap()
     if gap is not None:
         st.markdown(f"**Oracle gap**: what knowing every request's output length would change for "
@@ -246,7 +248,9 @@ def _charts(w: WhatIf, pools: list[str]) -> None:
         frames.append(tl.with_columns(pl.lit(name).alias("run")))
         cdfs.append(latency_cdf(result.requests).with_columns(pl.lit(name).alias("run")))
     timeline = pl.concat(frames)
-    charts.show(whatif_charts.latency_cdfs(pl.concat(cdfs)))
+    for column, chart in zip(st.columns(3), whatif_charts.latency_cdfs(pl.concat(cdfs)), strict=False):
+        with column:
+            charts.show(chart)
     served = timeline.filter(pl.col("pool") != "rejected")
     charts.show(whatif_charts.pool_over_time(served, "utilization", "Utilization by pool", pools))
     charts.show(whatif_charts.pool_over_time(served, "kv_use", "KV cache use by pool (estimated from each "
