@@ -8,6 +8,10 @@ STYLE = {"ok": ("green", ":material/check_circle:"), "warning": ("orange", ":mat
 ACKNOWLEDGED = ":material/notifications_off:"
 
 
+CELL = {"ok": "background-color: #d9f2d9", "warning": "background-color: #fbe3c4",
+        "critical": "background-color: #f8d0d0"}  # a table cell of the level
+
+
 def colour(level: str) -> str:
     """The colour name of a level (Streamlit's Markdown colours)."""
     return STYLE[level][0]

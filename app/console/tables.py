@@ -15,6 +15,7 @@ import streamlit as st
 from app.console.safe import md
 
 MISSING = "–"
+CUT = "A cell cut at the edge of its column shows whole when you click it."
 _ESCAPE = re.compile(r"\\(.)")
 
 

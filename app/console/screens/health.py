@@ -7,7 +7,7 @@ import math
 import polars as pl
 import streamlit as st
 
-from app.console import acks, charts, data, deltas, filters, levels, links, page, timecharts
+from app.console import acks, charts, data, deltas, filters, levels, links, page, tables, timecharts
 from app.console.safe import md
 from canonical.timeunits import HOUR_MS
 from status.evaluate import Status
@@ -127,7 +127,9 @@ def render() -> None:
                 [{"level": s.level, "scope": s.scope, "pool": s.pool, "node": s.node, "device": s.device,
                   "reason": s.reason, "acknowledged": acked[s].text() if s in acked else ""} for s in statuses],
                 schema=dict.fromkeys(STATUS_COLUMNS, pl.String)))
-            st.dataframe(table, hide_index=True, width="stretch", column_config=config)
+            st.caption(tables.CUT)
+            st.dataframe(table.to_pandas().style.map(lambda v: levels.CELL.get(str(v), ""), subset=["level"]),
+                         hide_index=True, width="stretch", column_config=config)
     st.subheader("Time series")
     series = data.series(path, view.start_ms, view.end_ms, view.pools, view.step_ms())
     tl = view.timeline()
