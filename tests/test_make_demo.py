@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import subprocess
 import time
 import tomllib
@@ -18,7 +17,7 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
 from tests.conftest import REPO
-from tests.test_browser import free_port
+from tests.test_browser import free_port, stop_group
 
 pytestmark = pytest.mark.slow  # a virtualenv from nothing: about a minute of pip
 
@@ -69,12 +68,7 @@ def test_make_demo_on_a_clean_checkout_installs_no_test_extra(tmp_path: Path) ->
             assert time.monotonic() < deadline, f"make demo did not answer on {port} in {ANSWER_S} s"
             time.sleep(1)
     finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+        stop_group(proc, 30)
         log.close()
     listed = subprocess.run(
         [str(checkout / ".venv" / "bin" / "python"), "-c", "import importlib.metadata as m, json; "
