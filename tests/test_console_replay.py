@@ -140,7 +140,11 @@ def test_a_run_shows_the_engines_numbers_beside_the_baseline(db: Path, monkeypat
     assert at.status and at.status[0].label == f"Replayed {traffic.height:,} requests in " + \
         at.status[0].label.split(" in ")[1]
     outcome: Outcome = at.session_state[RESULT_KEY]
-    assert outcome.whatif.traffic == f"stored requests from {iso(start)} until {iso(end)} ({traffic.height} requests)"
+    arrivals = traffic["arrival_ms"]
+    first, last = (dt.datetime.fromtimestamp(int(ms) / 1000, dt.UTC).strftime("%Y-%m-%d %H:%M")  # type: ignore[arg-type]
+                   for ms in (arrivals.min(), arrivals.max()))
+    assert outcome.whatif.traffic == (f"stored requests of trace 'hetpool-demo' from {iso(start)} until {iso(end)} "
+                                      f"({traffic.height:,} requests arriving {first} to {last} UTC)")
     assert outcome.whatif.verdict is not None
     banner = (at.success if outcome.whatif.verdict.passed else at.error)[0].value
     assert banner.startswith("**Gate passed**" if outcome.whatif.verdict.passed else "**Gate failed**")
