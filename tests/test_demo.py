@@ -176,7 +176,8 @@ def digest(path: Path) -> str:
                     "SELECT * FROM requests ORDER BY trace, seq",
                     "SELECT * FROM versions ORDER BY ALL",
                     "SELECT body FROM registry_snapshots ORDER BY snapshot_id"):
-            h.update(con.sql(sql).pl().write_csv().encode())
+            # the registry names its evidence beside the fleet file, in a folder named after the database
+            h.update(con.sql(sql).pl().write_csv().replace(f"{path.stem}.evidence", "DB.evidence").encode())
         return h.hexdigest()
     finally:
         con.close()
