@@ -221,8 +221,8 @@ def calibrate_cmd(ctx: Context) -> int:
         header.append(f"# {f.pool}: mfu {_fmt(f.mfu, '')}, mem_bw_eff {_fmt(f.mem_bw_eff, '')}, step overhead "
                       f"{_fmt(f.step_overhead_ms, ' ms')}, per sequence {_fmt(f.seq_overhead_us, ' us')}, serial share "
                       f"{_fmt(f.serial_share, '')}, per "
-                      f"collective hop {_fmt(f.collective_us, ' us')}; TTFT MAPE {_fmt(f.ttft_mape, '')} R2 "
-                      f"{_fmt(f.ttft_r2, '')}, TPOT MAPE {_fmt(f.tpot_mape, '')} R2 {_fmt(f.tpot_r2, '')} "
+                      f"collective hop {_fmt(f.collective_us, ' us')}; TTFT MAPE {_share(f.ttft_mape)} R2 "
+                      f"{_fmt(f.ttft_r2, '')}, TPOT MAPE {_share(f.tpot_mape)} R2 {_fmt(f.tpot_r2, '')} "
                       f"(n={f.n_ttft}, bench rows {f.n_bench})")
     Path(args.out).write_text("\n".join(header) + "\n" + yaml.safe_dump(body, sort_keys=False))
     lines = [f"{'pool':<12} {'n':>6} {'bench':>5} {'mfu':>6} {'mem_bw':>6} {'ovh ms':>7} {'seq us':>7} "
@@ -231,9 +231,9 @@ def calibrate_cmd(ctx: Context) -> int:
     for f in fits:
         lines.append(f"{f.pool:<12} {f.n_ttft:>6} {f.n_bench:>5} {_fmt(f.mfu, ''):>6} {_fmt(f.mem_bw_eff, ''):>6} "
                      f"{_fmt(f.step_overhead_ms, ''):>7} {_fmt(f.seq_overhead_us, ''):>7} "
-                     f"{_fmt(f.collective_us, ''):>7} {_fmt(f.serial_share, ''):>6} {_fmt(f.ttft_mape, ''):>9} "
+                     f"{_fmt(f.collective_us, ''):>7} {_fmt(f.serial_share, ''):>6} {_share(f.ttft_mape):>9} "
                      f"{_fmt(f.ttft_r2, ''):>6} "
-                     f"{_fmt(f.tpot_mape, ''):>9} {_fmt(f.tpot_r2, ''):>6}")
+                     f"{_share(f.tpot_mape):>9} {_fmt(f.tpot_r2, ''):>6}")
         if f.coefficients and f.group not in shown and f.carried_from is None:
             shown.add(f.group)
             together = f" (one fit for {', '.join(f.group)}: same chip and engine)" if len(f.group) > 1 else ""
@@ -334,6 +334,11 @@ def bench_cmd(ctx: Context) -> int:
                      f"{_num(p.tpot_ms_p99):>9} {p.output_tok_s:>12.1f} {p.req_s:>7.2f}")
     ctx.emit([p.__dict__ for p in points], "\n".join(lines))
     return 0
+
+
+def _share(v: float | None) -> str:
+    """A share (a MAPE of 0.123) as a percentage, '12.3%', or '-'."""
+    return "-" if v is None else f"{v:.1%}"
 
 
 def _num(v: float | None) -> str:
