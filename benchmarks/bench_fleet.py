@@ -233,7 +233,7 @@ def page_queries(db: Path) -> dict[str, list[tuple[str, Callable[[], object]]]]:
     """The queries each page makes for the day, every pool in view, as its data.py calls them."""
     from app.console.charts import bucket_ms
     from app.status_read import read_facts
-    from pool_registry.compat import compatibility
+    from replay.planner.compat import compatibility
     from store import connect, latest_registry
     from store.views import coverage, drift, health, markers, reliability, versions
     from store.views.window import Window

@@ -2,7 +2,10 @@
 
 A stage is reached when every item of it and of every earlier stage passes, at the time its last evidence was
 produced (never before the stage ahead of it). The current stage is the first one not reached. Inference
-bring-up is measured against the three-day bar: reached within three days of the start, or not.
+bring-up is measured against the three-day bar: reached within three days of the start, or not. A pool with no
+checklist at all (no sign-off or evidence file in the registry, none added since) is not tracked: nothing dates
+its stages, so the bar is not judged and its declared stage is what is known (a canary serving traffic is not
+"stuck at device abstraction").
 """
 
 from __future__ import annotations
@@ -59,6 +62,7 @@ class Track:
     stages: tuple[Stage, ...]
     items: tuple[Item, ...]
     now_ms: int
+    tracked: bool = True  # the pool has a checklist: sign-offs or evidence files
 
     @property
     def stage_title(self) -> str:
@@ -79,8 +83,8 @@ class Track:
         """(days to inference bring-up, or elapsed while not reached; met the three-day bar, None when unknown)."""
         stage = next(s for s in self.stages if s.id == BRINGUP)
         days = stage.days if stage.reached_ms is not None else self.elapsed_days
-        if days is None:
-            return None, None
+        if days is None or not self.tracked:
+            return days, None
         if stage.reached_ms is None and days <= BAR_DAYS:
             return days, None
         return days, days <= BAR_DAYS
@@ -89,6 +93,10 @@ class Track:
         """'inference bring-up reached in 2.5 days, within the three-day bar' and its variants."""
         days, met = self.bringup()
         reached = next(s for s in self.stages if s.id == BRINGUP).reached_ms is not None
+        if not self.tracked:
+            since = "" if days is None else f", started {days:.1f} days ago"
+            return (f"inference bring-up not tracked: the registry has no checklist for this pool (declared stage "
+                    f"{self.declared}{since}); add evidence with hetpool onboarding add-evidence to track it")
         if days is None:
             return "inference bring-up: no start date in the registry"
         verb = f"reached in {days:.1f} days" if reached else f"not reached after {days:.1f} days"
@@ -122,8 +130,9 @@ def track(reg: Registry, pool_id: str, facts: Facts, now_ms: int) -> Track:
         current = current or sid
         stages.append(Stage(sid, title, "current" if current == sid else "todo", None, None))
     chip = reg.chip_of(pool)
+    tracked = bool(ob.checks) or any(i.files for i in items)
     return Track(pool.id, chip.name, chip.vendor, ob.stage, ob.started, current or DONE, tuple(stages),
-                 tuple(items), now_ms)
+                 tuple(items), now_ms, tracked)
 
 
 def onboarding_pools(reg: Registry) -> tuple[str, ...]:

@@ -2,11 +2,12 @@
 
 Per pool, from the store over the candidate's window (by default the 7 days before the replayed traffic):
 
-    failures per device-hour = (fatal error events + devices that stopped reporting) / observed device-hours
+    failures per device-hour = (fatal error events + devices that stopped reporting) / reported device-hours
 
-with observed device-hours as the reliability index counts them (store.views.reliability). A replica fails when
-any of its devices does, so its failures arrive as a Poisson process at devices_per_replica x that rate; a
-failed replica is down for the repair time, then serves again. Its running and queued requests are lost and
+with reported device-hours those of the devices that reported, in the hours the reliability index counts
+(store.views.reliability; the index also charges the devices that never reported, which cannot fail here). A
+replica fails when any of its devices does, so its failures arrive as a Poisson process at devices_per_replica x
+that rate; a failed replica is down for the repair time, then serves again. Its running and queued requests are lost and
 retried by the router at the moment of failure: the retry starts the request again (its KV cache and the
 tokens it had streamed are gone), and its busy cost so far stays spent.
 

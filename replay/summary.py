@@ -9,9 +9,12 @@ computed; provisioned cost keeps every replica up for the whole window. cost_per
 served input + output tokens. Utilization is a pool's busy replica time over replicas x window; KV use is the
 time-averaged share of the pool's KV cache held.
 
-The predictor is named as the candidate set it, with its error over served requests: the median and p90 of
-|predicted - true| / true output length, in percent (a true length of 0 counts as 1). A run that used the
-oracle says so (`predictor_note`): its numbers are an upper bound no router can reach. Requests whose output
+The predictor is named as the candidate set it, with its error over served requests in tokens (the median and
+p90 of |predicted - true| output length) and as the ratio predicted / true (its p10, median and p90; a true
+length of 0 counts as 1), whose median is its bias: above 1 it predicts long, below 1 short; with the mean of
+predicted - true in tokens. (The median and p90 of |predicted - true| / true in percent are kept for runs stored
+before: relative to very short true lengths they run to thousands of per cent.) A run that used the oracle says so
+(`predictor_note`): its numbers are an upper bound no router can reach. Requests whose output
 was stopped at a pool's context limit are `truncated`; their tokens and TPOT count what they generated.
 """
 
@@ -85,6 +88,12 @@ class Summary:
     predictor_note: str = ORACLE_NOTE         # the oracle's caveat, empty for a predictor a router can run
     predictor_ape_p50: float | None = None    # % error of the predicted output length, over served requests
     predictor_ape_p90: float | None = None
+    predictor_err_tokens_p50: float | None = None  # |predicted - true| output tokens, over served requests
+    predictor_err_tokens_p90: float | None = None
+    predictor_bias_tokens: float | None = None     # mean of predicted - true output tokens
+    predictor_ratio_p10: float | None = None       # predicted / true output length (true 0 counts as 1)
+    predictor_ratio_p50: float | None = None       # the bias: above 1 the predictor runs long, below 1 short
+    predictor_ratio_p90: float | None = None
     truncated: int = 0
     failures: dict[str, int] = field(default_factory=dict)   # replica failures injected, per pool
     retried: int = 0                                         # requests retried after a failure (once or more)
@@ -136,7 +145,9 @@ def build(plan: Plan, raw: Raw, traffic: pl.DataFrame, *, candidate: str, policy
     many = out_tokens > 1
     tpot = np.where(many, (raw.e2e - raw.ttft) / np.maximum(out_tokens - 1, 1), np.nan)
     pred = plan.pred_out
-    ape = np.abs(pred - plan.out_tokens) / np.maximum(plan.out_tokens, 1) * 100.0
+    err = (pred - plan.out_tokens).astype(np.float64)
+    ratio = pred / np.maximum(plan.out_tokens, 1)
+    ape = np.abs(err) / np.maximum(plan.out_tokens, 1) * 100.0
     names = [p.id for p in plan.pools]
     outcome = np.where(served, 0, np.where(queued, 2, 1))
     reasons = pl.Series("reason", [None] * n, dtype=pl.String)
@@ -211,7 +222,11 @@ def build(plan: Plan, raw: Raw, traffic: pl.DataFrame, *, candidate: str, policy
         utilization={k: v.utilization for k, v in pool_rows.items()}, pools=pool_rows,
         kv_use={k: v.kv_use for k, v in pool_rows.items()}, preempted=int(raw.preempted[routed].sum()),
         predictor=plan.predictor, predictor_note=plan.predictor_note, predictor_ape_p50=_pct(ape[served], 50),
-        predictor_ape_p90=_pct(ape[served], 90), truncated=len(raw.truncated),
+        predictor_ape_p90=_pct(ape[served], 90), predictor_err_tokens_p50=_pct(np.abs(err[served]), 50),
+        predictor_err_tokens_p90=_pct(np.abs(err[served]), 90),
+        predictor_bias_tokens=float(err[served].mean()) if served.any() else None,
+        predictor_ratio_p10=_pct(ratio[served], 10), predictor_ratio_p50=_pct(ratio[served], 50),
+        predictor_ratio_p90=_pct(ratio[served], 90), truncated=len(raw.truncated),
         failures={spec.id: raw.failures[k] for k, spec in enumerate(plan.pools)} if raw.failures else {},
         retried=int(retried.sum()), retries_missed_sla=int((retried & ~(served & met)).sum()),
         work_lost_tokens=int(raw.lost_tokens),

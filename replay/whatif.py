@@ -16,6 +16,7 @@ output length would change. Every report of a run that used the oracle says so (
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -63,17 +64,44 @@ class Traffic:
         return int(self.frame["arrival_ms"].max())  # type: ignore[arg-type]
 
 
+def pick_trace(traces: pl.DataFrame, wanted: str | None) -> tuple[str | None, str | None]:
+    """The trace a replay of stored requests reads, from the stored traces (trace, requests, first_ms, last_ms),
+    and a note saying why when the store holds several: the one named, else the one with the newest request.
+    Requests of different traces are never replayed as one: their arrivals may lie years apart."""
+    names = traces["trace"].to_list()
+    if wanted is not None:
+        if wanted not in names:
+            raise ReplayError(f"unknown trace {wanted!r}; stored: {', '.join(names) or '(none)'}")
+        return wanted, None
+    if not names:
+        return None, None
+    newest = traces.sort("last_ms", "trace", descending=True).row(0, named=True)
+    if len(names) == 1:
+        return str(newest["trace"]), None
+    others = ", ".join(f"{r['trace']!r} ({r['requests']:,} requests, {_day(r['first_ms'])} to {_day(r['last_ms'])})"
+                       for r in traces.sort("last_ms", descending=True).iter_rows(named=True)
+                       if r["trace"] != newest["trace"])
+    return str(newest["trace"]), (f"the store holds {len(names)} traces; replaying {newest['trace']!r}, the one with "
+                                  f"the newest requests; the others: {others}; pick one with --trace NAME")
+
+
+def _day(ms: int) -> str:
+    return dt.datetime.fromtimestamp(ms / 1000, dt.UTC).strftime("%Y-%m-%d %H:%M")
+
+
 def stored_traffic(frame: pl.DataFrame, *, trace: str | None = None, start: str | None = None,
                    end: str | None = None, start_ms: int | None = None, end_ms: int | None = None,
-                   history: pl.DataFrame | None = None) -> Traffic:
+                   history: pl.DataFrame | None = None, notes: tuple[str, ...] = ()) -> Traffic:
     """Stored requests already read for a trace and window (start and end as the user wrote them), and those
-    stored before the window, if read."""
+    stored before the window, if read; notes say how the trace was picked."""
     what = f"stored requests{f' of trace {trace!r}' if trace else ''}" + (
         f" from {start}" if start else "") + (f" until {end}" if end else "")
     if frame.height == 0:
         raise ReplayError(f"no {what}; load some with 'hetpool ingest traffic PATH' or pass --traffic")
     spec = {"kind": "stored", "trace": trace, "start_ms": start_ms, "end_ms": end_ms}
-    return Traffic(frame, f"{what} ({frame.height} requests)", spec=spec,
+    first, last = frame["arrival_ms"].min(), frame["arrival_ms"].max()
+    return Traffic(frame, f"{what} ({frame.height:,} requests arriving {_day(int(first))} to "  # type: ignore[arg-type]
+                          f"{_day(int(last))} UTC)", notes, spec=spec,  # type: ignore[arg-type]
                    history=history if history is not None and history.height else None)
 
 
@@ -238,9 +266,37 @@ def fmt_ms(v: float | None) -> str:
     return "-" if v is None else f"{v * 1000:.1f}"
 
 
-def fmt_pct(v: float | None) -> str:
-    """A percentage without decimals, or '-'."""
-    return "-" if v is None else f"{v:.0f}%"
+def fmt_ratio(v: float | None) -> str:
+    """A ratio as '0.42x', '1.9x', '12x', or '-'."""
+    return "-" if v is None else f"{v:.0f}x" if v >= 10 else f"{v:.2g}x"
+
+
+def predictor_said(s: Summary) -> str:
+    """The predictor's error in words: off by how many tokens, predicted over true, and which way it leans."""
+    if s.predictor == "oracle" or s.predictor_err_tokens_p50 is None:
+        return s.predictor
+    ratio = s.predictor_ratio_p50 or 1.0
+    lean = ("it predicts long" if ratio > 1.05 else "it predicts short" if ratio < 0.95 else
+            "no lean at the median")
+    bias = s.predictor_bias_tokens or 0.0
+    return (f"{s.predictor}: off by {s.predictor_err_tokens_p50:,.0f} output tokens at the median and "
+            f"{s.predictor_err_tokens_p90:,.0f} at p90; predicted / true {fmt_ratio(s.predictor_ratio_p50)} at the "
+            f"median ({fmt_ratio(s.predictor_ratio_p10)} at p10, {fmt_ratio(s.predictor_ratio_p90)} at p90): {lean}, "
+            f"by {bias:+,.0f} tokens on average")
+
+
+OVERFLOW_SAID = ("overflow counts the requests no pool could take within their SLA when they arrived: queued ones "
+                 "waited on the replica predicted to finish them first (the candidate's overflow: queue), degraded "
+                 "ones were served outside their tier and count as SLA misses (overflow: degrade), rejected ones were "
+                 "not served (no pool holds their model and prompt, or overflow: reject)")
+
+
+def overflow_said(s: Summary) -> str:
+    """A run's overflow in words, or '' when it had none."""
+    q, d, r = s.overflow["queue"], s.overflow["degrade"], s.overflow["reject"]
+    if not q + d + r:
+        return ""
+    return f"{q:,} queued, {d:,} served degraded, {r:,} rejected, of {s.requests:,} requests"
 
 
 def gap_lines(gap: dict[str, Any] | None) -> list[str]:
@@ -276,9 +332,16 @@ def summary_lines(runs: list[tuple[str, Summary]]) -> list[str]:
         ("tpot p50/p99 ms", lambda s: f"{fmt_ms(s.tpot_p50)}/{fmt_ms(s.tpot_p99)}"),
         ("e2e p50/p99", lambda s: f"{fmt_s(s.e2e_p50)}/{fmt_s(s.e2e_p99)}"),
         ("sla violations", lambda s: f"{s.sla_violation_rate * 100:.2f}%"),
-        ("overflow q/d/r", lambda s: f"{s.overflow['queue']}/{s.overflow['degrade']}/{s.overflow['reject']}"),
+        ("overflow: queued", lambda s: str(s.overflow["queue"])),
+        ("overflow: degraded", lambda s: str(s.overflow["degrade"])),
         ("predictor", lambda s: s.predictor[:17]),
-        ("out error p50/p90", lambda s: f"{fmt_pct(s.predictor_ape_p50)}/{fmt_pct(s.predictor_ape_p90)}"),
+        ("out error p50/p90", lambda s: "-" if s.predictor_err_tokens_p50 is None else
+         f"{s.predictor_err_tokens_p50:,.0f}/{s.predictor_err_tokens_p90:,.0f} tok"),
+        ("pred/true p10/50/90", lambda s: "-" if s.predictor_ratio_p50 is None else
+         "/".join(fmt_ratio(v).rstrip("x") for v in (s.predictor_ratio_p10, s.predictor_ratio_p50,
+                                                     s.predictor_ratio_p90)) + "x"),
+        ("pred - true, mean", lambda s: "-" if s.predictor_bias_tokens is None else
+         f"{s.predictor_bias_tokens:+,.0f} tok"),
     ]
     if any(s.faults for _, s in runs):
         rows += [("failures injected", lambda s: str(sum(s.failures.values()))),
@@ -288,4 +351,8 @@ def summary_lines(runs: list[tuple[str, Summary]]) -> list[str]:
     for pool in runs[0][1].utilization:
         lines.append(f"{'util / kv ' + pool:<22}" + "".join(
             f"{s.utilization.get(pool, 0.0) * 100:>10.1f}% /{s.kv_use.get(pool, 0.0) * 100:>4.0f}%" for _, s in runs))
+    if any(overflow_said(s) for _, s in runs):
+        lines.append(f"note: {OVERFLOW_SAID}")
+    lines += [f"note: {name.strip()}'s predictor, {predictor_said(s)}" for name, s in runs
+              if s.predictor_err_tokens_p50 is not None]
     return lines

@@ -76,11 +76,19 @@ def test_the_console_rooms_are_the_pages_it_serves() -> None:
     assert served_pages(hidden=True) == [("Fleet health", "", "root")]  # the root, which opens /health
 
 
-def test_the_readme_counts_the_console_pages() -> None:
+def test_the_console_page_counts_the_console_pages() -> None:
     words = {9: "nine", 10: "ten", 11: "eleven", 12: "twelve", 13: "thirteen", 14: "fourteen"}
-    readme = (REPO / "README.md").read_text(encoding="utf-8")
-    console = readme.split("## The operators' console", 1)[1]
+    console = (REPO / "docs" / "console.md").read_text(encoding="utf-8")
     assert f"opens {words[len(served_pages())]} pages" in console
+
+
+def test_the_readme_is_a_front_door_and_links_every_page_of_docs() -> None:
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    assert len(readme.splitlines()) <= 200
+    for page in sorted((REPO / "docs").glob("*.md")):
+        assert f"](docs/{page.name})" in readme, f"README links no docs/{page.name}"
+    shot = re.search(r"!\[[^]]+\]\((docs/[^)]+\.png)\)", readme)
+    assert shot and (REPO / shot[1]).is_file()
 
 
 def test_nothing_cites_a_document_outside_the_repository() -> None:

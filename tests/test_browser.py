@@ -89,6 +89,16 @@ def wait_healthy(url: str, proc: subprocess.Popen[bytes], timeout_s: float = 60)
     raise AssertionError(f"console at {url} not healthy after {timeout_s}s")
 
 
+def stop_group(proc: subprocess.Popen[bytes], timeout_s: float = 20) -> None:
+    """SIGTERM the process group a test started (start_new_session), then SIGKILL it if it does not end."""
+    os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
 @pytest.fixture(scope="module")
 def console(demo_db: Path) -> Iterator[str]:
     """`hetpool console` on the demo database, in its own process group so that it stops with its streamlit."""
@@ -102,12 +112,7 @@ def console(demo_db: Path) -> Iterator[str]:
         wait_healthy(url, proc)
         yield url
     finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+        stop_group(proc)
 
 
 @pytest.fixture(scope="module")

@@ -4,7 +4,6 @@ a provider on loopback (st.login, the callback, st.user, st.logout), and a trust
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -17,7 +16,7 @@ import pytest
 
 from tests.conftest import REPO
 from tests.oidc_provider import serve
-from tests.test_browser import CHROMIUM, LAUNCH_ARGS, free_port, wait_healthy
+from tests.test_browser import CHROMIUM, LAUNCH_ARGS, free_port, stop_group, wait_healthy
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]  # headless Chromium through a login
 ROLES = "users:\n  lee@example.com: lead\n"
@@ -36,12 +35,7 @@ def console(db: Path, home: Path, args: list[str], env: dict[str, str]) -> Itera
         wait_healthy(url, proc)
         yield url
     finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+        stop_group(proc)
 
 
 @pytest.fixture

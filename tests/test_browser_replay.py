@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -16,7 +15,7 @@ import pytest
 from replay import load_candidate
 from store import connect, require_registry
 from tests.conftest import REPO
-from tests.test_browser import ARTIFACTS, CHROMIUM, LAUNCH_ARGS, free_port, wait_healthy
+from tests.test_browser import ARTIFACTS, CHROMIUM, LAUNCH_ARGS, free_port, stop_group, wait_healthy
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]  # headless Chromium through a replay
 
@@ -36,12 +35,7 @@ def console(demo_db: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator
         wait_healthy(url, proc)
         yield url, db
     finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+        stop_group(proc)
 
 
 def test_a_replay_runs_saves_and_reopens_in_chromium(console: tuple[str, Path], tmp_path: Path) -> None:

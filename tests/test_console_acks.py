@@ -40,8 +40,8 @@ def test_a_leads_silence_of_a_node_shows_as_acknowledged(demo_db: Path, tmp_path
     monkeypatch.setenv(ENV_URL, alertmanager.url)
     at = node_page(console(demo_db, monkeypatch, LEAD))
     assert not at.exception
-    assert any(e.value.startswith("Status **critical**: device 0: 4 fatal error events") and
-               e.value.endswith("Not acknowledged.") for e in at.warning)
+    assert any(e.value.startswith(":red-background[:material/error: critical] Status **critical**: device 0: 4 fatal "
+                                  "error events") and e.value.endswith("Not acknowledged.") for e in at.markdown)
     at.text_input(key="silence.comment").input(COMMENT)
     at.number_input(key="silence.hours").set_value(2.0)
     at.button[0].click()  # the form's submit button
@@ -51,13 +51,14 @@ def test_a_leads_silence_of_a_node_shows_as_acknowledged(demo_db: Path, tmp_path
     assert silence["createdBy"] == LEAD["email"] and silence["comment"] == COMMENT
     assert silence["status"]["state"] == "active"
     assert {(m["name"], m["value"]) for m in silence["matchers"]} == {("pool", POOL), ("node", NODE)}
-    acked = [i.value for i in at.info if "Acknowledged by" in i.value]
+    acked = [i.value for i in at.markdown if "Acknowledged by" in i.value]
     assert acked and f"Acknowledged by {LEAD['email']} until " in acked[0] and acked[0].endswith(COMMENT)
     at.query_params.update({"node": NODE, "pool": POOL, "device": "0"})
     device = at.switch_page("screens/device.py").run()
     assert not device.exception
-    assert any(i.value.startswith("Status **critical**: 4 fatal error events") and i.value.endswith(COMMENT)
-               for i in device.info)  # the node's silence covers its device
+    assert any(i.value.startswith(":red-background[:material/error: critical] Status **critical**: 4 fatal error "
+                                  "events") and i.value.endswith(COMMENT)
+               for i in device.markdown)  # the node's silence covers its device
     health = device.switch_page("screens/health.py").run()
     assert not health.exception
     table = health.dataframe[0].value
@@ -94,4 +95,4 @@ def test_an_unreachable_alertmanager_is_said_and_the_statuses_stay(demo_db: Path
     port = url.rsplit(":", 1)[1]
     assert any(w.value.startswith("Acknowledgements are not shown: cannot reach Alertmanager at ") and
                f"127.0.0.1:{port}: " in w.value for w in at.warning)  # the URL escaped, so it is no link
-    assert any(e.value.endswith("Not acknowledged.") for e in at.warning) and not at.error
+    assert any(e.value.endswith("Not acknowledged.") for e in at.markdown) and not at.error

@@ -11,6 +11,7 @@ from streamlit.testing.v1 import AppTest
 
 from access import AccessDenied, decide, from_claims, load_roles
 from app.console import writes
+from app.console.tables import plain
 from onboarding.files import uploaded_files
 from store import connect, require_registry
 from tests.logins import LEAD, VIEWER, console, count, private_copy, write_roles
@@ -36,8 +37,8 @@ def open_onboarding(db: Path, monkeypatch: pytest.MonkeyPatch, user: dict[str, o
 
 
 def operators_status(at: AppTest) -> str:
-    cards = [m.value for m in at.markdown if str(m.value).startswith("**")]
-    tables = [d.value for d in at.dataframe if "item" in d.value.columns]
+    cards = [m.value for m in at.markdown if " · started " in str(m.value)]
+    tables = [t.value.map(plain) for t in at.table if "item" in t.value.columns]
     table = tables[next(i for i, c in enumerate(cards) if c.startswith("**mlu370-a**"))]
     return str(dict(zip(table["item"], table["status"], strict=True))["operators aligned"])
 

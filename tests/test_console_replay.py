@@ -108,7 +108,7 @@ def table_values(s: Summary) -> list[str]:
            f"{' ms' if m == 'tpot' else ' s'}" for m in ("ttft", "tpot", "e2e") for q in (50, 95, 99)]
     return [f"{s.requests:,}", f"{s.served:,}", money(s.provisioned_cost_usd), money(s.busy_cost_usd),
             money(s.cost_per_mtok, 4), *lat, f"{s.sla_violation_rate:.2%}",
-            f"{s.overflow['queue']:,} / {s.overflow['degrade']:,} / {s.overflow['reject']:,}"]
+            f"{s.overflow['queue']:,}", f"{s.overflow['degrade']:,}", f"{s.rejected:,}"]
 
 
 def test_a_run_shows_the_engines_numbers_beside_the_baseline(db: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -140,7 +140,11 @@ def test_a_run_shows_the_engines_numbers_beside_the_baseline(db: Path, monkeypat
     assert at.status and at.status[0].label == f"Replayed {traffic.height:,} requests in " + \
         at.status[0].label.split(" in ")[1]
     outcome: Outcome = at.session_state[RESULT_KEY]
-    assert outcome.whatif.traffic == f"stored requests from {iso(start)} until {iso(end)} ({traffic.height} requests)"
+    arrivals = traffic["arrival_ms"]
+    first, last = (dt.datetime.fromtimestamp(int(ms) / 1000, dt.UTC).strftime("%Y-%m-%d %H:%M")  # type: ignore[arg-type]
+                   for ms in (arrivals.min(), arrivals.max()))
+    assert outcome.whatif.traffic == (f"stored requests of trace 'hetpool-demo' from {iso(start)} until {iso(end)} "
+                                      f"({traffic.height:,} requests arriving {first} to {last} UTC)")
     assert outcome.whatif.verdict is not None
     banner = (at.success if outcome.whatif.verdict.passed else at.error)[0].value
     assert banner.startswith("**Gate passed**" if outcome.whatif.verdict.passed else "**Gate failed**")
@@ -415,8 +419,9 @@ def test_the_predictor_its_error_and_the_oracle_gap(db: Path, monkeypatch: pytes
     assert list(gap["with the oracle"]) == [money(w.oracle_summary.busy_cost_usd), f"{w.oracle_summary.ttft_p99:.3f} s",
                                          f"{w.oracle_summary.sla_violation_rate:.2%}"]
     shown = " ".join(c.value for c in at.caption)
-    assert (f"Output-length predictor, candidate: online (error median {w.summary.predictor_ape_p50:.0f}%, p90 "
-            f"{w.summary.predictor_ape_p90:.0f}%)") in shown
+    s = w.summary
+    assert (f"Output-length predictor, candidate: online: off by {s.predictor_err_tokens_p50:,.0f} output tokens at "
+            f"the median and {s.predictor_err_tokens_p90:,.0f} at p90; predicted / true") in shown
     # the oracle itself: the form says what it is, and so does the result
     at.selectbox(key="wi.predictor").set_value("oracle").run()
     assert "predictor: oracle" in next(c.value for c in at.code)

@@ -42,6 +42,22 @@ def test_file_json_counts_and_registry_pools(capsys: pytest.CaptureFixture[str],
     con.close()
 
 
+def test_folded_readings_are_said_in_words(capsys: pytest.CaptureFixture[str], fleet_db: Path) -> None:
+    # the README's example scrape: two GPUs whose XID reads 0, no error, which is no event and no row
+    example = REPO / "examples" / "exporters" / "dcgm-h100-a-01.prom"
+    code, out, _ = run(capsys, "--db", str(fleet_db), "ingest", "file", str(example), "--at", "2026-11-29T08:00:00Z")
+    lines = out.splitlines()
+    assert code == 0 and "read 16, stored 14, rejected 0, duplicates 2, ignored 0" in lines[0]
+    assert lines[1].startswith("  duplicates 2: 2 folded readings (an error code at 'no error'")
+    assert "already stored" not in lines[1]
+    code, out, _ = run(capsys, "--db", str(fleet_db), "--json", "ingest", "file", str(example), "--at",
+                       "2026-11-29T08:00:00Z")
+    data = json.loads(out)
+    assert (data["duplicates"], data["folded"], data["stored"]) == (16, 2, 0)  # 14 rows stored by the first run
+    code, out, _ = run(capsys, "--db", str(fleet_db), "ingest", "file", str(example), "--at", "2026-11-29T08:00:00Z")
+    assert out.splitlines()[1].endswith("; 14 already stored by an earlier run")
+
+
 @pytest.mark.parametrize("args, message", [
     (["--profile", "dcgn"], "unknown profile 'dcgn'; known: amd, ascend, cambricon, dcgm, gaudi"),
     (["--pool", "nope"], "unknown pool 'nope'; known: h100-a, mi300x-a, ascend-a, gaudi3-a, mlu370-a"),

@@ -20,7 +20,7 @@ def test_the_help_says_what_canonical_and_step_store_with_an_example(capsys: pyt
 
 
 def test_the_readme_ingest_section_covers_canonical_input() -> None:
-    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    readme = (REPO / "docs" / "cli.md").read_text(encoding="utf-8")
     head = "### `hetpool ingest prometheus|scrape|file --canonical`"
     assert head in readme
     section = readme[readme.index(head):].split("\n### ", 1)[0]

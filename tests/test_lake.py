@@ -390,9 +390,9 @@ README_ROWS = [  # the two rows it finds, then one that each condition leaves ou
 
 def test_the_readme_query_reads_its_partition_hour_and_attribute(con: duckdb.DuckDBPyConnection,
                                                                  tmp_path: Path) -> None:
-    text = (REPO / "README.md").read_text(encoding="utf-8")
+    text = (REPO / "docs" / "cli.md").read_text(encoding="utf-8")
     found = re.search(r"```sql\n(SELECT .*?read_parquet\('lake/.*?;)\n```", text, re.S)
-    assert found, "the README's lake section has no DuckDB query"
+    assert found, "the lake section of docs/cli.md has no DuckDB query"
     add(con, README_ROWS)
     lake = tmp_path / "lake"
     write_lake(Held(con), lake)

@@ -178,6 +178,28 @@ def test_evidence_added_on_the_command_line_moves_the_pool_through_its_stages(
     assert "inference bring-up reached in 2.0 days, within the three-day bar" in out
 
 
+def test_a_pool_without_a_checklist_is_not_judged_against_the_bar_until_evidence_comes(
+        store_db: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # gaudi3-a: declared canary since 2026-08-10, serving, no checklist in the registry. 2026-11-26 06:00 (the
+    # newest sample) is 108.25 days on: nothing dates its stages, so no verdict on the three-day bar
+    db = ["--db", str(store_db)]
+    code, out, _ = run(capsys, *db, "--json", "onboarding", "gaudi3-a")
+    got = json.loads(out)[0]
+    assert code == 0 and got["tracked"] is False and got["bringup"]["met"] is None
+    code, out, _ = run(capsys, *db, "onboarding", "gaudi3-a")
+    assert out.splitlines()[0] == (
+        "gaudi3-a (intel Intel Gaudi 3), started 2026-08-10: declared stage canary; inference bring-up not tracked: "
+        "the registry has no checklist for this pool (declared stage canary, started 108.2 days ago); add evidence "
+        "with hetpool onboarding add-evidence to track it")
+    assert "over the three-day bar" not in out
+    ops = tmp_path / "ops.csv"
+    ops.write_text("op,max_abs_err,tol\nmatmul,0.004,0.01\n")
+    assert run(capsys, *db, "onboarding", "add-evidence", "gaudi3-a", "operators", str(ops))[0] == 0
+    code, out, _ = run(capsys, *db, "--json", "onboarding", "gaudi3-a")
+    got = json.loads(out)[0]
+    assert got["tracked"] is True and got["bringup"]["met"] is False  # tracked now, and long past the bar
+
+
 @pytest.mark.parametrize(("argv", "message"), [
     (["mlu370-a", "operators", "{bad}"], "{bad}:3:2: column max_abs_err: expected a number, got 'n/a'"),
     (["mlu370-a", "regression", "{bad}"], "regression takes 2 file(s) (baseline, candidate), got 1"),

@@ -21,7 +21,7 @@ def test_json_has_exactly_the_issues_keys(capsys: pytest.CaptureFixture[str]) ->
     code, out, _ = run(capsys, "--json", "plan", *FILE, "--model", "qwen3-235b-a22b", "--pool", "mi300x-a",
                        "--concurrency", "16")
     data = json.loads(out)
-    assert code == 0 and set(data) == {"model", "plans", "excluded", "min_devices"}
+    assert code == 0 and set(data) == {"model", "plans", "excluded", "min_devices", "compatibility"}
     # (470 GB of weights + 1,152 x 16 x 2 x 94 x 4 x 128 x 2 B of KV) / (192 x 0.9 - 1 GB) = 2.76 devices
     assert data["model"] == "qwen3-235b-a22b" and data["min_devices"] == {"mi300x-a": 3}
     assert PLAN_KEYS == ("pool", "tp", "pp", "ep", "replicas", "devices_per_replica", "weights_gb_per_device",

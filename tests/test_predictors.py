@@ -15,6 +15,7 @@ from replay import Candidate, CandidateError, ReplayError, SlaTier, candidate_to
 from replay.candidate import PredictorSpec
 from replay.predictors import ORACLE_NOTE, PREDICTORS, UnknownNameError, get_predictor
 from replay.predictors.online import length_bins, quantiles
+from replay.whatif import predictor_said, summary_lines
 from tests.replay_fleets import chip, fleet, model, pool
 
 
@@ -206,6 +207,18 @@ def test_fixed_table_and_their_errors() -> None:
     assert (fixed.summary.predictor, fixed.summary.predictor_ape_p50) == ("fixed (200 tokens)", 50.0)
     assert fixed.summary.predictor_ape_p90 == pytest.approx(90.0)
     assert fixed.summary.predictor_note == ""
+    # in tokens: off by 100, 0 and 200 (numpy's linear p90 of 0, 100, 200 is 180); predicted over true 2, 1 and
+    # 0.5 (p10 0.6, median 1, p90 1.8); on average 100 + 0 - 200 over 3 tokens short
+    s = fixed.summary
+    assert (s.predictor_err_tokens_p50, s.predictor_err_tokens_p90) == pytest.approx((100.0, 180.0))
+    assert (s.predictor_ratio_p10, s.predictor_ratio_p50, s.predictor_ratio_p90) == pytest.approx((0.6, 1.0, 1.8))
+    assert s.predictor_bias_tokens == pytest.approx(-100 / 3)
+    assert predictor_said(s) == ("fixed (200 tokens): off by 100 output tokens at the median and 180 at p90; "
+                                 "predicted / true 1x at the median (0.6x at p10, 1.8x at p90): no lean at the "
+                                 "median, by -33 tokens on average")
+    rows = {line[:22].strip(): line[22:].strip() for line in summary_lines([("f", s)])}
+    assert (rows["out error p50/p90"], rows["pred/true p10/50/90"], rows["pred - true, mean"]) == (
+        "100/180 tok", "0.6/1/1.8x", "-33 tok")
     table = PredictorSpec("table", {"tiers": {"premium": 150, "batch": 900}, "default": 50})
     rows = run_replay(Candidate(name="t", policy="cost_min", predictor=table), traffic, FLAT, 0)
     assert rows.requests["pred_out_tokens"].to_list() == [50, 150, 900]

@@ -1,6 +1,7 @@
-"""Every `hetpool` example of the README runs as written on the demo database (HETPOOL_DB=demo/hetpool.duckdb, as
-the README sets it), from a folder holding the repository's examples; those that need a service of their own or
-run until stopped are checked for their --help only, each with the reason."""
+"""Every `hetpool` example of the README and of the docs pages it sends a reader to (the CLI reference, the
+console, the replay's model, alerting, development) runs as written on the demo database
+(HETPOOL_DB=demo/hetpool.duckdb, as the README sets it), from a folder holding the repository's examples; those that
+need a service of their own or run until stopped are checked for their --help only, each with the reason."""
 
 from __future__ import annotations
 
@@ -17,6 +18,8 @@ from tests.conftest import REPO
 pytestmark = pytest.mark.slow  # about thirty commands, replays and a calibration among them
 
 README = REPO / "README.md"
+# the pages the README's reference moved to, whose examples were the README's
+PAGES = (README, *(REPO / "docs" / f"{name}.md" for name in ("cli", "console", "replay", "alerting", "development")))
 _ASSIGNMENT = re.compile(r"^[A-Z_]+=\S*$")
 _COMMAND = re.compile(r"^(?:[A-Z_]+=\S*\s+)*hetpool\s")
 
@@ -68,13 +71,18 @@ def expected_exit(example: str) -> int:
     return next((code for start, code in EXIT.items() if example.startswith(start)), 0)
 
 
-EXAMPLES = examples(README.read_text(encoding="utf-8"))
+EXAMPLES = examples("\n".join(page.read_text(encoding="utf-8") for page in PAGES))
 
 
 def test_the_readme_has_its_examples_and_every_exception_names_one() -> None:
     assert len(EXAMPLES) >= 24
     for start in [*HELP_ONLY, *EXIT, *BROKEN]:
-        assert any(e.startswith(start) for e in EXAMPLES), f"no README example starts with {start!r} any more"
+        assert any(e.startswith(start) for e in EXAMPLES), f"no example starts with {start!r} any more"
+
+
+def test_the_readme_has_its_own_examples_to_try() -> None:
+    own = examples(README.read_text(encoding="utf-8"))
+    assert len(own) >= 6 and "hetpool registry load demo/hetpool.fleet.yaml" in own
 
 
 def test_the_extraction_reads_both_kinds_of_example() -> None:

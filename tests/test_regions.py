@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from app.console.tables import plain
 from canonical.metrics import ERRORS_METRIC
 from store import ENV_DB
 from tests.cli import run
@@ -133,11 +134,14 @@ def assert_console_shows_both(db: Path, monkeypatch: pytest.MonkeyPatch) -> None
     assert "device 0: 2 fatal error events (codes ecc\\_uncorrect)" in text, text
     errors = AppTest.from_file(MAIN, default_timeout=60).run().switch_page("screens/reliability.py").run()
     assert not errors.exception and not errors.error, (errors.exception, errors.error)
-    drain, rel, by_vendor, found = (d.value for d in errors.dataframe)
-    # each region's failing node is to be drained, and each pool has one healthy device of its two
+    drain, by_vendor, found = (d.value for d in errors.dataframe)
+    # each region's failing node is to be drained, and each pool has one healthy device of the two that report, of
+    # the 64 and 32 its registry declares: the others never reported, so R is 1/64 and 1/32
     assert sorted(zip(drain["pool"], drain["codes"], drain["fatal_events"], strict=True)) == [
         (EAST, "79", 1.0), (WEST, "ecc_uncorrect", 2.0)]
-    assert dict(zip(rel["pool"], rel["index"], strict=True)) == {EAST: 0.5, WEST: 0.5}
+    rel = errors.table[0].value.map(plain)
+    assert sorted(zip(rel["pool"], rel["R"], rel["devices"], rel["silent (never reported)"], strict=True)) == [
+        (EAST, "1.6%", "64", "62"), (WEST, "3.1%", "32", "30")]
     assert sorted(zip(by_vendor["vendor"], by_vendor["error_class"], by_vendor["events"], strict=True)) == [
         ("amd", "memory_uncorrectable", 2.0), ("nvidia", "device_lost", 1.0)]
     columns = ("pool", "vendor", "code", "error_class", "severity", "count")

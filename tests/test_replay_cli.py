@@ -251,3 +251,31 @@ def test_the_oracle_gap_and_the_oracles_label(capsys: pytest.CaptureFixture[str]
     code, out, _ = run(capsys, "--db", db, "replay", "run", "--candidate", str(CANDIDATES / "sla_cost.yaml"),
                        "--baseline", str(knowing), "--gate", str(GATE))
     assert code == 1 and "  FAIL predictors differ: candidate 'online', baseline 'oracle'" in out
+
+
+def test_a_store_of_several_traces_replays_the_newest_and_names_the_others(
+        capsys: pytest.CaptureFixture[str], fleet_db: Path, traffic_csv: Path, tmp_path: Path) -> None:
+    db = str(fleet_db)
+    later = tmp_path / "later.csv"  # the same shape of traffic a year on, 500 requests of it
+    frame = pl.read_csv(traffic_csv).head(500)
+    frame.with_columns(pl.col("arrival_ms") + 365 * 86_400_000).write_csv(later)
+    for path in (traffic_csv, later):
+        assert run(capsys, "--db", db, "ingest", "traffic", str(path))[0] == 0
+    candidate = str(CANDIDATES / "sla_cost.yaml")
+    code, out, _ = run(capsys, "--db", db, "replay", "run", "--candidate", candidate)
+    lines = out.splitlines()
+    assert code == 0
+    assert lines[0].endswith(": stored requests of trace 'later.csv' (500 requests arriving 2026-01-01 00:00 to "
+                             "2026-01-01 00:00 UTC)")
+    assert lines[1] == ("  (the store holds 2 traces; replaying 'later.csv', the one with the newest requests; the "
+                        "others: 'traffic.csv' (3,000 requests, 2025-01-01 00:00 to 2025-01-01 00:03); pick one "
+                        "with --trace NAME)")
+    assert next(line for line in lines if line.startswith("requests ")).split() == ["requests", "500"]
+    code, out, _ = run(capsys, "--db", db, "--json", "replay", "run", "--candidate", candidate, "--trace",
+                       "traffic.csv")
+    data = json.loads(out)
+    assert code == 0 and data["candidate"]["requests"] == 3000 and data["traffic_notes"] == []
+    assert data["traffic"].startswith("stored requests of trace 'traffic.csv' (3,000 requests")
+    code, out, err = run(capsys, "--db", db, "replay", "run", "--candidate", candidate, "--trace", "nope")
+    assert code == 2 and out == "" and err.strip() == ("hetpool: error: unknown trace 'nope'; stored: later.csv, "
+                                                      "traffic.csv")

@@ -23,6 +23,7 @@ import pytest
 from pool_registry import Registry
 from replay import Candidate, SlaTier, run_replay
 from replay.candidate import PredictorSpec
+from replay.whatif import OVERFLOW_SAID, overflow_said, summary_lines
 from tests import replay_fleets
 from tests.replay_fleets import chip, flat_model, pool
 
@@ -170,6 +171,14 @@ def test_overflow_accounting(overflow: str, served: int, rejected: int, flag_cou
         assert rows.filter(pl.col("overflow") == "degrade")["sla_met"].to_list() == [False] * 13
     if overflow == "reject":  # the first takes the slot, five wait, the rest are turned away
         assert rows.filter(pl.col("outcome") == "served")["wait_s"].to_list() == pytest.approx([0, 1, 2, 3, 4, 5])
+    # the CLI's table spells the overflow out, a row per kind, and says once what each kind means
+    lines = summary_lines([("o", s)])
+    row = {line[:22].strip(): line[22:].strip() for line in lines}
+    assert (row["overflow: queued"], row["overflow: degraded"], row["rejected"]) == (
+        str(flag_counts["queue"]), str(flag_counts["degrade"]), str(rejected))
+    assert overflow_said(s) == (f"{flag_counts['queue']:,} queued, {flag_counts['degrade']:,} served degraded, "
+                                f"{rejected:,} rejected, of 20 requests")
+    assert f"note: {OVERFLOW_SAID}" in lines
 
 
 def test_a_horizon_leaves_unfinished_requests_still_queued() -> None:

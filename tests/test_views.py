@@ -259,6 +259,23 @@ def test_reliability_index(ro: duckdb.DuckDBPyConnection) -> None:
     assert rel["ascend-a"]["index"] == 1.0  # a recoverable error does not count
 
 
+def test_the_reliability_index_counts_the_devices_that_never_reported(ro: duckdb.DuckDBPyConnection) -> None:
+    # h100-a declares 8 devices and 3 reported: 5 are silent the whole window. 8 devices x 2 hours = 16
+    # device-hours, of which the same 5 are healthy (n2/0's second hour had health 0 and a fatal event).
+    rel = {r["pool"]: r for r in reliability.reliability(ro, WHOLE, {"h100-a": 8, "ascend-a": 1})
+           .iter_rows(named=True)}
+    h100 = rel["h100-a"]
+    assert (h100["devices"], h100["reporting"], h100["silent"], h100["hours"]) == (8, 3, 5, 2)
+    assert (h100["observed"], h100["healthy"], h100["reported_hours"]) == (16, 5, 6)
+    assert h100["index"] == pytest.approx(5 / 16)
+    # more devices reported than declared (1): the ones that reported count, none is silent
+    ascend = rel["ascend-a"]
+    assert (ascend["devices"], ascend["silent"], ascend["index"]) == (ascend["reporting"], 0, 1.0)
+    # a pool the registry does not name counts the devices that reported
+    bare = {r["pool"]: r for r in reliability.reliability(ro, WHOLE).iter_rows(named=True)}
+    assert (bare["h100-a"]["devices"], bare["h100-a"]["silent"], bare["h100-a"]["index"]) == (3, 0, 5 / 6)
+
+
 def test_nodes_to_drain(ro: duckdb.DuckDBPyConnection) -> None:
     drain = reliability.nodes_to_drain(ro, WHOLE)
     assert drain.select("pool", "node").rows() == [("h100-a", "n2")]

@@ -81,24 +81,30 @@ def run(ctx: Context) -> int:
         refuse_held_data(store)
     building = building_path(path)
     remove_stale(path)
+    # the fleet file first (under a hidden name until the database is swapped in), and the registry stored is the
+    # one loading it gives: `hetpool registry load` of the demo's own fleet then stores no new snapshot
+    fleet_file = path.with_name(f"{path.stem}.fleet.yaml")
+    staged = fleet_file.with_name(f".{fleet_file.name}.new")
+    staged.write_text(f"# The demo's fleet: {args.registry} scaled to {spec.devices_per_pool} devices per pool.\n"
+                      "# Edit it and load it with 'hetpool registry load' to see the change in the console.\n"
+                      + yaml.safe_dump(registry_to_dict(localize_evidence(
+                          demo_fleet(registry, spec, args.registry), fleet_file.parent, f"{path.stem}.evidence")),
+                          sort_keys=False), encoding="utf-8")
+    fleet = load_registry(staged)
     ctx.note(f"building the demo in {path}: {spec.days:g} days, {spec.devices_per_pool} devices per pool, "
              f"one scrape every {spec.interval_ms / 1000:g}s, seed {spec.seed}")
     try:
         con = connect(building)
         try:
-            report = build_demo(Held(con), registry, spec, args.registry, ProgressBar(ctx.err))
+            report = build_demo(Held(con), registry, spec, args.registry, ProgressBar(ctx.err), fleet, fleet_file)
             version = schema_version(con)
         finally:
             con.close()
         replace_database(store, building, keep_data=not args.replace, what="hetpool demo (swapping in the new file)")
+        staged.replace(fleet_file)
     finally:
         discard(building)
-    fleet_file = path.with_name(f"{path.stem}.fleet.yaml")
-    fleet_file.write_text(f"# The demo's fleet: {args.registry} scaled to {spec.devices_per_pool} devices per pool.\n"
-                          "# Edit it and load it with 'hetpool registry load' to see the change in the console.\n"
-                          + yaml.safe_dump(registry_to_dict(localize_evidence(
-                              demo_fleet(registry, spec, args.registry), fleet_file.parent, f"{path.stem}.evidence")),
-                                           sort_keys=False), encoding="utf-8")
+        staged.unlink(missing_ok=True)
     ctx.emit({**report.__dict__, "db": str(path), "schema_version": version, "fleet": str(fleet_file)},
              f"demo: {report.pools} pools, {report.devices} devices; {report.rows:,} samples stored from "
              f"{report.read:,} exposition lines ({report.rejected} rejected) and {report.requests:,} requests, in "

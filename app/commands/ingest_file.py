@@ -65,10 +65,27 @@ def _options(args: argparse.Namespace) -> IngestOptions:
                          at_ms=getattr(args, "at", None), canonical=args.canonical)
 
 
+FOLDED = ("an error code at 'no error' or repeating the device's last one, such as XID 0 at every scrape, or an "
+          "unchanged error counter: no new event")
+
+
+def duplicates_said(duplicates: int, folded: int) -> str | None:
+    """What the duplicates of a run were, in words (None when there were none)."""
+    if not duplicates:
+        return None
+    stored = duplicates - folded
+    parts = ([f"{folded} folded reading{'s' if folded != 1 else ''} ({FOLDED})"] if folded else []) + (
+        [f"{stored} already stored by an earlier run"] if stored else [])
+    return f"duplicates {duplicates}: " + "; ".join(parts)
+
+
 def _text(report: IngestReport) -> list[str]:
     c = report.counts
     lines = [f"{report.source}: read {c.read}, stored {c.stored}, rejected {c.rejected}, "
              f"duplicates {c.duplicates}, ignored {c.ignored} (run {report.run_id})"]
+    said = duplicates_said(c.duplicates, report.folded)
+    if said:
+        lines.append(f"  {said}")
     for reason, n in report.reasons.most_common(SHOW_REASONS):
         lines.append(f"  rejected {n}: {reason}")
     if len(report.reasons) > SHOW_REASONS:
@@ -80,7 +97,8 @@ def _text(report: IngestReport) -> list[str]:
 
 def _emit(ctx: Context, reports: list[IngestReport]) -> None:
     totals = {k: sum(r.as_dict()[k] for r in reports) for k in COUNT_KEYS}
-    data = {**totals, "runs": [r.run_id for r in reports], "source": reports[0].source if reports else "",
+    data = {**totals, "folded": sum(r.folded for r in reports), "runs": [r.run_id for r in reports],
+            "source": reports[0].source if reports else "",
             "warnings": [w for r in reports for w in r.warnings]}
     ctx.emit(data, "\n".join(line for r in reports for line in _text(r)))
 

@@ -91,7 +91,8 @@ def _json(t: Track) -> dict[str, Any]:
 
     days, met = t.bringup()
     return {"pool": t.pool, "chip": t.chip, "vendor": t.vendor, "declared_stage": t.declared,
-            "started": t.started.isoformat() if t.started else None, "stage": t.stage, "stages_done": t.reached,
+            "started": t.started.isoformat() if t.started else None, "tracked": t.tracked, "stage": t.stage,
+            "stages_done": t.reached,
             "elapsed_days": t.elapsed_days, "bringup": {"days": days, "bar_days": BAR_DAYS, "met": met},
             "stages": [_fields(s) for s in t.stages],
             "items": [{**_fields(i), "files": [{"role": r, "name": n} for r, n in i.files]} for i in t.items]}
@@ -109,8 +110,9 @@ def _day(ms: int | None) -> str:
 
 def _text(t: Track) -> str:
     started = t.started.isoformat() if t.started else "no start date"
-    lines = [f"{t.pool} ({t.vendor} {t.chip}), started {started}: stage {t.stage_title} "
-             f"({t.reached} of {len(t.stages)} stages done); {t.bar_text()}"]
+    where = (f"stage {t.stage_title} ({t.reached} of {len(t.stages)} stages done)" if t.tracked else
+             f"declared stage {t.declared}")
+    lines = [f"{t.pool} ({t.vendor} {t.chip}), started {started}: {where}; {t.bar_text()}"]
     for s in t.stages:
         when = f"  reached {_day(s.reached_ms)}, day {s.days:.1f}" if s.days is not None else \
             f"  reached {_day(s.reached_ms)}" if s.reached_ms else ""

@@ -29,7 +29,8 @@ def _source_options(p: argparse.ArgumentParser, *, file: bool = True) -> None:
     if file:
         p.add_argument("--traffic", metavar="PATH", help="replay this trace file instead of stored requests")
         add_traffic_options(p)
-    p.add_argument("--trace", help="stored trace name to use (default: all stored requests)")
+    p.add_argument("--trace", help="stored trace to use (default: the one with the newest requests; the output "
+                                   "names it and the others)")
     p.add_argument("--start", metavar="ISO", help="first arrival of stored requests to use (inclusive)")
     p.add_argument("--end", metavar="ISO", help="end of the stored-request window (exclusive)")
 
@@ -120,8 +121,8 @@ def _traffic(ctx: Context, con: duckdb.DuckDBPyConnection, history: bool = False
     """The requests to replay: a trace file, or a window of stored ones (with history, also the stored requests
     before the window, which the online predictor starts from)."""
     from replay import read_traffic
-    from replay.whatif import file_traffic, stored_traffic
-    from store.requests import read_history, read_requests
+    from replay.whatif import file_traffic, pick_trace, stored_traffic
+    from store.requests import list_traces, read_history, read_requests
 
     args = ctx.args
     if getattr(args, "traffic", None):
@@ -134,10 +135,11 @@ def _traffic(ctx: Context, con: duckdb.DuckDBPyConnection, history: bool = False
         return traffic
     start = parse_time(args.start, "--start") if args.start else None
     end = parse_time(args.end, "--end") if args.end else None
-    frame = read_requests(con, trace=args.trace, start_ms=start, end_ms=end)
-    before = read_history(con, trace=args.trace, before_ms=start) if history else None
-    return stored_traffic(frame, trace=args.trace, start=args.start, end=args.end, start_ms=start, end_ms=end,
-                          history=before)
+    trace, why = pick_trace(list_traces(con), args.trace)  # one trace: others may lie years away
+    frame = read_requests(con, trace=trace, start_ms=start, end_ms=end)
+    before = read_history(con, trace=trace, before_ms=start) if history else None
+    return stored_traffic(frame, trace=trace, start=args.start, end=args.end, start_ms=start, end_ms=end,
+                          history=before, notes=(why,) if why else ())
 
 
 def with_fault_telemetry(con: duckdb.DuckDBPyConnection, traffic: Traffic, candidate: Candidate) -> Traffic:
@@ -175,7 +177,7 @@ def run(ctx: Context) -> int:
                         oracle_gap=args.oracle_gap)
     with store.transaction("hetpool replay run") as con:
         run_id = save_replay_run(con, **whatif.run_record())
-    data = {"run_id": run_id, **whatif.data()}
+    data = {"run_id": run_id, **whatif.data(), "traffic_notes": list(traffic.notes)}
     if args.out:
         out = Path(args.out)
         out.mkdir(parents=True, exist_ok=True)
@@ -185,7 +187,8 @@ def run(ctx: Context) -> int:
         if whatif.oracle_result and whatif.oracle_result is not whatif.result:
             whatif.oracle_result.requests.write_parquet(out / "oracle_requests.parquet")
         (out / "summary.json").write_text(json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")
-    lines = [f"replay run {run_id}: {traffic.described}", *whatif.report_lines()]
+    lines = [f"replay run {run_id}: {traffic.described}", *(f"  ({n})" for n in traffic.notes if traffic.spec.get(
+        "kind") == "stored"), *whatif.report_lines()]
     ctx.emit(data, "\n".join(lines))
     return GATE_FAILED if whatif.failed else 0
 
@@ -207,6 +210,8 @@ def calibrate_cmd(ctx: Context) -> int:
             raise UsageError("--no-requests fits from a benchmark table alone; pass --bench FILE")
         traffic = None if args.no_requests else _calibration_traffic(ctx, con, bench is not None)
     described = traffic.described if traffic else ""
+    for note in traffic.notes if traffic and traffic.spec.get("kind") == "stored" else ():
+        ctx.note(note)
     fits, unknown = calibrate(traffic.frame if traffic else None, registry, bench=bench, base=base, carry=args.carry,
                               pools=args.pool or None)
     body = calibrated_candidate(fits, name=Path(args.out).stem, base=candidate_to_dict(base) if base else None)
@@ -216,8 +221,8 @@ def calibrate_cmd(ctx: Context) -> int:
         header.append(f"# {f.pool}: mfu {_fmt(f.mfu, '')}, mem_bw_eff {_fmt(f.mem_bw_eff, '')}, step overhead "
                       f"{_fmt(f.step_overhead_ms, ' ms')}, per sequence {_fmt(f.seq_overhead_us, ' us')}, serial share "
                       f"{_fmt(f.serial_share, '')}, per "
-                      f"collective hop {_fmt(f.collective_us, ' us')}; TTFT MAPE {_fmt(f.ttft_mape, '')} R2 "
-                      f"{_fmt(f.ttft_r2, '')}, TPOT MAPE {_fmt(f.tpot_mape, '')} R2 {_fmt(f.tpot_r2, '')} "
+                      f"collective hop {_fmt(f.collective_us, ' us')}; TTFT MAPE {_share(f.ttft_mape)} R2 "
+                      f"{_fmt(f.ttft_r2, '')}, TPOT MAPE {_share(f.tpot_mape)} R2 {_fmt(f.tpot_r2, '')} "
                       f"(n={f.n_ttft}, bench rows {f.n_bench})")
     Path(args.out).write_text("\n".join(header) + "\n" + yaml.safe_dump(body, sort_keys=False))
     lines = [f"{'pool':<12} {'n':>6} {'bench':>5} {'mfu':>6} {'mem_bw':>6} {'ovh ms':>7} {'seq us':>7} "
@@ -226,9 +231,9 @@ def calibrate_cmd(ctx: Context) -> int:
     for f in fits:
         lines.append(f"{f.pool:<12} {f.n_ttft:>6} {f.n_bench:>5} {_fmt(f.mfu, ''):>6} {_fmt(f.mem_bw_eff, ''):>6} "
                      f"{_fmt(f.step_overhead_ms, ''):>7} {_fmt(f.seq_overhead_us, ''):>7} "
-                     f"{_fmt(f.collective_us, ''):>7} {_fmt(f.serial_share, ''):>6} {_fmt(f.ttft_mape, ''):>9} "
+                     f"{_fmt(f.collective_us, ''):>7} {_fmt(f.serial_share, ''):>6} {_share(f.ttft_mape):>9} "
                      f"{_fmt(f.ttft_r2, ''):>6} "
-                     f"{_fmt(f.tpot_mape, ''):>9} {_fmt(f.tpot_r2, ''):>6}")
+                     f"{_share(f.tpot_mape):>9} {_fmt(f.tpot_r2, ''):>6}")
         if f.coefficients and f.group not in shown and f.carried_from is None:
             shown.add(f.group)
             together = f" (one fit for {', '.join(f.group)}: same chip and engine)" if len(f.group) > 1 else ""
@@ -276,6 +281,8 @@ def sweep_cmd(ctx: Context) -> int:
     points = expand(grid, base)
     where = (f"a Ray cluster{f' at {args.address}' if args.address else ' started here'}" if args.executor == "ray"
              else f"{args.workers} worker(s)")
+    for note in traffic.notes if traffic.spec.get("kind") == "stored" else ():
+        ctx.note(note)
     ctx.note(f"sweeping {len(points)} candidates over {traffic.described} on {where}")
     table = run_sweep(points, traffic.frame, registry, args.seed, args.workers, executor=args.executor,
                       address=args.address, history=traffic.history, telemetry=traffic.telemetry
@@ -327,6 +334,11 @@ def bench_cmd(ctx: Context) -> int:
                      f"{_num(p.tpot_ms_p99):>9} {p.output_tok_s:>12.1f} {p.req_s:>7.2f}")
     ctx.emit([p.__dict__ for p in points], "\n".join(lines))
     return 0
+
+
+def _share(v: float | None) -> str:
+    """A share (a MAPE of 0.123) as a percentage, '12.3%', or '-'."""
+    return "-" if v is None else f"{v:.1%}"
 
 
 def _num(v: float | None) -> str:

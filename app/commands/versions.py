@@ -49,7 +49,7 @@ def window(con: Any, since_ms: int, pools: tuple[str, ...]) -> Window:
 
 def run(ctx: Context) -> int:
     """Read everything in one short read, print it, and exit 1 when anything would block a rollout."""
-    from pool_registry.compat import compatibility
+    from replay.planner.compat import compatibility
     from store import require_registry
     from store.views.coverage import exporter_coverage, vanished_metrics
     from store.views.versions import version_matrix
@@ -94,7 +94,9 @@ def _cell_json(c: Cell) -> dict[str, Any]:
 
 
 def _compat_json(c: Compat) -> dict[str, Any]:
-    return {"model": c.model, "pool": c.pool, "status": c.status, "serves": c.serves, "reasons": list(c.reasons)}
+    from replay.planner.report import compat_dict
+
+    return compat_dict(c)
 
 
 def _when(ms: int) -> str:

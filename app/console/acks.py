@@ -16,7 +16,7 @@ import streamlit as st
 
 from access import Decision, require
 from app.alertmanager import ENV_URL, Alertmanager, AlertmanagerError
-from app.console import auth, cache, data, filters
+from app.console import auth, cache, data, filters, levels
 from app.console.safe import md
 from status.evaluate import Status, evaluate
 from status.rules import load_rules
@@ -95,13 +95,14 @@ def status_panel(pool: str, node: str, device: str | None, view: filters.View) -
     if not statuses:
         st.success(f"Status ok: no status rule fires on this {what} in this window.")
     for s in statuses:
-        text = f"Status **{s.level}**: {md(s.reason)}"
+        # in the level's colour, as on Fleet health; a finding, not a failure of the page: st.error stays for
+        # what went wrong here
+        text = f"{levels.badge(s.level)} Status **{s.level}**: {md(s.reason)}"
         silence = acks.get(s)
-        if silence is not None:
-            said = silence.text()
-            st.info(f"{text}. ✅ {md(said[:1].upper() + said[1:])}")
-        else:  # a finding, not a failure of the page: st.error stays for what went wrong here
-            st.warning(f"{text}. Not acknowledged.", icon="🛑" if s.level == "critical" else "⚠️")
+        said = silence.text() if silence is not None else ""
+        with st.container(border=True):
+            st.markdown(f"{text}. {levels.ACKNOWLEDGED} {md(said[:1].upper() + said[1:])}" if silence is not None
+                        else f"{text}. Not acknowledged.")
 
 
 def node_panel(pool: str, node: str, view: filters.View) -> None:

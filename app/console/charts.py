@@ -22,6 +22,8 @@ BARS_MIN = 90     # px of the plot of a bar chart, so one or two pools still get
 # Chart buckets: the finest of these steps that gives at most MAX_POINTS buckets over the window.
 STEPS_MS = (MINUTE_MS, 5 * MINUTE_MS, 15 * MINUTE_MS, HOUR_MS, 3 * HOUR_MS, 6 * HOUR_MS, 12 * HOUR_MS, DAY_MS)
 MAX_POINTS = 200
+LABEL_GAP = 8     # px at least between two tick labels of an axis
+TABLE_ROW = 35    # px of a row of st.dataframe
 
 
 @alt.theme.register(THEME, enable=True)
@@ -32,6 +34,9 @@ def _theme() -> alt.theme.ThemeConfig:
             "view": {"stroke": "transparent"},
             "axis": {"labelFontSize": 11, "titleFontSize": 11, "gridColor": "#EEEEEE", "domainColor": "#BBBBBB",
                      "tickColor": "#BBBBBB", "titleFontWeight": "normal"},
+            # numbers and times: drop labels until a gap of LABEL_GAP px parts neighbours ("95%100%" reads as one)
+            "axisQuantitative": {"labelOverlap": "greedy", "labelSeparation": LABEL_GAP},
+            "axisTemporal": {"labelOverlap": "greedy", "labelSeparation": LABEL_GAP},
             "legend": {"labelFontSize": 11, "titleFontSize": 11, "orient": "bottom", "titleFontWeight": "normal"},
             "title": {"fontSize": 13, "anchor": "start", "fontWeight": "bold", "subtitleFontSize": 11,
                       "subtitleColor": "#555555"},
@@ -81,6 +86,11 @@ def show(chart: Drawable) -> None:
     st.altair_chart(svg, width="stretch", theme=None)
 
 
+def table_height(rows: int) -> int:
+    """Height in px of an st.dataframe that shows its header and `rows` rows whole, without a scrollbar."""
+    return TABLE_ROW * (rows + 1) + 3
+
+
 def bars_height(rows: int) -> int:
     """Plot height of a horizontal bar chart with this many bars."""
     return max(BARS_MIN, BAR_ROW * rows)
@@ -106,7 +116,7 @@ def reliability_bars(df: pl.DataFrame, pools: list[str]) -> alt.LayerChart:
     y = alt.Y("pool:N", title=None, sort=order)
     bars = base.mark_bar(size=BAR_SIZE).encode(
         x=alt.X("index:Q", title=None, scale=alt.Scale(domain=[lo, 1], clamp=True, nice=False),
-                axis=alt.Axis(format="%")),
+                axis=alt.Axis(format="%", tickCount=5, labelFlush=False)),
         x2="floor:Q", y=y,
         color=alt.Color("pool:N", scale=pool_scale(order, pools), legend=None),
         tooltip=["pool:N", alt.Tooltip("index:Q", format=".2%", title="R"), "healthy:Q", "observed:Q"],

@@ -15,7 +15,7 @@ import polars as pl
 from app.console.cache import query, read
 from app.status_read import read_facts
 from pool_registry import Registry
-from pool_registry.compat import compatibility
+from replay.planner.compat import compatibility
 from status.evaluate import Facts
 from store import StoreError, latest_registry, replay_runs
 from store import requests as stored
@@ -117,8 +117,10 @@ def error_events(con: duckdb.DuckDBPyConnection, start: int, end: int, pools: tu
 
 @query
 def reliability_index(con: duckdb.DuckDBPyConnection, start: int, end: int, pools: tuple[str, ...]) -> pl.DataFrame:
-    """Healthy over observed device-hours per pool."""
-    return reliability.reliability(con, Window(start, end, pools))
+    """Healthy over observed device-hours per pool, the registry's devices that never reported counted."""
+    snap = latest_registry(con)
+    declared = {p.id: p.devices for p in snap.registry.pools} if snap else None
+    return reliability.reliability(con, Window(start, end, pools), declared)
 
 
 @query

@@ -19,8 +19,8 @@ if sys.path and Path(sys.path[0]).resolve() == Path(__file__).resolve().parent:
 WARM = ("altair", "polars", "duckdb", "numpy", "store", "store.views.cost", "store.views.coverage",
         "store.views.drift", "store.views.export", "store.views.faults", "store.views.fleet", "store.views.health",
         "store.views.markers", "store.views.reliability", "store.views.runs", "store.views.versions",
-        "pool_registry", "pool_registry.compat", "status.evaluate", "status.rules", "status.verdict",
-        "app.status_read", "app.exceptions")
+        "pool_registry", "pool_registry.compat", "replay.planner.compat", "status.evaluate", "status.rules",
+        "status.verdict", "app.status_read", "app.exceptions")
 
 
 def warm(modules: tuple[str, ...] = WARM) -> list[str]:

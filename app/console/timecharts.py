@@ -30,7 +30,7 @@ def _utc(ms: int) -> alt.DateTime:
 def time_x(fmt: str = "%m-%d %H:%M", domain: list[int] | None = None) -> alt.X:
     """A time axis in UTC (never the browser's zone) with 24-hour labels, over `domain` (epoch ms) if given."""
     scale = alt.Scale(type="utc", domain=[_utc(ms) for ms in domain]) if domain else alt.Scale(type="utc")
-    return alt.X("time:T", title="time (UTC)", scale=scale, axis=alt.Axis(format=fmt, labelOverlap=True))
+    return alt.X("time:T", title="time (UTC)", scale=scale, axis=alt.Axis(format=fmt))
 
 
 @dataclass(frozen=True)

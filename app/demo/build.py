@@ -231,15 +231,19 @@ def _part(say: Progress, lo: float, hi: float) -> Progress:
 
 
 def build_demo(store: Access, registry: Registry, spec: DemoSpec, source: str,
-               progress: Progress | None = None) -> DemoReport:
-    """Store the scaled registry, then ingest every node's exporter text, slice by slice, and the traffic."""
+               progress: Progress | None = None, fleet: Registry | None = None,
+               fleet_file: Path | None = None) -> DemoReport:
+    """Store the scaled registry, then ingest every node's exporter text, slice by slice, and the traffic. With
+    `fleet` (the scaled registry as `fleet_file` holds it, evidence paths relative to that file), that is the
+    registry stored, so loading the file again stores nothing new."""
     began = time.perf_counter()
     say = progress or (lambda _f, _m: None)
     say(0.0, "storing the fleet")
-    fleet = demo_fleet(registry, spec, source)
-    evidence = registry_files(fleet, Path(source).parent)
+    fleet = fleet or demo_fleet(registry, spec, source)
+    evidence = registry_files(fleet, fleet_file.parent if fleet_file else Path(source).parent)
     with store.write("hetpool demo") as con:
-        save_registry(con, fleet, f"{source} (demo: {spec.devices_per_pool} devices per pool)")
+        save_registry(con, fleet, str(fleet_file) if fleet_file else
+                      f"{source} (demo: {spec.devices_per_pool} devices per pool)")
         store_files(con, evidence, "registry")
     layouts = layout(fleet)
     grid = np.arange(spec.start_ms, spec.end_ms, spec.interval_ms, dtype=np.int64)

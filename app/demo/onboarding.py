@@ -9,22 +9,26 @@ from pathlib import Path
 
 from pool_registry import Registry
 
-# The pool being onboarded started this many days before the demo ends, whenever the demo is built, so the
-# tracker shows it part-way through (past the three-day bar for inference bring-up) on any day.
+# The pool being onboarded (the one with a checklist) started this many days before the demo ends, whenever the
+# demo is built, so the tracker shows it part-way through (past the three-day bar for inference bring-up) on any
+# day.
 STARTED_DAYS_AGO = 5
 
 
 def plant_onboarding(reg: Registry, end_ms: int, base: Path) -> Registry:
-    """Shift the started day and every sign-off and evidence day of pools with checks by one offset, so the
-    pool started STARTED_DAYS_AGO days before the window's end; evidence paths become absolute under base."""
+    """Shift the dates of the pools being onboarded (declared short of production, or with checks) by one offset,
+    so the pool with checks started STARTED_DAYS_AGO days before the window's end and the others keep their
+    distance to it (a canary that started months before stays months ahead of it, whenever the demo is built);
+    evidence paths become absolute under base."""
     end_day = dt.datetime.fromtimestamp(end_ms / 1000, dt.UTC).date()
+    anchor = next((p.onboarding.started for p in reg.pools if p.onboarding.checks and p.onboarding.started), None)
+    shift = end_day - dt.timedelta(days=STARTED_DAYS_AGO) - anchor if anchor else dt.timedelta(0)
     pools = []
     for p in reg.pools:
         ob = p.onboarding
-        if not ob.checks:
+        if ob.stage == "production" and not ob.checks:
             pools.append(p)
             continue
-        shift = end_day - dt.timedelta(days=STARTED_DAYS_AGO) - ob.started if ob.started else dt.timedelta(0)
         checks = {k: dataclasses.replace(
             c, at=c.at + shift if c.at else None,
             files={role: str((base / f).resolve()) for role, f in c.files.items()}) for k, c in ob.checks.items()}

@@ -4,6 +4,7 @@
     report_dict(report) / report_lines(report): what `hetpool plan` emits; registry_with_plan(...): `--write`
 """
 
+from replay.planner.compat import compatibility
 from replay.planner.layouts import RULES, Excluded, Layout, enumerate_layouts
 from replay.planner.memory import Engine, Memory, memory, memory_wall
 from replay.planner.rank import Plan, Targets
@@ -14,7 +15,7 @@ from replay.planner.write import rebase_evidence, registry_with_plan, serving_bl
 
 __all__ = [
     "DEFAULT_CONCURRENCY", "PLAN_KEYS", "RULES", "Coefficients", "Engine", "Excluded", "Layout", "Memory", "Plan",
-    "PlanError", "PlanReport", "PlanSettings", "PoolWall", "Targets", "coefficients_of", "engine_of",
+    "PlanError", "PlanReport", "PlanSettings", "PoolWall", "Targets", "coefficients_of", "compatibility", "engine_of",
     "enumerate_layouts", "memory", "memory_frame", "memory_wall", "plan_model", "plans_frame", "rebase_evidence",
     "registry_with_plan", "report_dict", "report_lines", "serving_block", "spec_of",
 ]

@@ -6,6 +6,7 @@ from typing import Any
 
 import polars as pl
 
+from pool_registry.compat import Compat
 from replay.planner.layouts import Excluded
 from replay.planner.rank import Plan
 from replay.planner.search import PlanReport
@@ -32,11 +33,26 @@ def excluded_dict(e: Excluded) -> dict[str, Any]:
     return {"pool": lay.pool, "tp": lay.tp, "pp": lay.pp, "ep": lay.ep, "rule": e.rule, "reason": e.reason}
 
 
+def compat_dict(c: Compat) -> dict[str, Any]:
+    """One compatibility verdict as `hetpool versions --json` and `hetpool plan --json` emit it."""
+    return {"model": c.model, "pool": c.pool, "status": c.status, "serves": c.serves, "reasons": list(c.reasons),
+            "layout": c.layout}
+
+
 def report_dict(r: PlanReport) -> dict[str, Any]:
-    """{"model", "plans", "excluded", "min_devices"}: the JSON of `hetpool plan --json`."""
+    """{"model", "plans", "excluded", "min_devices", "compatibility"}: the JSON of `hetpool plan --json`."""
     return {"model": r.model, "plans": [plan_dict(p) for p in r.plans],
             "excluded": [excluded_dict(e) for e in r.excluded],
-            "min_devices": {w.pool: w.min_devices for w in r.walls}}
+            "min_devices": {w.pool: w.min_devices for w in r.walls},
+            "compatibility": [compat_dict(c) for c in r.compat]}
+
+
+def compat_line(c: Compat) -> str:
+    """A verdict in one line: 'mlu370-a: PASS on tp2 pp2 (4 devices)', or the status and its reasons."""
+    served = " (served)" if c.serves else ""
+    if c.ok:
+        return f"{c.pool}{served}: {c.status} on {c.layout}"
+    return f"{c.pool}{served}: {c.status}: {c.requirement}"
 
 
 def _num(v: float | None, fmt: str) -> str:
@@ -82,6 +98,9 @@ def report_lines(r: PlanReport, top: int = 20) -> list[str]:
                 f"the pool has {w.devices}"
             lines.append(f"memory wall on {w.pool}: nothing fits; the model needs {need}; {has}")
     lines += [f"targets missed: {m}" for m in r.misses]
+    if r.compat:
+        lines.append(f"compatibility at {r.model}'s full context, one sequence (as hetpool versions):")
+        lines += [f"  {compat_line(c)}" for c in r.compat]
     short = [p for p in r.plans if not p.fits]
     if short:
         lines.append("does not fit memory (per device: weights + KV + working memory against usable):")

@@ -10,8 +10,10 @@ import dataclasses
 from dataclasses import dataclass, field
 
 from pool_registry import Model, Pool, Registry
+from pool_registry.compat import Compat
 from replay.candidate import Candidate
 from replay.exceptions import ReplayError
+from replay.planner.compat import check
 from replay.planner.layouts import Excluded, enumerate_layouts
 from replay.planner.memory import memory, memory_wall
 from replay.planner.rank import Plan, Targets, meets, misses, rank
@@ -58,7 +60,8 @@ class PoolWall:
 
 @dataclass(frozen=True)
 class PlanReport:
-    """Every plan best first, the excluded layouts, each pool's memory wall, and why targets are missed."""
+    """Every plan best first, the excluded layouts, each pool's memory wall, why targets are missed, and each
+    pool's compatibility verdict (the one `hetpool versions` gives, at the model's full context)."""
 
     model: str
     settings: PlanSettings
@@ -66,6 +69,7 @@ class PlanReport:
     excluded: tuple[Excluded, ...]
     walls: tuple[PoolWall, ...]
     misses: tuple[str, ...]
+    compat: tuple[Compat, ...] = ()
 
     @property
     def best(self) -> Plan | None:
@@ -158,4 +162,4 @@ def plan_model(registry: Registry, model_id: str, pool_ids: tuple[str, ...] = ()
         walls.append(w)
     ranked = rank(plans, settings.targets)
     return PlanReport(model.id, settings, tuple(ranked), tuple(excluded), tuple(walls),
-                      tuple(misses(ranked, settings.targets)))
+                      tuple(misses(ranked, settings.targets)), tuple(check(registry, p, model) for p in pools))

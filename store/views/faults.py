@@ -1,7 +1,8 @@
 """What the replay needs of a window's failures and throttling, per pool, from the figures the console shows.
 
 - hours: hours in which the pool reported at all;
-- device_hours: observed device-hours, as the reliability index counts them (store.views.reliability);
+- device_hours: the device-hours of the devices that reported, as the reliability index counts them
+  (store.views.reliability's reported_hours: a device that never reported cannot fail in a replay);
 - fatal_events: fatal error events recorded in the window (the Errors and reliability page's fatal class);
 - devices_lost: devices that stopped reporting before the window's end (as "nodes to drain" counts them);
 - busy_minutes, throttled_minutes: device-minutes busy, and busy below the throttle ratio of the pool's
@@ -27,7 +28,7 @@ SCHEMA = {"pool": pl.String, "hours": pl.Int64, "device_hours": pl.Float64, "fat
 def fault_telemetry(con: duckdb.DuckDBPyConnection, w: Window) -> pl.DataFrame:
     """Per pool that reported in the window: the columns of SCHEMA."""
     rel = reliability(con, w).select("pool", pl.col("hours").cast(pl.Int64),
-                                     pl.col("observed").cast(pl.Float64).alias("device_hours"))
+                                     pl.col("reported_hours").cast(pl.Float64).alias("device_hours"))
     if rel.height == 0:
         return pl.DataFrame(schema=SCHEMA)
     drain = nodes_to_drain(con, w).group_by("pool").agg(

@@ -4,9 +4,10 @@ Reliability index of a pool over a window, computed on whole hours from the 1-ho
 
     R = healthy device-hours / observed device-hours
 
-- observed device-hours = (devices of the pool that reported in the window) x (hours in which the pool
-  reported at all), so a device that vanishes keeps counting against the pool while a pool that has not
-  started reporting yet (onboarding) is not charged for hours before its first sample;
+- observed device-hours = (devices of the pool: those the registry declares, or those that reported in the
+  window when more did) x (hours in which the pool reported at all), so a device that vanishes, or never
+  reported at all (silent), keeps counting against the pool while a pool that has not started reporting yet
+  (onboarding) is not charged for hours before its first sample;
 - a device-hour is healthy when the device reported utilization in that hour, its health never read 0,
   and no fatal error event was recorded on it (or on its node as a whole) in that hour.
 
@@ -15,6 +16,8 @@ health 0, or one of its devices stopped reporting.
 """
 
 from __future__ import annotations
+
+from collections.abc import Mapping
 
 import duckdb
 import polars as pl
@@ -82,8 +85,22 @@ def hour_window(w: Window) -> Window:
     return Window(start, end, w.pools)
 
 
-def reliability(con: duckdb.DuckDBPyConnection, w: Window) -> pl.DataFrame:
-    """Per pool: devices, hours, observed and healthy device-hours and the index R (see the module doc)."""
+def reliability(con: duckdb.DuckDBPyConnection, w: Window, declared: Mapping[str, int] | None = None
+                ) -> pl.DataFrame:
+    """Per pool that reported in the window: devices counted (the declared ones, or those that reported when more
+    did), those that reported and those silent, hours, observed and healthy device-hours, the index R (see the
+    module doc), and `reported_hours`, the device-hours of the devices that reported."""
+    counted = pl.col("reporting").clip(lower_bound=pl.col("pool").replace_strict(
+        dict(declared or {}), default=0, return_dtype=pl.Int64))
+    return _reported(con, w).with_columns(counted.alias("devices")).select(
+        "pool", "devices", "reporting", (pl.col("devices") - pl.col("reporting")).alias("silent"), "hours",
+        (pl.col("devices") * pl.col("hours")).alias("observed"), "healthy",
+        (pl.col("healthy") / (pl.col("devices") * pl.col("hours"))).alias("index"),
+        (pl.col("reporting") * pl.col("hours")).alias("reported_hours"))
+
+
+def _reported(con: duckdb.DuckDBPyConnection, w: Window) -> pl.DataFrame:
+    """Per pool: the devices that reported, the hours it reported and the healthy device-hours."""
     h = hour_window(w)
     pools, params = pool_filter(h)
     return frame(con, f"""
@@ -108,8 +125,7 @@ def reliability(con: duckdb.DuckDBPyConnection, w: Window) -> pl.DataFrame:
             SELECT pool, count(DISTINCT (node, device)) AS devices, count(DISTINCT bucket) AS hours
             FROM reported GROUP BY pool
         )
-        SELECT shape.pool, devices, hours, devices * hours AS observed, coalesce(healthy, 0) AS healthy,
-            coalesce(healthy, 0) / (devices * hours) AS index
+        SELECT shape.pool, devices AS reporting, hours, coalesce(healthy, 0) AS healthy
         FROM shape LEFT JOIN good USING (pool) ORDER BY shape.pool""",
         [h.start_ms, h.end_ms, UTIL, HEALTH, ERRORS, *params, UTIL, HEALTH, ERRORS])
 

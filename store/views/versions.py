@@ -28,7 +28,8 @@ class NodeVersion:
 
 @dataclass(frozen=True)
 class Cell:
-    """One pool and component: declared version, (version, nodes) observed in the window, and drift."""
+    """One pool and component: declared version, (version, nodes) as each node last reported it in the window (so
+    the counts add up to the nodes that reported), the nodes that changed version in the window, and drift."""
 
     pool: str
     component: str
@@ -37,6 +38,7 @@ class Cell:
     drift: bool
     reason: str = ""
     nodes: tuple[NodeVersion, ...] = ()  # the drifted nodes, for click-through
+    changed: int = 0  # nodes that reported another version earlier in the window
 
     @property
     def group(self) -> str:
@@ -44,8 +46,11 @@ class Cell:
         return group_of(self.component)
 
     def text(self) -> str:
-        """'550.144.03 (2 nodes)', or with drift 'declared 6.10.5; seen 6.10.5 (2 nodes), 6.12.12 (1 node)'."""
+        """'550.144.03 (2 nodes)', or with drift 'declared 6.10.5; seen 6.10.5 (2 nodes), 6.12.12 (1 node)', and
+        '; 1 node changed version in the window' where one did."""
         seen = ", ".join(f"{v} ({n} node{'s' if n != 1 else ''})" for v, n in self.observed) or "not reported"
+        if self.changed:
+            seen += f"; {self.changed} node{'s' if self.changed != 1 else ''} changed version in the window"
         if self.declared is None:
             return f"{self.component}: {seen}"
         if not self.drift and self.observed:
@@ -87,20 +92,24 @@ def cells_from(observed: pl.DataFrame, reg: Registry, pools: tuple[str, ...]) ->
 
 
 def _cell(pool: str, component: str, declared: str | None, rows: pl.DataFrame) -> Cell:
-    counts = rows.group_by("version").agg(pl.col("node").n_unique().alias("nodes")).rows()
+    # each node counted once, at the version it reported last: a node upgraded in the window is one node
+    newest = rows.sort("last_seen", "first_seen").group_by("node").agg(pl.col("version").last())
+    counts = newest.group_by("version").agg(pl.len().alias("nodes")).rows()
     observed = tuple(sorted(((str(v), int(n)) for v, n in counts), key=lambda vn: (-vn[1], version_key(vn[0]))))
     if not observed:
         return Cell(pool, component, declared, (), drift=False)
+    changed = rows.group_by("node").agg(pl.col("version").n_unique()).filter(pl.col("version") > 1).height
+    seen = rows["version"].unique().to_list()  # every version of the window, the ones nodes left included
     # Without a declared version the version most nodes run is the reference the others drift from.
     reference = declared if declared is not None else observed[0][0]
     off = [r for r in rows.sort("node", "first_seen").iter_rows(named=True) if r["version"] != reference]
     nodes = tuple(NodeVersion(r["node"], r["version"], r["devices"], r["first_seen"], r["last_seen"]) for r in off)
-    if len(observed) > 1:
-        reason = f"{len(observed)} versions in the pool"
+    if len(seen) > 1:
+        reason = f"{len(seen)} versions in the pool"
     elif declared is not None and observed[0][0] != declared:
         reason = f"observed {observed[0][0]}, declared {declared}"
     else:
-        return Cell(pool, component, declared, observed, drift=False)
-    if declared is not None and declared not in dict(observed):
+        return Cell(pool, component, declared, observed, drift=False, changed=changed)
+    if declared is not None and declared not in seen:
         reason += f"; no node runs the declared {declared}"
-    return Cell(pool, component, declared, observed, drift=True, reason=reason, nodes=nodes)
+    return Cell(pool, component, declared, observed, drift=True, reason=reason, nodes=nodes, changed=changed)

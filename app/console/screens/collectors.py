@@ -8,7 +8,7 @@ import os
 import polars as pl
 import streamlit as st
 
-from app.console import cache, data, service
+from app.console import cache, data, filters, service, tables
 from app.console.safe import md
 
 ENV_HEALTH_URL = "HETPOOL_HEALTH_URL"
@@ -47,7 +47,7 @@ def service_panel(url: str) -> None:
              "last folded": c["last"].get("folded", 0), "failures since success": c.get("failures_since_success", 0),
              "stored in all": c["total_stored"],
              "rejected in all": c["total_rejected"], "last error": c["last_error"] or ""} for c in collectors]
-    st.dataframe(pl.DataFrame(rows) if rows else pl.DataFrame(), hide_index=True, width="stretch")
+    tables.wrapped(pl.DataFrame(rows) if rows else pl.DataFrame())
     alerting = report.get("alertmanager")
     if isinstance(alerting, dict):
         alerts_panel(alerting)
@@ -76,6 +76,9 @@ def render() -> None:
         st.info("This console does not run under `hetpool serve`, so no live collector status is reported. "
                 "Below is what every source stored, from the database's ingest runs.")
     st.subheader("Sources, by their last ingest run")
+    if filters.narrowed() is not None:
+        st.caption("The sidebar's pool filter does not apply here: an ingest run is recorded by its source (a file, "
+                   "a scrape, a pull, the demo's exporters), which may feed several pools.")
     sources = data.ingest_sources(cache.db_path())
     if sources.is_empty():
         st.info("No ingest run yet. Bring metrics in with `hetpool ingest` or `hetpool serve`.")
@@ -84,15 +87,24 @@ def render() -> None:
     if failed.height:
         st.warning(f"{failed.height} source(s) failed on their last run: "
                    f"{', '.join(md(s) for s in failed['source'].to_list())}.")
-    labels = {"last_run": "last run (UTC)", "last_status": "last status", "last_read": "last read",
-              "last_stored": "last stored", "last_rejected": "last rejected", "last_ignored": "last ignored",
-              "stored": "stored in all",
-              "rejected": "rejected in all", "failed_runs": "failed runs"}
-    table = sources.with_columns(pl.from_epoch("newest_sample_ms", time_unit="ms").alias("newest sample (UTC)"),
-                                 pl.col("last_run").dt.replace_time_zone(None)).drop("newest_sample_ms")
-    st.dataframe(table, hide_index=True, width="stretch", column_config={
-        c: st.column_config.NumberColumn(label, format="localized") if c not in ("last_run", "last_status")
-        else st.column_config.Column(label) for c, label in labels.items()})
+    table = sources.select(
+        "kind", "source", "runs",
+        pl.format("{} {}", pl.col("last_run").dt.strftime("%Y-%m-%d %H:%M:%S"), "last_status").alias(
+            "last run (UTC)"),
+        pl.format("read {}: stored {}, rejected {}, duplicates {}, ignored {}", *(_thousands(pl.col(c)) for c in (
+            "last_read", "last_stored", "last_rejected", "last_duplicates", "last_ignored"))).alias("last run's rows"),
+        pl.format("stored {}, rejected {}; {} failed run(s)", *(_thousands(pl.col(c)) for c in (
+            "stored", "rejected", "failed_runs"))).alias("all runs"),
+        pl.from_epoch("newest_sample_ms", time_unit="ms").dt.strftime("%Y-%m-%d %H:%M:%S").alias(
+            "newest sample (UTC)"))
+    st.caption("The demo's build writes its exporters' text through the same ingest as `hetpool ingest file`: one "
+               "source per node, kind demo. Duplicates are rows already stored and readings folded (an error code "
+               "with no new event).")
+    tables.wrapped(table)
+
+
+def _thousands(column: pl.Expr) -> pl.Expr:
+    return column.map_elements(lambda v: f"{v:,}", return_dtype=pl.String)
 
 
 if __name__ == "__main__":

@@ -31,7 +31,10 @@ def render() -> None:
     idle = float(costs["idle_cost"].sum())
     tokens = float(costs["tokens"].sum())
     cols = st.columns(4)
-    cols[0].metric("Fleet cost per hour", f"${costs['cost_per_hour'].sum():,.2f}")
+    whole = set(view.pools) == set(view.all_pools)
+    label = "Fleet cost per hour" if whole else "Pool cost per hour" if len(view.pools) == 1 else \
+        f"Cost per hour of {len(view.pools)} pools"
+    cols[0].metric(label, f"${costs['cost_per_hour'].sum():,.2f}")
     cols[1].metric("Cost in window", f"${total:,.0f}")
     cols[2].metric("Spent on idle devices", f"${idle:,.0f}", f"{idle / total:.0%} of cost", delta_color="off",
                    delta_arrow="off")

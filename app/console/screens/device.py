@@ -19,8 +19,8 @@ def render() -> None:
         return
     target = wanted(opened.view, want_device=True)
     if target is not None:
-        acks.status_panel(target.pool, target.node, target.device, opened.view)  # silenced from the Node page
         node.heading(target, opened)
+        acks.status_panel(target.pool, target.node, target.device, opened.view)  # silenced from the Node page
         # a page link's label renders Markdown (images too): the name is escaped
         st.page_link(f"screens/{NODE_PAGE}.py", label=f"Node {md(target.node)}",
                      query_params=params(Target(target.pool, target.node)))

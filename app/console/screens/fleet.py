@@ -1,10 +1,11 @@
-"""Fleet registry page: the pools of the loaded registry, as declared."""
+"""Fleet registry page: the pools of the loaded registry, as declared (those picked in the sidebar)."""
 
 from __future__ import annotations
 
+import polars as pl
 import streamlit as st
 
-from app.console import cache, data
+from app.console import cache, data, filters, tables
 
 
 def render() -> None:
@@ -15,15 +16,18 @@ def render() -> None:
     if fleet.is_empty():
         st.info("No registry loaded yet. Load one with `hetpool registry load examples/fleet.yaml`.")
         return
+    picked = filters.narrowed()
+    if picked is not None:
+        st.caption(f"The pools picked in the sidebar: {len(picked)} of the registry's {fleet.height}.")
+        fleet = fleet.filter(pl.col("pool").is_in(list(picked)))
     cols = st.columns(4)
     cols[0].metric("Pools", fleet.height)
     cols[1].metric("Devices", int(fleet["devices"].sum()))
     cols[2].metric("Cost per hour", f"${fleet['cost_per_hour'].sum():,.2f}")
     cols[3].metric("Vendors", fleet["vendor"].n_unique())
-    st.dataframe(
-        fleet, hide_index=True, width="stretch",
-        column_config={"cost_per_hour": st.column_config.NumberColumn("cost per hour", format="$%.2f")},
-    )
+    tables.wrapped(fleet.with_columns(pl.col("cost_per_hour").map_elements(lambda v: f"${v:,.2f}",
+                                                                            return_dtype=pl.String))
+                   .rename({"cost_per_hour": "cost per hour"}))
 
 
 if __name__ == "__main__":

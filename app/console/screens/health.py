@@ -7,7 +7,7 @@ import math
 import polars as pl
 import streamlit as st
 
-from app.console import acks, charts, data, filters, links, page, timecharts
+from app.console import acks, charts, data, deltas, filters, levels, links, page, tables, timecharts
 from app.console.safe import md
 from canonical.timeunits import HOUR_MS
 from status.evaluate import Status
@@ -39,14 +39,13 @@ DEFINITIONS = """
   least a warning when one of its nodes is not ok.
 - **Change**: each tile against the previous window of the same length.
 """
-STYLE = {"ok": ("green", "✅"), "warning": ("orange", "⚠️"), "critical": ("red", "🛑")}
 # tile kind, and whether a rise is good (normal), bad (inverse) or neither (off)
 DELTA = (("int", "normal"), ("pct", "off"), ("pct", "off"), ("kw", "off"), ("c", "inverse"), ("pct", "inverse"),
          ("int", "inverse"), ("s", "inverse"))
 COLUMNS = ("reporting", "utilization", "hbm_used", "power_w", "temp_max", "throttled", "fatal_errors", "ttft_p99")
 
 
-def deltas(row: dict[str, object], before: dict[str, object] | None) -> list[str | None]:
+def changes(row: dict[str, object], before: dict[str, object] | None) -> list[str | None]:
     """Each tile's change against the previous window, as text (None where either side has no data)."""
     out: list[str | None] = []
     for col, (kind, _) in zip(COLUMNS, DELTA, strict=True):
@@ -95,8 +94,7 @@ def render() -> None:
         return
     statuses = statuses_now(path, view)
     level, sentence = verdict(statuses, view.pools)
-    colour, icon = STYLE[level]
-    st.markdown(f"### :{colour}[{icon} {md(sentence)}]")
+    st.markdown(f"### {levels.coloured(level, md(sentence))}")
     acked = acks.acknowledged(path, statuses)
     acks.unreachable_note()
     if acked:
@@ -111,26 +109,27 @@ def render() -> None:
         pool = reg.pool(row["pool"])
         chip = reg.chip_of(pool)
         lvl, reason = pool_status(statuses, pool.id)
-        colour, icon = STYLE[lvl]
         silence = next((v for k, v in acked.items() if k.scope == "pool" and k.pool == pool.id), None)
         if silence is not None:
             reason = f"{reason} ({silence.text()})"
         with st.container(border=True):
             st.markdown(f"**{md(pool.id)}** · {md(chip.name)} · {pool.onboarding.stage} · "
-                        f":{colour}-background[{icon} {lvl}] {md(reason)}")
-            changes = deltas(row, before.get(pool.id))
+                        f"{levels.badge(lvl)} {md(reason)}")
+            moved = changes(row, before.get(pool.id))
             # two rows of four: eight tiles in one row cut their values ("48.…") on a laptop screen
             tiles_at = [c for _ in range(len(TILES) // TILES_PER_ROW) for c in st.columns(TILES_PER_ROW)]
-            for col, label, value, change, (_, tone) in zip(tiles_at, TILES, tile_values(row, pool.devices), changes,
+            for col, label, value, change, (_, tone) in zip(tiles_at, TILES, tile_values(row, pool.devices), moved,
                                                             DELTA, strict=True):
-                col.metric(label, value, delta=change, delta_color=tone)  # type: ignore[arg-type]
+                deltas.metric(col, label, value, change, tone)  # type: ignore[arg-type]
     if statuses:
         with st.expander(f"Every status that is not ok ({len(statuses)})"):
             table, config = links.linked(pl.DataFrame(
                 [{"level": s.level, "scope": s.scope, "pool": s.pool, "node": s.node, "device": s.device,
                   "reason": s.reason, "acknowledged": acked[s].text() if s in acked else ""} for s in statuses],
                 schema=dict.fromkeys(STATUS_COLUMNS, pl.String)))
-            st.dataframe(table, hide_index=True, width="stretch", column_config=config)
+            st.caption(tables.CUT)
+            st.dataframe(table.to_pandas().style.map(lambda v: levels.CELL.get(str(v), ""), subset=["level"]),
+                         hide_index=True, width="stretch", column_config=config)
     st.subheader("Time series")
     series = data.series(path, view.start_ms, view.end_ms, view.pools, view.step_ms())
     tl = view.timeline()

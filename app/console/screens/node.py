@@ -27,8 +27,8 @@ def render() -> None:
         return
     target = wanted(opened.view, want_device=False)
     if target is not None:
-        acks.node_panel(target.pool, target.node, opened.view)
         heading(target, opened)
+        acks.node_panel(target.pool, target.node, opened.view)
         _devices(target, opened.path)
         details(target, opened)
 

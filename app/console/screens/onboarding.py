@@ -7,22 +7,20 @@ from pathlib import Path
 from typing import Any
 
 import altair as alt
-import pandas as pd
 import polars as pl
 import streamlit as st
 
-from app.console import cache, charts, links, onboarding_data, onboarding_evidence, timecharts
+from app.console import cache, charts, filters, links, onboarding_data, onboarding_evidence, tables, timecharts
 from app.console.safe import md
 from onboarding import Track
 
 STATUS_COLOURS = {"PASS": "background-color: #d9f2d9", "FAIL": "background-color: #f8d0d0",
                   "PENDING": "background-color: #f2f2f2"}
-ROW_PX = 35  # Streamlit's table row height: the whole checklist shows without scrolling
 ABOUT = ("Stages from device abstraction to routine operations; a stage is reached when every checklist item of "
          "it and of the stages before it passes, on the day its last evidence was produced. Items are judged from "
          "evidence files (`hetpool onboarding add-evidence`, or named in the registry), stored telemetry, stored "
-         "replays and signed-off manual checks. The sidebar's window does not apply: onboarding is counted from "
-         "the registry's start date to the newest sample.")
+         "replays and signed-off manual checks. The sidebar's pool filter applies; its window does not: "
+         "onboarding is counted from the registry's start date to the newest sample.")
 
 
 def render() -> None:
@@ -30,11 +28,19 @@ def render() -> None:
     st.title("Onboarding")
     st.caption(ABOUT)
     path = cache.db_path()
-    found = onboarding_data.onboarding_tracks(path)
-    if not found:
+    everyone = onboarding_data.onboarding_tracks(path)
+    if not everyone:
         st.info("No pool is being onboarded: every pool of the registry is declared in production, with no "
                 "checklist evidence. Load a registry with `hetpool registry load examples/fleet.yaml`.")
         return
+    picked = filters.narrowed()
+    found = [t for t in everyone if picked is None or t.pool in picked]
+    if not found:
+        st.info(f"None of the pools picked in the sidebar is being onboarded; these are: "
+                f"{', '.join(md(t.pool) for t in everyone)}.")
+        return
+    if len(found) < len(everyone):
+        st.caption(f"The pools picked in the sidebar: {len(found)} of the {len(everyone)} pools being onboarded.")
     for t in found:
         _card(t)
     onboarding_evidence.form(path, [t.pool for t in found])
@@ -49,8 +55,9 @@ def _card(t: Track) -> None:
         started = t.started.isoformat() if t.started else "no start date"
         st.markdown(f"**{md(t.pool)}** · {md(t.chip)} ({md(t.vendor)}) · started {started} · "
                     f"declared stage {t.declared}")
-        st.progress(t.reached / len(t.stages), text=f"Stage: {t.stage_title} · {t.reached} of {len(t.stages)} "
-                                                    "stages done")
+        if t.tracked:
+            st.progress(t.reached / len(t.stages), text=f"Stage: {t.stage_title} · {t.reached} of "
+                                                        f"{len(t.stages)} stages done")
         met = t.bringup()[1]
         (st.success if met else st.warning if met is False else st.caption)(t.bar_text().capitalize())
         reached = "; ".join(f"{s.title} on day {s.days:.1f}" for s in t.stages if s.days is not None)
@@ -59,9 +66,7 @@ def _card(t: Track) -> None:
         rows = [{"stage": next(s.title for s in t.stages if s.id == i.stage), "item": i.title,
                  "status": i.status.upper(), "reason": i.reason,
                  "evidence": ", ".join(Path(n).name for _, n in i.files), "when": _day(i.at_ms)} for i in t.items]
-        table = pd.DataFrame(rows)
-        st.dataframe(table.style.map(lambda v: STATUS_COLOURS.get(str(v), ""), subset=["status"]),
-                     hide_index=True, width="stretch", height=ROW_PX * (len(rows) + 1) + 3)
+        tables.wrapped(pl.DataFrame(rows), lambda v: STATUS_COLOURS.get(v, ""))
 
 
 def _detail(t: Track, detail: dict[str, Any]) -> None:
@@ -71,8 +76,12 @@ def _detail(t: Track, detail: dict[str, Any]) -> None:
     if "bench" in detail and not detail["bench"].is_empty():
         st.markdown("**Serving benchmark against the pool's model** (medians, ms)")
         st.dataframe(detail["bench"].select("line", "isl", "osl", "concurrency", "ttft_ms", "model_ttft_ms",
-                                            "tpot_ms", "model_tpot_ms", pl.col("error").round(3)),
-                     hide_index=True, width="stretch")
+                                            "tpot_ms", "model_tpot_ms", "error"),
+                     hide_index=True, width="stretch", column_config={
+                         "model_ttft_ms": st.column_config.NumberColumn(format="%.1f"),
+                         "model_tpot_ms": st.column_config.NumberColumn(format="%.1f"),
+                         "error": st.column_config.NumberColumn(
+                             format="percent", help="the larger of the TTFT and TPOT errors against the model")})
     memory: pl.DataFrame = detail.get("memory", pl.DataFrame())
     if not memory.is_empty():
         frame = timecharts.stamped(memory.with_columns(device=pl.col("node") + "/" + pl.col("device"),
@@ -125,7 +134,8 @@ def _loss_chart(curves: pl.DataFrame, dev: pl.DataFrame) -> None:
     keys = alt.Chart(dev.to_pandas()).mark_rule(strokeDash=[3, 3], color="#888888").encode(
         x="step:Q", tooltip=["step:Q", "baseline:Q", "candidate:Q", alt.Tooltip("deviation:Q", format=".1%")])
     charts.show(lines + keys)
-    st.dataframe(dev.with_columns(pl.col("deviation").round(4)), hide_index=True, width="stretch")
+    st.dataframe(dev, hide_index=True, width="stretch", column_config={
+        "deviation": st.column_config.NumberColumn(format="percent", help="|candidate - baseline| / baseline")})
 
 
 def _day(ms: int | None) -> str:

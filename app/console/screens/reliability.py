@@ -5,16 +5,18 @@ from __future__ import annotations
 import polars as pl
 import streamlit as st
 
-from app.console import charts, data, filters, links, page, targets, timecharts
+from app.console import charts, data, filters, links, page, tables, targets, timecharts
 from app.console.safe import md
 from store.views.reliability import EVENT_LIMIT
 
 FORMULA = (r"R = \frac{\text{healthy device-hours}}"
-           r"{\text{devices reporting in the window} \times \text{hours the pool reported}}")
+           r"{\text{devices of the pool} \times \text{hours the pool reported}}")
 FORMULA_TEXT = """
-A device-hour is **healthy** when the device reported utilization in that hour, its health never read 0, and
-no fatal error event was recorded on it (or on its node as a whole). Devices that vanish keep counting against
-their pool; hours before a pool's first sample (a pool being onboarded) do not.
+The **devices of the pool** are those the registry declares (or those that reported, when more did). A
+device-hour is **healthy** when the device reported utilization in that hour, its health never read 0, and no
+fatal error event was recorded on it (or on its node as a whole). A device that never reported in the window
+(**silent**) is unhealthy every hour, and devices that vanish keep counting against their pool; hours before a
+pool's first sample (a pool being onboarded) do not.
 """
 DRAIN_TEXT = ("A node is to be drained when, in this window, it recorded a fatal error event, one of its devices "
               "last read unhealthy, or one of its devices stopped reporting.")
@@ -42,6 +44,7 @@ def render() -> None:
         st.success("No node needs draining in this window.")
     else:
         table, config = links.linked(drain.select("pool", "node", "reasons", "fatal_events", "codes"))
+        st.caption(tables.CUT)
         st.dataframe(table, hide_index=True, width="stretch",
                      column_config={**config, "fatal_events": st.column_config.NumberColumn(format="%d")})
         # a page link's label renders Markdown (images too): the names are escaped
@@ -57,13 +60,12 @@ def render() -> None:
         filters.empty_window("device metrics")
     else:
         rel = rel.sort("index", "pool")  # worst first, in the bars and the table
-        left, right = st.columns([3, 2])
-        with left:
-            charts.show(charts.reliability_bars(rel, list(view.all_pools)))
-        # R first after the pool: the narrow column must not hide the one number that matters
-        right.dataframe(rel.select("pool", "index", "healthy", "observed", "devices", "hours"), hide_index=True,
-                        width="stretch",
-                        column_config={"index": st.column_config.NumberColumn("R", format="percent")})
+        charts.show(charts.reliability_bars(rel, list(view.all_pools)))
+        # below the bars at full width, R first after the pool: every column shows whole
+        tables.wrapped(rel.select("pool", pl.format("{}%", (pl.col("index") * 100).round(1)).alias("R"),
+                                  "devices", "silent", "healthy", "observed", "hours")
+                       .rename({"healthy": "healthy device-hours", "observed": "observed device-hours",
+                                "silent": "silent (never reported)", "hours": "hours reported"}))
 
     st.subheader("Error classes over time")
     timeline = data.error_timeline(path, view.start_ms, view.end_ms, view.pools, view.step_ms())

@@ -30,6 +30,9 @@ def render() -> None:
         st.info(NO_REGISTRY)
         return
     whatif_form.ensure_form(registry)
+    if filters.narrowed() is not None:
+        st.caption("The sidebar's pools narrow the Calibration tab alone: a replay routes over the whole fleet, so the "
+                   "what-if, capacity, plan and sweep take every pool of the registry (a candidate can change any).")
     what_if, calibration, capacity, plan, sweep, history = st.tabs(
         ["What-if", "Calibration", "Capacity", "Plan", "Sweep", "History"])
     with what_if:

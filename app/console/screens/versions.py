@@ -4,27 +4,27 @@ from __future__ import annotations
 
 import datetime as dt
 
-import pandas as pd
 import polars as pl
 import streamlit as st
 
-from app.console import data, filters, links, page
+from app.console import data, filters, levels, links, page, tables
 from app.console.safe import md
-from pool_registry.compat import PASS, STATUSES, Compat
+from pool_registry.compat import MEANINGS, PASS, STATUSES, Compat
 from pool_registry.components import GROUP_TITLES, GROUPS
 from store.views.versions import Cell
 
-DRIFT_MARK = "⚠ "
+DRIFT_MARK = "DRIFT: "  # words in a table cell: a symbol there needs a font that has it
 COLOURS = {"drift": "background-color: #f8d0d0", "HW_INCOMPATIBLE": "background-color: #f8d0d0",
            "FRAMEWORK_INCOMPATIBLE": "background-color: #fbe3c4", "FAIL": "background-color: #fff3b0",
            PASS: "background-color: #d9f2d9"}
 DRIFT_TEXT = ("A cell drifts when the pool's nodes reported more than one version in the window, or one other "
               "than the declared stack. Declared versions no exporter reports show as 'not reported'.")
-COMPAT_TEXT = ("Each model's required versions against each pool's declared stack, its dtype against the chip, "
-               "and its weights (plus the KV cache of one full-context sequence) against a replica's memory. "
-               "FAIL: a driver or runtime requirement unmet; FRAMEWORK_INCOMPATIBLE: the framework or serving "
-               "engine missing or outside the requirement; HW_INCOMPATIBLE: dtype, memory or context. "
-               "`*` marks the model a pool is configured to serve.")
+COMPAT_TEXT = ("Each model's required versions against each pool's declared stack, its number formats against the "
+               "chip, and whether a layout `hetpool plan` considers (tensor parallel within a node, pipeline stages "
+               "across nodes) holds its weights, working memory and the KV cache of one sequence at its full "
+               "context: the verdict `hetpool versions` and `hetpool plan` give. "
+               + " ".join(f"{s}: {MEANINGS[s]}." for s in reversed(STATUSES))
+               + " `*` marks the model a pool is configured to serve.")
 
 
 def render() -> None:
@@ -52,15 +52,14 @@ def _matrix(cells: tuple[Cell, ...], pools: tuple[str, ...]) -> None:
             mine = [c for c in cells if c.pool == pool and c.group == g]
             row[GROUP_TITLES[g]] = "\n".join(f"{DRIFT_MARK if c.drift else ''}{c.text()}" for c in mine)
         rows.append(row)
-    table = pd.DataFrame(rows, columns=["pool", *(GROUP_TITLES[g] for g in groups)])
-    st.dataframe(table.style.map(lambda v: COLOURS["drift"] if DRIFT_MARK in str(v) else ""),
-                 hide_index=True, width="stretch")
+    table = pl.DataFrame(rows, schema=dict.fromkeys(["pool", *(GROUP_TITLES[g] for g in groups)], pl.String))
+    tables.wrapped(table, lambda v: COLOURS["drift"] if v.startswith(DRIFT_MARK) else "")
     if not drifted:
         st.success("No drift: every pool runs one version of each component, the declared one where declared.")
         return
     st.warning(f"{len(drifted)} drifted cell(s); open one to see its nodes.")
     for c in drifted:
-        with st.expander(f"{DRIFT_MARK}{md(c.pool)} · {md(c.component)}: {md(c.reason)}"):
+        with st.expander(f"{md(c.pool)} · {md(c.component)}: {md(c.reason)}", icon=levels.icon("warning")):
             table, config = links.linked(pl.DataFrame(
                 [{"node": n.node, "version": n.version, "devices": n.devices, "first seen": _time(n.first_seen),
                   "last seen": _time(n.last_seen)} for n in c.nodes],
@@ -79,14 +78,15 @@ def _compatibility(compat: tuple[Compat, ...]) -> None:
     models = sorted(dict.fromkeys(c.model for c in compat),
                     key=lambda m: min(STATUSES.index(c.status) for c in compat if c.model == m))
     grid = {(c.model, c.pool): c for c in compat}
-    table = pd.DataFrame([{"model": m, **{p: grid[m, p].status + ("*" if grid[m, p].serves else "") for p in pools}}
-                          for m in models])
-    st.dataframe(table.style.map(lambda v: COLOURS.get(str(v).rstrip("*"), "")), hide_index=True, width="stretch")
-    failing = sorted((c for c in compat if not c.ok), key=lambda c: (not c.serves, STATUSES.index(c.status)))
-    if failing:
-        st.dataframe(pl.DataFrame([{"model": c.model, "pool": c.pool, "status": c.status, "served": c.serves,
-                                    "failing requirement": c.requirement} for c in failing]),
-                     hide_index=True, width="stretch")
+    table = pl.DataFrame([{"model": m, **{p: grid[m, p].status + ("*" if grid[m, p].serves else "") for p in pools}}
+                          for m in models], schema=dict.fromkeys(["model", *pools], pl.String))
+    tables.wrapped(table, lambda v: COLOURS.get(v.rstrip("*"), ""))
+    # every cell, the failing ones first (served before not): what fails, or the smallest layout that holds it
+    cells = sorted(compat, key=lambda c: (c.ok, not c.serves, STATUSES.index(c.status)))
+    tables.wrapped(pl.DataFrame([{"model": c.model, "pool": c.pool, "status": c.status, "served": c.serves,
+                                  "smallest layout that holds it": c.layout or "none",
+                                  "failing requirement": c.requirement} for c in cells]),
+                   lambda v: COLOURS.get(v, ""))
 
 
 def _coverage(coverage: pl.DataFrame, per_node: pl.DataFrame, vanished: pl.DataFrame) -> None:
@@ -96,9 +96,11 @@ def _coverage(coverage: pl.DataFrame, per_node: pl.DataFrame, vanished: pl.DataF
     if coverage.is_empty():
         filters.empty_window("metrics")
     else:
-        st.dataframe(coverage.select("pool", "exporter", "nodes", pl.col("metrics").list.len().alias("count"),
-                                     pl.col("metrics").list.join(", ")), hide_index=True, width="stretch")
+        tables.wrapped(coverage.select("pool", "exporter", "nodes", pl.col("metrics").list.len().alias("count"),
+                                       pl.col("metrics").list.join(", ")))
         with st.expander(f"Per node ({per_node.select('pool', 'node').unique().height} nodes)"):
+            st.caption("The metrics column is cut at its width: click a cell to read the whole list (the table "
+                       "above lists them per exporter version).")
             table, config = links.linked(per_node.select(
                 "pool", "node", pl.col("version").alias("exporter"), pl.col("metrics").list.len().alias("count"),
                 pl.col("metrics").list.join(", ")))

@@ -2,39 +2,70 @@
 
 from __future__ import annotations
 
+import math
+
 import altair as alt
 import polars as pl
 
 from app.console.charts import CHART_HEIGHT, PALETTE, pool_scale, with_time
+from app.console.timecharts import time_x
+from canonical.timeunits import DAY_MS
 
 RUNS = alt.Scale(domain=["candidate", "baseline"], range=[PALETTE[0], "#999999"])
 MEASURE_UNITS = {"TTFT": "TTFT (s)", "TPOT": "TPOT (s)", "e2e": "e2e (s)"}
+STEPS = (1.0, 2.0, 5.0)  # the ticks of a log axis within each decade
 
 
-def latency_cdfs(df: pl.DataFrame) -> alt.HConcatChart:
-    """TTFT, TPOT and e2e CDFs with the candidate and baseline overlaid; df has run, measure, q, value."""
+def log_ticks(lo: float, hi: float, most: int = 6) -> list[float]:
+    """Round values (1, 2, 5 times a power of ten) spanning [lo, hi] on a log axis, at most `most` of them: the
+    ticks of a narrow chart, where every tick of a decade (0.3 0.4 0.5 ...) would run together."""
+    if not lo > 0 or not hi >= lo:
+        return []
+    first, last = math.floor(math.log10(lo)), math.ceil(math.log10(hi))
+    for steps in (STEPS, (1.0, 3.0), (1.0,)):
+        ticks = [s * 10.0 ** e for e in range(first, last + 1) for s in steps if lo <= s * 10.0 ** e <= hi]
+        if len(ticks) <= most:
+            return ticks
+    every = math.ceil(len(ticks) / most)  # decades alone, still too many: every few
+    return ticks[::every]
+
+
+def latency_cdfs(df: pl.DataFrame) -> list[alt.Chart]:
+    """TTFT, TPOT and e2e CDFs with the candidate and baseline overlaid, a chart each (the page sets them side by
+    side in columns, each as wide as its column); df has run, measure, q, value."""
     charts = []
     for measure, title in MEASURE_UNITS.items():
-        part = df.filter((pl.col("measure") == measure) & (pl.col("value") > 0)).to_pandas()
-        charts.append(alt.Chart(part, title=f"{measure}: share of requests at or below", height=CHART_HEIGHT,
-                                width=300).mark_line(interpolate="step-after").encode(
-            x=alt.X("value:Q", title=title, scale=alt.Scale(type="log")),
+        part = df.filter((pl.col("measure") == measure) & (pl.col("value") > 0))
+        ticks = log_ticks(float(part["value"].min() or 0), float(part["value"].max() or 0))  # type: ignore[arg-type]
+        charts.append(alt.Chart(part.to_pandas(), title=f"{measure}: share of requests at or below",
+                                height=CHART_HEIGHT).mark_line(interpolate="step-after").encode(
+            x=alt.X("value:Q", title=title, scale=alt.Scale(type="log"),
+                    axis=alt.Axis(values=ticks, format="~g") if ticks else alt.Axis(format="~g")),
             y=alt.Y("q:Q", title=None, axis=alt.Axis(format="%")),
             color=alt.Color("run:N", scale=RUNS, title=None),
             tooltip=["run:N", alt.Tooltip("value:Q", format=".3f", title=title),
                      alt.Tooltip("q:Q", format=".0%", title="share")]))
-    return alt.hconcat(*charts)
+    return charts
+
+
+PANEL_WIDTH = 340  # px of each of the candidate's and the baseline's panels, likewise
+
+
+def _clock(df: pl.DataFrame) -> str:
+    """24-hour labels, with the day when the run is longer than one."""
+    span = int(df["t"].max() - df["t"].min()) if df.height else 0  # type: ignore[operator, arg-type]
+    return "%H:%M" if span <= DAY_MS else "%m-%d %H:%M"
 
 
 def pool_over_time(df: pl.DataFrame, column: str, title: str, pools: list[str]) -> alt.FacetChart:
     """One line per pool over time, the candidate's panel beside the baseline's; df has run, t, pool, column."""
     data = with_time(df.filter(pl.col(column).is_not_null())).select("run", "time", "pool", column).to_pandas()
-    return alt.Chart(data, height=CHART_HEIGHT - 40, width=420).mark_line().encode(
-        x=alt.X("time:T", title=None),
+    return alt.Chart(data, height=CHART_HEIGHT - 40, width=PANEL_WIDTH).mark_line().encode(
+        x=time_x(_clock(df)),
         y=alt.Y(f"{column}:Q", title=None, axis=alt.Axis(format="%")),
         color=alt.Color("pool:N", scale=pool_scale(pools), title="pool"),
-        tooltip=[alt.Tooltip("time:T", format="%Y-%m-%d %H:%M"), "pool:N",
-                 alt.Tooltip(f"{column}:Q", format=".1%")],
+        tooltip=[alt.Tooltip("utcyearmonthdatehoursminutes(time):T", format="%Y-%m-%d %H:%M", title="time (UTC)"),
+                 "pool:N", alt.Tooltip(f"{column}:Q", format=".1%")],
     ).facet(column=alt.Column("run:N", title=None, sort=["candidate", "baseline"]), title=title)
 
 
@@ -45,12 +76,12 @@ def routing_share(df: pl.DataFrame, pools: list[str]) -> alt.FacetChart:
     data = with_time(df.join(arrived, on=["run", "t"]).filter(pl.col("all") > 0)).select(
         "run", "time", "pool", "share", "requests").to_pandas()  # buckets after the last arrival have no mix
     domain = pools + sorted(set(df["pool"].to_list()) - set(pools))
-    return alt.Chart(data, height=CHART_HEIGHT - 40, width=420).mark_area().encode(
-        x=alt.X("time:T", title=None),
+    return alt.Chart(data, height=CHART_HEIGHT - 40, width=PANEL_WIDTH).mark_area().encode(
+        x=time_x(_clock(df)),
         y=alt.Y("share:Q", title=None, stack="normalize", axis=alt.Axis(format="%")),
         color=alt.Color("pool:N", scale=pool_scale(domain), title="pool"),
-        tooltip=[alt.Tooltip("time:T", format="%Y-%m-%d %H:%M"), "pool:N", alt.Tooltip("share:Q", format=".1%"),
-                 "requests:Q"],
+        tooltip=[alt.Tooltip("utcyearmonthdatehoursminutes(time):T", format="%Y-%m-%d %H:%M", title="time (UTC)"),
+                 "pool:N", alt.Tooltip("share:Q", format=".1%"), "requests:Q"],
     ).facet(column=alt.Column("run:N", title=None, sort=["candidate", "baseline"]),
             title="Routing share (arrivals by serving pool)")
 

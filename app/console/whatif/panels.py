@@ -87,11 +87,10 @@ def calibration(path: str, registry: Registry, pick: Pick | None, pools: tuple[s
              "TPOT MAPE": f.tpot_mape, "TPOT R²": f.tpot_r2,
              "notes": "; ".join(f.notes)} for f in fits]
     st.dataframe(pl.DataFrame(rows), hide_index=True, width="stretch", column_config={
-        c: st.column_config.NumberColumn(format="%.3f") for c in rows[0] if c not in ("pool", "notes",
-                                                                                      "observed requests",
-                                                                                      "benchmark rows")})
-    st.caption("MAPE: mean absolute error over observed, per request or row (0.03 = 3 %). R²: share of the "
-               "observed variation the model explains (1 = all).")
+        c: st.column_config.NumberColumn(format="percent" if "MAPE" in c else "%.3f") for c in rows[0]
+        if c not in ("pool", "notes", "observed requests", "benchmark rows")})
+    st.caption("MAPE: mean absolute error over observed, per request or row, as a percentage of it. R²: share of "
+               "the observed variation the model explains (1 = all).")
     for f in fits:
         if f.carried_from:  # a fit nobody checked on this pool: say so where it cannot be missed
             st.info(f"**{f.pool}** has no evidence of its own: {f.notes[0] if f.notes else ''}")

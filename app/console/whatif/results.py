@@ -13,7 +13,7 @@ from typing import Any
 import polars as pl
 import streamlit as st
 
-from app.console import auth, cache, charts, data, writes
+from app.console import auth, cache, charts, data, deltas, writes
 from app.console.whatif import charts as whatif_charts
 from app.console.whatif.traffic import Pick
 from app.exceptions import USER_ERRORS
@@ -23,7 +23,7 @@ from replay.gate import Gate, Verdict
 from replay.predictors import ORACLE_NOTE
 from replay.series import bucket_ms, latency_cdf, pool_timeline
 from replay.summary import Summary
-from replay.whatif import WhatIf, run_whatif
+from replay.whatif import OVERFLOW_SAID, WhatIf, overflow_said, predictor_said, run_whatif
 
 RESULT_KEY = "wi.result"
 GAP_HELP = ("Replays the candidate once more with routers that know every request's true output length, and shows "
@@ -94,8 +94,9 @@ ROWS: list[tuple[str, Callable[[Summary], str]]] = [
     ("busy cost per million tokens", lambda s: _money(s.cost_per_mtok, 4)),
     *[(f"{m} p{q}", _latency(m, q)) for m in ("TTFT", "TPOT", "e2e") for q in (50, 95, 99)],
     ("SLA violation rate", lambda s: f"{s.sla_violation_rate:.2%}"),
-    ("overflow: queued / degraded / rejected",
-     lambda s: f"{s.overflow['queue']:,} / {s.overflow['degrade']:,} / {s.overflow['reject']:,}"),
+    ("overflow: queued", lambda s: f"{s.overflow['queue']:,}"),
+    ("overflow: served degraded", lambda s: f"{s.overflow['degrade']:,}"),
+    ("rejected", lambda s: f"{s.rejected:,}"),
 ]
 
 
@@ -122,9 +123,9 @@ def tiles(s: Summary, b: Summary | None) -> None:
         ("p99 TTFT", _secs(s.ttft_p99), s.ttft_p99, b.ttft_p99 if b else None),
         ("p99 e2e", _secs(s.e2e_p99), s.e2e_p99, b.e2e_p99 if b else None)]
     for col, (label, value, cand, base) in zip(cols, pairs, strict=False):
-        col.metric(label, value, _change(cand, base), delta_color="inverse")
+        deltas.metric(col, label, value, _change(cand, base), "inverse")
     delta = None if b is None else f"{(s.sla_violation_rate - b.sla_violation_rate) * 100:+.2f} points"
-    cols[5].metric("SLA violation rate", f"{s.sla_violation_rate:.2%}", delta, delta_color="inverse")
+    deltas.metric(cols[5], "SLA violation rate", f"{s.sla_violation_rate:.2%}", delta, "inverse")
 
 
 def verdict_box(verdict: Verdict | None, candidate: str, baseline: str | None) -> None:
@@ -154,14 +155,18 @@ def show(outcome: Outcome, path: str, registry: Registry) -> None:
     oracle_warning(runs, w.oracle_summary is not None)
     verdict_box(w.verdict, w.candidate.name, base_name)
     tiles(w.summary, w.base_summary)
-    st.dataframe(kpi_table(runs), hide_index=True, width="stretch")
+    st.dataframe(kpi_table(runs), hide_index=True, width="stretch", height=charts.table_height(len(ROWS)))
+    if any(overflow_said(s) for _, s in runs):
+        st.caption(OVERFLOW_SAID[:1].upper() + OVERFLOW_SAID[1:] + ".")
     st.caption(predictor_line(runs, w.history))
     line = faults_line(runs)
     if line:
         missed = any(s.retries_missed_sla for _, s in runs)
         (st.warning if missed else st.caption)(line)
-    st.dataframe(pool_table(runs), hide_index=True, width="stretch", column_config={
-        c: st.column_config.NumberColumn(format="percent") for c in ("utilization", "KV use", "share")})
+    per_pool = pool_table(runs)
+    st.dataframe(per_pool, hide_index=True, width="stretch", height=charts.table_height(per_pool.height),
+                 column_config={c: st.column_config.NumberColumn(format="percent")
+                                for c in ("utilization", "KV use", "share")})
     gap = w.oracle_gap()
     if gap is not None:
         st.markdown(f"**Oracle gap**: what knowing every request's output length would change for "
@@ -180,15 +185,9 @@ def oracle_warning(runs: list[tuple[str, Summary]], gap: bool) -> None:
                    "request's true output length, which no gateway knows before the request is done.")
 
 
-def _pct(v: float | None) -> str:
-    return "–" if v is None else f"{v:.0f}%"
-
-
 def predictor_line(runs: list[tuple[str, Summary]], history: int) -> str:
     """Each run's predictor and the error of its predicted output lengths over served requests."""
-    parts = [f"{name}: {s.predictor}" + ("" if s.predictor == "oracle" else
-                                          f" (error median {_pct(s.predictor_ape_p50)}, p90 "
-                                          f"{_pct(s.predictor_ape_p90)})") for name, s in runs]
+    parts = [f"{name}: {predictor_said(s)}" for name, s in runs]
     since = f"; it started from the {history:,} requests stored before the window" if history else ""
     return f"Output-length predictor, {'; '.join(parts)}{since}."
 
@@ -249,7 +248,9 @@ def _charts(w: WhatIf, pools: list[str]) -> None:
         frames.append(tl.with_columns(pl.lit(name).alias("run")))
         cdfs.append(latency_cdf(result.requests).with_columns(pl.lit(name).alias("run")))
     timeline = pl.concat(frames)
-    charts.show(whatif_charts.latency_cdfs(pl.concat(cdfs)))
+    for column, chart in zip(st.columns(3), whatif_charts.latency_cdfs(pl.concat(cdfs)), strict=False):
+        with column:
+            charts.show(chart)
     served = timeline.filter(pl.col("pool") != "rejected")
     charts.show(whatif_charts.pool_over_time(served, "utilization", "Utilization by pool", pools))
     charts.show(whatif_charts.pool_over_time(served, "kv_use", "KV cache use by pool (estimated from each "

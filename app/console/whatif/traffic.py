@@ -11,15 +11,15 @@ import streamlit as st
 
 from app.console import data
 from app.console.filters import HOUR_MS, fmt_time
+from app.console.safe import md
 from pool_registry import Registry
-from replay.whatif import Traffic, file_traffic, stored_traffic
+from replay.whatif import Traffic, file_traffic, pick_trace, stored_traffic
 from traces import FORMATS, Parsed, ParseOptions, parse_traffic
 from traces.exceptions import TrafficError
 
 STORED, UPLOAD = "Stored requests", "Upload a trace"
 WINDOWS = {"Last hour": 1, "Last 6 hours": 6, "Last 24 hours": 24, "Whole trace": 0}
 CUSTOM = "Custom (UTC)"
-ALL_TRACES = "All traces"
 AS_IN_TRACE = "(as the trace says)"
 SHOW_REJECTS = 5
 
@@ -57,11 +57,16 @@ def _stored(path: str) -> Pick | None:
     if traces.is_empty():
         st.info("No requests are stored yet. Upload a trace here, or load one with `hetpool ingest traffic PATH`.")
         return None
-    names = traces["trace"].to_list()
+    # one trace at a time, the newest first: requests of different traces may lie years apart
+    newest, why = pick_trace(traces, None)
+    names = [newest, *(n for n in traces.sort("last_ms", descending=True)["trace"].to_list() if n != newest)]
     c1, c2 = st.columns(2)
-    chosen = c1.selectbox("Trace", [ALL_TRACES, *names], key="wi.trace")
-    trace = None if chosen == ALL_TRACES else chosen
-    rows = traces if trace is None else traces.filter(traces["trace"] == trace)
+    trace = c1.selectbox("Trace", names, key="wi.trace",
+                         help="The stored traces, the one with the newest requests first; a replay reads one.")
+    if why:
+        st.caption(f"The store holds {len(names)} traces; '{md(newest)}' has the newest requests. Pick another "
+                   "above.")
+    rows = traces.filter(traces["trace"] == trace)
     first, last = int(rows["first_ms"].min()), int(rows["last_ms"].max())  # type: ignore[arg-type]
     window = c2.selectbox("Window", [*WINDOWS, CUSTOM], key="wi.window",
                           help="Windows end with the trace's newest request (to the second).")
@@ -84,7 +89,7 @@ def _stored(path: str) -> Pick | None:
         start_ms, end_ms = first - first % 1000, end
         start_label, end_label = iso(start_ms), iso(end_ms)
     count = data.request_count(path, trace, start_ms, end_ms)
-    st.caption(f"{count:,} requests{f' of {trace}' if trace else ''} from {fmt_time(start_ms)} to "
+    st.caption(f"{count:,} requests of '{md(trace)}' from {fmt_time(start_ms)} to "
                f"{fmt_time(end_ms)} UTC (stored from {fmt_time(first)} to {fmt_time(last)}).")
     if count == 0:
         st.info("No stored request arrived in this window. Pick a longer one.")
