@@ -38,6 +38,7 @@ import numpy as np
 import polars as pl
 
 from benchmarks.common import peak_rss_mib, report
+from canonical import metrics
 from canonical.feednames import ERRORS_SAMPLE, VERSION_SAMPLE, sample_name
 from canonical.timeunits import DAY_MS, MINUTE_MS
 
@@ -57,12 +58,12 @@ CHIPS = (("h100-sxm", "nvidia", "dcgm", {"driver": "550.144.03", "cuda": "12.4",
          ("mlu370-x8", "cambricon", "cambricon", {"driver": "6.2.10", "cntoolkit": "4.0.0", "vllm": "0.15.0"}))
 HBM_BYTES = {"h100-sxm": 80e9, "mi300x": 192e9, "ascend-910b": 64e9, "gaudi3": 128e9, "mlu370-x8": 48e9}
 # the 10 canonical metrics every device reports each minute
-GAUGES = ("accelerator.utilization", "accelerator.memory.used", "accelerator.memory.total", "accelerator.power",
-          "accelerator.temperature", "accelerator.clock", "accelerator.health", "accelerator.energy",
-          "interconnect.tx", "interconnect.rx")
+GAUGES = (metrics.UTILIZATION, metrics.MEMORY_USED, metrics.MEMORY_TOTAL, metrics.POWER, metrics.TEMPERATURE,
+          metrics.CLOCK, metrics.HEALTH, metrics.ENERGY, metrics.LINK_TX, metrics.LINK_RX)
 # (error_class, severity, code, share of devices whose counter carries it, events per such device per day)
-ERRORS = (("device_lost", "fatal", "79", 0.25, 0.02), ("memory_correctable", "recoverable", "ecc_sbe", 0.5, 0.5),
-          ("thermal", "recoverable", "thermal", 0.25, 0.1))
+PLANTED_ERRORS = (("device_lost", "fatal", "79", 0.25, 0.02),
+                  ("memory_correctable", "recoverable", "ecc_sbe", 0.5, 0.5),
+                  ("thermal", "recoverable", "thermal", 0.25, 0.1))
 UPGRADED_NODES = 0.02  # share of nodes whose driver changes at noon (drift on the Versions page)
 EXPORTER_VERSION = "3.3.9"
 COLUMNS = ("devices", "samples", "file MiB", "B/device-day", "ingest s", "samples/s", "db MiB", "health s",
@@ -133,12 +134,12 @@ class Fleet:
         base = [dict(pool=p.id, node=node, device=dev, vendor=p.vendor) for p, node, dev in places]
         self.device_prefixes = [sample_name(m) + _labels(**b) + " " for m in GAUGES for b in base]
         # one error counter per device, of a class drawn by share
-        shares = np.array([e[3] for e in ERRORS])
-        self.error_kind = rng.choice(len(ERRORS), size=self.devices, p=shares / shares.sum())
-        self.error_prefixes = [ERRORS_SAMPLE + _labels(**b, error_class=ERRORS[k][0], severity=ERRORS[k][1],
-                                                       code=ERRORS[k][2]) + " "
+        shares = np.array([e[3] for e in PLANTED_ERRORS])
+        self.error_kind = rng.choice(len(PLANTED_ERRORS), size=self.devices, p=shares / shares.sum())
+        self.error_prefixes = [ERRORS_SAMPLE + _labels(**b, error_class=PLANTED_ERRORS[k][0],
+                                                       severity=PLANTED_ERRORS[k][1], code=PLANTED_ERRORS[k][2]) + " "
                                for b, k in zip(base, self.error_kind, strict=True)]
-        self.error_rate = np.array([ERRORS[k][4] for k in self.error_kind]) / MINUTES
+        self.error_rate = np.array([PLANTED_ERRORS[k][4] for k in self.error_kind]) / MINUTES
         self.errors = np.zeros(self.devices)
         nodes = [(p, f"{p.id}-{n:03d}") for p in pools for n in range(p.nodes)]
         upgraded = rng.random(len(nodes)) < UPGRADED_NODES
@@ -192,7 +193,7 @@ def write_day(path: Path, pools: list[Pool]) -> int:
     samples = 0
     with path.open("wb") as f:
         f.write(b"".join(f"# TYPE {sample_name(m).removesuffix('_total')} "
-                         f"{'counter' if m == 'accelerator.energy' else 'gauge'}\n".encode() for m in GAUGES))
+                         f"{'counter' if m == metrics.ENERGY else 'gauge'}\n".encode() for m in GAUGES))
         f.write(b"# TYPE accelerator_errors counter\n")
         for first in range(0, MINUTES, CHUNK_MINUTES):
             lines = fleet.chunk(first, CHUNK_MINUTES)
@@ -234,6 +235,8 @@ def page_queries(db: Path) -> dict[str, list[tuple[str, Callable[[], object]]]]:
     from app.console.charts import bucket_ms
     from app.status_read import read_facts
     from replay.planner.compat import compatibility
+    from status.evaluate import warning_temperatures
+    from status.rules import load_rules
     from store import connect, latest_registry
     from store.views import coverage, drift, health, markers, reliability, versions
     from store.views.window import Window
@@ -242,6 +245,7 @@ def page_queries(db: Path) -> dict[str, list[tuple[str, Callable[[], object]]]]:
     snap = latest_registry(con)
     assert snap is not None
     reg = snap.registry
+    rules = load_rules()
     pools = tuple(p.id for p in reg.pools)
     w, before = Window(DAY, DAY + DAY_MS, pools), Window(DAY - DAY_MS, DAY, pools)
     step = bucket_ms(DAY_MS)
@@ -258,7 +262,8 @@ def page_queries(db: Path) -> dict[str, list[tuple[str, Callable[[], object]]]]:
                    ("series", lambda: health.metric_series(con, w, step)),
                    ("severe events", lambda: markers.severe_events(con, w, step)),
                    ("version changes", lambda: markers.version_changes(con, w)),
-                   ("worst devices", lambda: health.worst_devices(con, w)),
+                   ("worst devices", lambda: health.worst_devices(con, w, warning_temperatures(reg, rules),
+                                                                   rules.temperature.warning)),
                    ("version drift", lambda: drift.version_drift(con, reg, list(pools), w))],
         "errors": [("nodes to drain", lambda: reliability.nodes_to_drain(con, w)),
                    ("reliability index", lambda: reliability.reliability(con, w)),

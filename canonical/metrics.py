@@ -24,37 +24,59 @@ class Canonical:
         return self.name.startswith("accelerator.")
 
 
-# Names, units and kinds from the design's canonical schema table.
+# The names, each written once: every other module names a canonical metric by these constants (a test finds any
+# other module writing one as a string).
+UTILIZATION = "accelerator.utilization"
+MEMORY_USED = "accelerator.memory.used"
+MEMORY_TOTAL = "accelerator.memory.total"
+POWER = "accelerator.power"
+TEMPERATURE = "accelerator.temperature"
+CLOCK = "accelerator.clock"
+HEALTH = "accelerator.health"
+ERRORS = "accelerator.errors"
+ENERGY = "accelerator.energy"
+LINK_TX = "interconnect.tx"
+LINK_RX = "interconnect.rx"
+TTFT = "serving.time_to_first_token"
+TPOT = "serving.time_per_output_token"
+REQUEST_DURATION = "serving.request.duration"
+REQUESTS = "serving.requests"
+PROMPT_TOKENS = "serving.tokens.prompt"
+GENERATED_TOKENS = "serving.tokens.generated"
+RUNNING = "serving.requests.running"
+WAITING = "serving.requests.waiting"
+KV_USAGE = "serving.kv_cache.usage"
+
+# Units and kinds from the design's canonical schema table.
 METRICS: dict[str, Canonical] = {c.name: c for c in (
-    Canonical("accelerator.utilization", "ratio", "gauge"),
-    Canonical("accelerator.memory.used", "bytes", "gauge"),
-    Canonical("accelerator.memory.total", "bytes", "gauge"),
-    Canonical("accelerator.power", "W", "gauge"),
-    Canonical("accelerator.temperature", "celsius", "gauge"),
-    Canonical("accelerator.clock", "Hz", "gauge"),
-    Canonical("accelerator.health", "bool", "gauge"),
-    Canonical("accelerator.errors", "count", "events"),
-    Canonical("accelerator.energy", "J", "counter"),
-    Canonical("interconnect.tx", "bytes/s", "gauge"),
-    Canonical("interconnect.rx", "bytes/s", "gauge"),
-    Canonical("serving.time_to_first_token", "s", "histogram"),
-    Canonical("serving.time_per_output_token", "s", "histogram"),
-    Canonical("serving.request.duration", "s", "histogram"),
-    Canonical("serving.requests", "count", "counter"),
-    Canonical("serving.tokens.prompt", "count", "counter"),
-    Canonical("serving.tokens.generated", "count", "counter"),
-    Canonical("serving.requests.running", "count", "gauge"),
-    Canonical("serving.requests.waiting", "count", "gauge"),
-    Canonical("serving.kv_cache.usage", "ratio", "gauge"),
+    Canonical(UTILIZATION, "ratio", "gauge"),
+    Canonical(MEMORY_USED, "bytes", "gauge"),
+    Canonical(MEMORY_TOTAL, "bytes", "gauge"),
+    Canonical(POWER, "W", "gauge"),
+    Canonical(TEMPERATURE, "celsius", "gauge"),
+    Canonical(CLOCK, "Hz", "gauge"),
+    Canonical(HEALTH, "bool", "gauge"),
+    Canonical(ERRORS, "count", "events"),
+    Canonical(ENERGY, "J", "counter"),
+    Canonical(LINK_TX, "bytes/s", "gauge"),
+    Canonical(LINK_RX, "bytes/s", "gauge"),
+    Canonical(TTFT, "s", "histogram"),
+    Canonical(TPOT, "s", "histogram"),
+    Canonical(REQUEST_DURATION, "s", "histogram"),
+    Canonical(REQUESTS, "count", "counter"),
+    Canonical(PROMPT_TOKENS, "count", "counter"),
+    Canonical(GENERATED_TOKENS, "count", "counter"),
+    Canonical(RUNNING, "count", "gauge"),
+    Canonical(WAITING, "count", "gauge"),
+    Canonical(KV_USAGE, "ratio", "gauge"),
 )}
 
-ERRORS_METRIC = "accelerator.errors"
+ERRORS_METRIC = ERRORS
 
 # The canonical metrics a pool's exporter must deliver before its devices count as abstracted (the onboarding
 # tracker's "canonical metrics flowing" item, and `hetpool check`). Health is not among them: some exporters
 # (Gaudi's) have no health gauge.
-CORE_METRICS = ("accelerator.utilization", "accelerator.memory.used", "accelerator.memory.total",
-                "accelerator.power", "accelerator.temperature")
+CORE_METRICS = (UTILIZATION, MEMORY_USED, MEMORY_TOTAL, POWER, TEMPERATURE)
 
 ERROR_CLASSES = (
     "memory_uncorrectable", "memory_correctable", "row_remap_failure", "interconnect", "device_lost",

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from yaml.nodes import MappingNode, Node, SequenceNode
 
-from canonical.metrics import METRICS, RESERVED_ATTRIBUTES
+from canonical.metrics import ERRORS_METRIC, METRICS, RESERVED_ATTRIBUTES
 from canonical.prometheus import SAMPLE_SUFFIXES
 from normalizers.exceptions import ProfileError
 from normalizers.profile import (
@@ -190,7 +190,7 @@ def _metric_map(r: Reader, path: str, node: Node, source: str) -> MetricMap:
     canon = METRICS.get(metric)
     if stat and canon and canon.kind != "histogram":
         r.fail(f["stat"], f"{path}.stat", f"'stat' only applies to histogram metrics, not {metric}")
-    if metric == "accelerator.errors":
+    if metric == ERRORS_METRIC:
         r.fail(f["metric"], f"{path}.metric", "error signals go under 'errors', which say how codes are classed")
     derive = tuple(_derive(r, f"{path}.derive.{k}", k, v)
                    for k, v in (r.free_mapping(f["derive"], f"{path}.derive").items() if "derive" in f else []))

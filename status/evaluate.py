@@ -73,12 +73,23 @@ def device_findings(reg: Registry, rules: StatusRules, row: dict[str, object]) -
     return [(level, reason) for level, reason, _ in ruled_findings(reg, rules, row)]
 
 
+def temperature_limits(reg: Registry, rules: StatusRules, pool_id: str) -> Levels:
+    """A pool's temperature limits: its chip's own `thermal` limits when the registry declares them, else the rules'."""
+    pool = next((p for p in reg.pools if p.id == pool_id), None)
+    thermal = reg.chip_of(pool).thermal if pool is not None else None
+    return Levels(thermal.warning_c, thermal.critical_c) if thermal else rules.temperature
+
+
+def warning_temperatures(reg: Registry | None, rules: StatusRules) -> dict[str, float]:
+    """Per pool, the temperature from which a device is hot (its warning limit), where one is set."""
+    pools = reg.pools if reg is not None else ()
+    return {p.id: w for p in pools if (w := temperature_limits(reg, rules, p.id).warning) is not None}  # type: ignore[arg-type]
+
+
 def ruled_findings(reg: Registry, rules: StatusRules, row: dict[str, object]) -> list[tuple[str, str, str]]:
     """Every (level, reason, rule) one device's facts reach, worst first."""
     found: list[tuple[str, str, str]] = []
-    pool = next((p for p in reg.pools if p.id == row["pool"]), None)
-    thermal = reg.chip_of(pool).thermal if pool is not None else None
-    limits = Levels(thermal.warning_c, thermal.critical_c) if thermal else rules.temperature
+    limits = temperature_limits(reg, rules, str(row["pool"]))
     temp = row["temp_max"]
     if isinstance(temp, float):
         level = level_of(temp, limits)

@@ -16,6 +16,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from canonical import metrics
 from canonical.feednames import family_name, sample_name
 from canonical.metrics import METRICS
 from canonical.timeunits import parse_duration_ms
@@ -97,8 +98,8 @@ def status_group(rules: StatusRules, reg: Registry | None, window: str = "24h") 
     """The status rules as one group of alerting rules judging the last `window`."""
     parse_duration_ms(window)  # a ValueError naming it when it is no duration
     w = window
-    temp, health = family_name("accelerator.temperature"), family_name("accelerator.health")
-    used, total = family_name("accelerator.memory.used"), family_name("accelerator.memory.total")
+    temp, health = family_name(metrics.TEMPERATURE), family_name(metrics.HEALTH)
+    used, total = family_name(metrics.MEMORY_USED), family_name(metrics.MEMORY_TOTAL)
     out: list[dict[str, Any]] = []
     for levels, pools in _by_limits(rules, reg):
         hottest = f"max by ({DEVICE}) (max_over_time({temp}{pools}[{w}]))"
@@ -146,7 +147,7 @@ def _reporting(rules: StatusRules, reg: Registry | None) -> list[dict[str, Any]]
 def _ttft(rules: StatusRules, w: str) -> list[dict[str, Any]]:
     """p99 TTFT over the window against each tier's target; a pool not named in sla.pools is in the default tier.
     One rule per level, the tiers joined with `or` (they share no pool)."""
-    bucket = family_name("serving.time_to_first_token") + "_bucket"
+    bucket = family_name(metrics.TTFT) + "_bucket"
     named = dict(rules.pool_tiers)
     by_level: dict[str, list[str]] = {}
     for tier, target in rules.tiers.items():

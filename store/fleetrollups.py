@@ -4,13 +4,11 @@ from __future__ import annotations
 
 import duckdb
 
+from canonical.metrics import CLOCK, ERRORS, HEALTH, MEMORY_TOTAL, MEMORY_USED, POWER, TEMPERATURE, UTILIZATION
 from canonical.timeunits import HOUR_MS
 
 BUSY_UTIL = 0.5  # a device-minute at or above this mean utilization is busy
-CLOCK, UTIL = "accelerator.clock", "accelerator.utilization"
-POWER, TEMP = "accelerator.power", "accelerator.temperature"
-USED, TOTAL, HEALTH, ERRORS = ("accelerator.memory.used", "accelerator.memory.total", "accelerator.health",
-                               "accelerator.errors")
+UTIL, TEMP, USED, TOTAL = UTILIZATION, TEMPERATURE, MEMORY_USED, MEMORY_TOTAL
 SEVERE = ("fatal", "critical")  # "critical" is what some vendors call fatal before the taxonomy maps it
 # the gauges Fleet health charts per pool; node_1m sums them over each node's devices
 NODE_METRICS = (UTIL, USED, TOTAL, POWER, TEMP, CLOCK)

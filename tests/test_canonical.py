@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import re
 
 import pytest
 
@@ -51,6 +52,40 @@ def test_no_layer_declares_the_contract_again() -> None:
             for line, what in declarations(ast.parse(path.read_text(), filename=str(path))):
                 problems.append(f"{path.relative_to(REPO)}:{line}: {what}")
     assert problems == []
+
+
+def metric_literals(tree: ast.Module) -> list[tuple[int, str]]:
+    """Strings (docstrings aside) that name a canonical metric, where the constants of canonical/metrics.py should."""
+    docs = {id(n.body[0].value) for n in ast.walk(tree)
+            if isinstance(n, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and n.body
+            and isinstance(n.body[0], ast.Expr) and isinstance(n.body[0].value, ast.Constant)}
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docs:
+            named = [m for m in METRICS if re.search(rf"(?<![\w.]){re.escape(m)}(?![\w.])", node.value)]
+            if named:
+                found.append((node.lineno, f"writes the metric name {named[0]!r} as a string"))
+    return found
+
+
+def test_canonical_metric_names_are_written_only_as_the_catalogs_constants() -> None:
+    problems = []
+    for layer in LAYERS:
+        for path in sorted((REPO / layer).rglob("*.py")):
+            for line, what in metric_literals(ast.parse(path.read_text(), filename=str(path))):
+                problems.append(f"{path.relative_to(REPO)}:{line}: {what}")
+    assert problems == []
+
+
+@pytest.mark.parametrize(("code", "caught"), [
+    ('m = "accelerator.power"\n', True),
+    ("q = \"SELECT * FROM samples WHERE metric = 'serving.tokens.prompt'\"\n", True),
+    ('"""Reads accelerator.power, the chips\' draw."""\n', False),
+    ("q = \"metric LIKE 'accelerator.%'\"\n", False),
+    ('m = "accelerator.power.limit"\n', False),
+])
+def test_the_metric_name_check(code: str, caught: bool) -> None:
+    assert bool(metric_literals(ast.parse(code))) is caught
 
 
 def _dtype(node: ast.expr) -> bool:

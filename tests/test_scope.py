@@ -94,7 +94,7 @@ def test_component_series_are_stored_but_do_not_move_the_tiles(tmp_path: Path, v
     series = health.metric_series(con, WINDOW, 60_000)
     clock = series.filter(series["series"] == "clock (MHz)")["value"].to_list()
     assert clock == pytest.approx([1500.0])
-    assert "hot" not in health.worst_devices(con, WINDOW)["issue"].to_list()
+    assert "hot" not in health.worst_devices(con, WINDOW, {}, 85.0)["issue"].to_list()
     con.close()
 
 

@@ -211,3 +211,17 @@ def test_the_example_site_file_overrides_only_what_it_names() -> None:
     assert rules.reporting.critical == 0.5 and rules.reporting.warning == RULES.reporting.warning
     assert rules.ttft_target("h100-a") == ("premium", 0.5) and rules.ttft_target("mi300x-a") == ("standard", 2.0)
     assert rules.hbm_used == RULES.hbm_used
+
+
+def test_a_device_is_hot_from_its_chips_warning_limit_else_the_rules(fleet: Registry, tmp_path: Path) -> None:
+    """The temperature from which Fleet health calls a device hot is the status rules', or its chip's own."""
+    from status.evaluate import warning_temperatures
+
+    reg = small(fleet, Thermal(78.0, 90.0))
+    site = tmp_path / "site.yaml"
+    site.write_text("temperature: {warning: 70, critical: 99}\n")
+    for rules, default in ((load_rules(), 85.0), (load_rules(site), 70.0)):
+        hot = warning_temperatures(reg, rules)
+        assert hot == {p.id: 78.0 if reg.chip_of(p).id == "ascend-910b" else default for p in reg.pools}
+        assert rules.temperature.warning == default
+    assert warning_temperatures(None, load_rules()) == {}

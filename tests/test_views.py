@@ -150,8 +150,9 @@ def test_rollup_and_raw_paths_agree_with_an_independent_polars_computation(ro: d
 def test_whole_hours_read_from_the_fleet_rollups_equal_the_rollup_path(ro: duckdb.DuckDBPyConnection,
                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     def views() -> list[pl.DataFrame]:
-        return [health.pool_tiles(ro, WHOLE, ALL), status.device_facts(ro, WHOLE), health.worst_devices(ro, WHOLE),
-                health.device_throttling(ro, WHOLE), health.metric_series(ro, WHOLE, HOUR_MS).drop_nulls("value")]
+        return [health.pool_tiles(ro, WHOLE, ALL), status.device_facts(ro, WHOLE),
+                health.worst_devices(ro, WHOLE, {}, 85.0), health.device_throttling(ro, WHOLE),
+                health.metric_series(ro, WHOLE, HOUR_MS).drop_nulls("value")]
 
     fast = views()
     assert fast[1]["fatal_errors"].sum() == 1.0 and fast[3]["throttled"].sum() == 2  # the fixture's faults
@@ -234,11 +235,16 @@ def test_le_values() -> None:
 
 
 def test_worst_devices_name_the_straggler_the_hot_and_the_silent(ro: duckdb.DuckDBPyConnection) -> None:
-    worst = health.worst_devices(ro, WHOLE)
+    worst = health.worst_devices(ro, WHOLE, {}, 85.0)
     found = {(r["issue"], r["pool"], r["node"], r["device"]) for r in worst.iter_rows(named=True)}
     assert found == {("stopped reporting", "h100-a", "n2", "0"), ("straggler", "h100-a", "n1", "1"),
                      ("hot", "ascend-a", "n1", "0")}
     assert worst["issue"][0] == "stopped reporting"
+    hottest = worst.filter(pl.col("issue") == "hot")["value"][0]
+    # a pool's own limit (its chip's) wins over the default; without either, nothing is judged hot
+    assert "hot" not in health.worst_devices(ro, WHOLE, {"ascend-a": hottest + 1.0}, 85.0)["issue"].to_list()
+    assert "hot" in health.worst_devices(ro, WHOLE, {"ascend-a": hottest}, None)["issue"].to_list()
+    assert "hot" not in health.worst_devices(ro, WHOLE, {}, None)["issue"].to_list()
 
 
 def test_series_per_pool_and_metric(ro: duckdb.DuckDBPyConnection) -> None:

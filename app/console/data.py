@@ -16,7 +16,8 @@ from app.console.cache import query, read
 from app.status_read import read_facts
 from pool_registry import Registry
 from replay.planner.compat import compatibility
-from status.evaluate import Facts
+from status.evaluate import Facts, warning_temperatures
+from status.rules import load_rules
 from store import StoreError, latest_registry, replay_runs
 from store import requests as stored
 from store.views import cost, coverage, drift, export, faults, fleet, health, markers, reliability, runs, versions
@@ -62,8 +63,12 @@ def series(con: duckdb.DuckDBPyConnection, start: int, end: int, pools: tuple[st
 
 @query
 def worst_devices(con: duckdb.DuckDBPyConnection, start: int, end: int, pools: tuple[str, ...]) -> pl.DataFrame:
-    """Stragglers, hot and silent devices."""
-    return health.worst_devices(con, Window(start, end, pools))
+    """Stragglers, hot and silent devices: hot from each pool's warning temperature (its chip's, else the rules')."""
+    snap = latest_registry(con)
+    rules = load_rules()
+    return health.worst_devices(con, Window(start, end, pools),
+                                warning_temperatures(snap.registry if snap else None, rules),
+                                rules.temperature.warning)
 
 
 @query

@@ -14,6 +14,7 @@ from __future__ import annotations
 import duckdb
 import polars as pl
 
+from canonical.metrics import GENERATED_TOKENS, PROMPT_TOKENS
 from canonical.timeunits import HOUR_MS
 from pool_registry import Registry
 from store.views.counters import counter_increments
@@ -21,7 +22,7 @@ from store.views.health import UTIL, primary
 from store.views.reliability import hour_window
 from store.views.window import Window, data_span, frame, pool_filter
 
-PROMPT, GENERATED = "serving.tokens.prompt", "serving.tokens.generated"
+PROMPT, GENERATED = PROMPT_TOKENS, GENERATED_TOKENS
 
 
 def paid_hours(con: duckdb.DuckDBPyConnection, w: Window) -> float:

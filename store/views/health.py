@@ -14,16 +14,29 @@ Definitions an operator can check by hand:
 - fatal errors: error events of severity fatal in the window;
 - p99 TTFT: 99th percentile of time to first token from the serving histogram buckets in the window;
 - straggler: a device whose mean clock in the window is more than 15 % below its pool's median device;
-- hot: a device whose temperature reached HOT_C;
+- hot: a device whose temperature reached its pool's warning limit (the caller's, from the status rules and the
+  chips' own limits);
 - stopped reporting: a device with samples in the window but none in its last 5 minutes.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import duckdb
 import polars as pl
 
-from canonical.metrics import METRICS
+from canonical.metrics import (
+    CLOCK,
+    ERRORS,
+    MEMORY_TOTAL,
+    MEMORY_USED,
+    METRICS,
+    POWER,
+    TEMPERATURE,
+    TTFT,
+    UTILIZATION,
+)
 from canonical.timeunits import MINUTE_MS
 from store.fleetrollups import BUSY_UTIL, NODE_METRICS
 from store.rollups import floor_to
@@ -40,13 +53,10 @@ from store.views.window import (
     whole_hours,
 )
 
-UTIL, MEM_USED, MEM_TOTAL = "accelerator.utilization", "accelerator.memory.used", "accelerator.memory.total"
-POWER, TEMP, CLOCK, HEALTH = "accelerator.power", "accelerator.temperature", "accelerator.clock", "accelerator.health"
-ERRORS, TTFT = "accelerator.errors", "serving.time_to_first_token"
+UTIL, MEM_USED, MEM_TOTAL, TEMP = UTILIZATION, MEMORY_USED, MEMORY_TOTAL, TEMPERATURE
 THROTTLE_RATIO = 0.9     # busy and below this share of the reference clock = throttled
 THROTTLED_DEVICE = 0.1   # a device with at least this share of its busy minutes throttled is throttled
 STRAGGLER_RATIO = 0.85   # mean clock below this share of the pool median = straggler
-HOT_C = 85.0             # a device at or above this temperature is hot
 
 def primary(metrics: list[str]) -> tuple[str, list[object]]:
     """A clause keeping, of each per-device metric, the series that describe the device as a whole (the
@@ -252,8 +262,10 @@ def metric_series(con: duckdb.DuckDBPyConnection, w: Window, step_ms: int) -> pl
     return pl.concat(parts, how="vertical_relaxed").sort("series", "pool", "t")
 
 
-def worst_devices(con: duckdb.DuckDBPyConnection, w: Window) -> pl.DataFrame:
-    """Stragglers, hot devices and devices that stopped reporting: issue, pool, node, device, value, detail."""
+def worst_devices(con: duckdb.DuckDBPyConnection, w: Window, hot_c: Mapping[str, float],
+                  hot_default: float | None = None) -> pl.DataFrame:
+    """Stragglers, hot devices and devices that stopped reporting: issue, pool, node, device, value, detail. A device
+    is hot at or above its pool's `hot_c` (pool -> °C), else `hot_default` (None: not judged)."""
     table, _ = table_for(w)
     pools, params = pool_filter(w)
     end = effective_end(con, w)
@@ -286,7 +298,8 @@ def worst_devices(con: duckdb.DuckDBPyConnection, w: Window) -> pl.DataFrame:
         pl.lit("straggler").alias("issue"), "pool", "node", "device", (pl.col("clock") / 1e6).alias("value"),
         pl.format("clock {} MHz vs pool median {} MHz", (pl.col("clock") / 1e6).round(0).cast(pl.Int64),
                   (pl.col("median_clock") / 1e6).round(0).cast(pl.Int64)).alias("detail"))
-    hot = d.filter(pl.col("temp_max") >= HOT_C).select(
+    limit = pl.col("pool").replace_strict(dict(hot_c), default=hot_default, return_dtype=pl.Float64)
+    hot = d.filter(pl.col("temp_max") >= limit).select(
         pl.lit("hot").alias("issue"), "pool", "node", "device", pl.col("temp_max").alias("value"),
         pl.format("reached {} °C", pl.col("temp_max").round(1)).alias("detail"))
     order = {"stopped reporting": 0, "straggler": 1, "hot": 2}

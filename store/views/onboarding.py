@@ -13,7 +13,8 @@ from typing import Any
 import duckdb
 import polars as pl
 
-from store.views.health import ERRORS, MEM_USED
+from canonical.metrics import ERRORS
+from store.views.health import MEM_USED
 from store.views.window import frame
 
 EXPLAINED = ("value ", "duplicate series")  # reject reasons of values that were read and refused

@@ -22,8 +22,9 @@ from collections.abc import Mapping
 import duckdb
 import polars as pl
 
+from canonical.metrics import ERRORS, HEALTH
 from canonical.timeunits import HOUR_MS
-from store.views.health import ERRORS, HEALTH, UTIL
+from store.views.health import UTIL
 from store.views.window import STALE_MS, Window, effective_end, frame, pool_filter, rollup_source, table_for
 
 EVENT_LIMIT = 500

@@ -15,7 +15,8 @@ from __future__ import annotations
 import duckdb
 import polars as pl
 
-from store.views.health import ERRORS, HEALTH, MEM_TOTAL, MEM_USED, TEMP, device_throttling
+from canonical.metrics import ERRORS, HEALTH
+from store.views.health import MEM_TOTAL, MEM_USED, TEMP, device_throttling
 from store.views.window import (
     STALE_MS,
     Window,

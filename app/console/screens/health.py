@@ -31,7 +31,8 @@ DEFINITIONS = """
 - **Fatal errors**: error events of severity *fatal* (for example XID 79, uncorrectable ECC).
 - **p99 TTFT**: 99th percentile of time to first token, from the serving engines' histogram buckets.
 - **Straggler**: a device whose mean clock is more than 15 % below its pool's median device.
-  **Hot**: a device that reached 85 °C. **Stopped reporting**: samples in the window, none in its last 5 minutes.
+  **Hot**: a device that reached its warning temperature: its chip's own limit where the registry declares one,
+  else the status rules' ({hot}). **Stopped reporting**: samples in the window, none in its last 5 minutes.
 - **Status**: the rules of `status/rules.yaml`, overridden by the site file `$HETPOOL_RULES` (the same rules
   `hetpool alerts` evaluates). A device is judged on its temperature against its chip's limits, fatal errors,
   health, HBM use, throttling and whether it still reports; a node takes its worst device; a pool is judged on
@@ -167,7 +168,8 @@ def render() -> None:
                                                   pl.from_epoch("last_seen", time_unit="ms")))
         st.dataframe(table, hide_index=True, width="stretch", column_config=config)
     with st.expander("Definitions"):
-        st.markdown(DEFINITIONS)
+        warning = load_rules().temperature.warning
+        st.markdown(DEFINITIONS.format(hot="none set" if warning is None else f"{warning:g} °C"))
 
 
 if __name__ == "__main__":
