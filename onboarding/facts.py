@@ -46,10 +46,10 @@ def read_facts(con: duckdb.DuckDBPyConnection, pool: str) -> Facts:
 
 def read_facts_of(con: duckdb.DuckDBPyConnection, pools: tuple[str, ...]) -> dict[str, Facts]:
     """Read the facts of many pools with the same few queries as one pool's, each answering for all of them."""
-    spans, fatal, memory = views.pool_spans(con, pools), views.fatal_hours_many(con, pools), \
-        views.hourly_memory_many(con, pools)
-    metrics, heard = views.metrics_seen_many(con, pools), views.devices_heard_many(con, pools)
-    rejects, routed = views.unexplained_rejects_many(con, pools), views.routed_requests_many(con, pools)
-    gates, evidence = views.last_gate_with_many(con, pools), latest_evidence_of(con, pools)
+    spans, fatal, memory = views.pool_spans(con, pools), views.fatal_hours(con, pools), \
+        views.hourly_memory(con, pools)
+    metrics, heard = views.metrics_seen(con, pools), views.devices_heard(con, pools)
+    rejects, routed = views.unexplained_rejects(con, pools), views.routed_requests(con, pools)
+    gates, evidence = views.last_gate_with(con, pools), latest_evidence_of(con, pools)
     return {p: Facts(Telemetry(*spans[p], fatal[p], memory[p]), metrics[p], heard[p], rejects[p], routed[p], gates[p],
                      evidence[p]) for p in pools}

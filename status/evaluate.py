@@ -68,10 +68,6 @@ def _plural(n: float, word: str) -> str:
     return f"{n:,} {word}" if n == 1 else f"{n:,} {word}s"
 
 
-def device_findings(reg: Registry, rules: StatusRules, row: dict[str, object]) -> list[tuple[str, str]]:
-    """Every (level, reason) one device's facts reach, worst first."""
-    return [(level, reason) for level, reason, _ in ruled_findings(reg, rules, row)]
-
 
 def temperature_limits(reg: Registry, rules: StatusRules, pool_id: str) -> Levels:
     """A pool's temperature limits: its chip's own `thermal` limits when the registry declares them, else the rules'."""

@@ -39,14 +39,6 @@ def add_evidence(con: duckdb.DuckDBPyConnection, *, pool: str, item: str, role: 
     return int(row[0][0]), True
 
 
-def latest_evidence(con: duckdb.DuckDBPyConnection, pool: str | None = None) -> tuple[StoredEvidence, ...]:
-    """The newest file of every (pool, item, role), or of one pool's."""
-    where, params = (" WHERE pool = ?", [pool]) if pool else ("", [])
-    rows = con.execute(f"""
-        SELECT evidence_id, pool, item, role, name, body, produced_at, source FROM onboarding_evidence{where}
-        QUALIFY row_number() OVER (PARTITION BY pool, item, role ORDER BY evidence_id DESC) = 1
-        ORDER BY pool, item, role""", params).fetchall()
-    return tuple(StoredEvidence(int(r[0]), r[1], r[2], r[3], r[4], r[5], _utc(r[6]), r[7]) for r in rows)
 
 
 def latest_evidence_of(con: duckdb.DuckDBPyConnection,

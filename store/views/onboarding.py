@@ -32,10 +32,6 @@ def pool_spans(con: duckdb.DuckDBPyConnection, pools: tuple[str, ...]) -> dict[s
     return {p: found.get(p, (None, None)) for p in pools}
 
 
-def pool_span(con: duckdb.DuckDBPyConnection, pool: str) -> tuple[int | None, int | None]:
-    """(first, newest) sample time of the pool, from the hourly rollup."""
-    return pool_spans(con, (pool,))[pool]
-
 
 def _frames(con: duckdb.DuckDBPyConnection, sql: str, pools: tuple[str, ...],
             params: list[object]) -> dict[str, pl.DataFrame]:
@@ -46,7 +42,7 @@ def _frames(con: duckdb.DuckDBPyConnection, sql: str, pools: tuple[str, ...],
     return {p: parts.get((p,), empty) for p in pools}
 
 
-def metrics_seen_many(con: duckdb.DuckDBPyConnection, pools: tuple[str, ...]) -> dict[str, pl.DataFrame]:
+def metrics_seen(con: duckdb.DuckDBPyConnection, pools: tuple[str, ...]) -> dict[str, pl.DataFrame]:
     """Each pool's canonical metrics: the hour each first arrived and how many devices sent it."""
     return _frames(con, f"""
         SELECT pool, metric, min(bucket) AS first_ms,
@@ -54,12 +50,8 @@ def metrics_seen_many(con: duckdb.DuckDBPyConnection, pools: tuple[str, ...]) ->
         FROM rollup_1h WHERE pool IN ({POOLS}) GROUP BY pool, metric ORDER BY pool, metric""", pools, [])
 
 
-def metrics_seen(con: duckdb.DuckDBPyConnection, pool: str) -> pl.DataFrame:
-    """Each canonical metric of the pool: the hour it first arrived and how many devices sent it."""
-    return metrics_seen_many(con, (pool,))[pool]
 
-
-def devices_heard_many(con: duckdb.DuckDBPyConnection, pools: tuple[str, ...]) -> dict[str, int]:
+def devices_heard(con: duckdb.DuckDBPyConnection, pools: tuple[str, ...]) -> dict[str, int]:
     """Distinct devices of each pool that sent an accelerator metric."""
     rows = con.execute(f"SELECT pool, count(DISTINCT (node, device)) FROM rollup_1h WHERE pool IN ({POOLS}) "
                        "AND device <> '' AND metric LIKE 'accelerator.%' GROUP BY pool", [list(pools)]).fetchall()
@@ -67,12 +59,8 @@ def devices_heard_many(con: duckdb.DuckDBPyConnection, pools: tuple[str, ...]) -
     return {p: found.get(p, 0) for p in pools}
 
 
-def devices_heard(con: duckdb.DuckDBPyConnection, pool: str) -> int:
-    """Distinct devices that sent an accelerator metric."""
-    return devices_heard_many(con, (pool,))[pool]
 
-
-def unexplained_rejects_many(con: duckdb.DuckDBPyConnection, pools: tuple[str, ...]) -> dict[str, tuple[int, str]]:
+def unexplained_rejects(con: duckdb.DuckDBPyConnection, pools: tuple[str, ...]) -> dict[str, tuple[int, str]]:
     """For each pool: how many rejects of its nodes are unexplained (see the module doc), and one as an example."""
     explained = " AND ".join("NOT starts_with(reason, ?)" for _ in EXPLAINED)
     rows = con.execute(f"""
@@ -86,12 +74,8 @@ def unexplained_rejects_many(con: duckdb.DuckDBPyConnection, pools: tuple[str, .
     return {p: found.get(p, (0, "")) for p in pools}
 
 
-def unexplained_rejects(con: duckdb.DuckDBPyConnection, pool: str) -> tuple[int, str]:
-    """How many rejects of the pool's nodes are unexplained (see the module doc), and one reason as an example."""
-    return unexplained_rejects_many(con, (pool,))[pool]
 
-
-def fatal_hours_many(con: duckdb.DuckDBPyConnection, pools: tuple[str, ...]) -> dict[str, pl.DataFrame]:
+def fatal_hours(con: duckdb.DuckDBPyConnection, pools: tuple[str, ...]) -> dict[str, pl.DataFrame]:
     """Each pool's 1-hour buckets holding fatal error events: bucket, node, device, error_class, code, events."""
     return _frames(con, f"""
         SELECT pool, bucket, node, device,
@@ -102,12 +86,8 @@ def fatal_hours_many(con: duckdb.DuckDBPyConnection, pools: tuple[str, ...]) -> 
         GROUP BY ALL ORDER BY pool, bucket, node, device""", pools, [ERRORS])
 
 
-def fatal_hours(con: duckdb.DuckDBPyConnection, pool: str) -> pl.DataFrame:
-    """The 1-hour buckets holding fatal error events: bucket, node, device, error_class, code, events."""
-    return fatal_hours_many(con, (pool,))[pool]
 
-
-def hourly_memory_many(con: duckdb.DuckDBPyConnection, pools: tuple[str, ...]) -> dict[str, pl.DataFrame]:
+def hourly_memory(con: duckdb.DuckDBPyConnection, pools: tuple[str, ...]) -> dict[str, pl.DataFrame]:
     """Each pool's hourly mean HBM used per device: bucket, node, device, used (bytes)."""
     return _frames(con, f"""
         SELECT pool, bucket, node, device, sum(sum) / sum(count) AS used FROM rollup_1h
@@ -115,12 +95,8 @@ def hourly_memory_many(con: duckdb.DuckDBPyConnection, pools: tuple[str, ...]) -
                    pools, [MEM_USED])
 
 
-def hourly_memory(con: duckdb.DuckDBPyConnection, pool: str) -> pl.DataFrame:
-    """Hourly mean HBM used per device: bucket, node, device, used (bytes)."""
-    return hourly_memory_many(con, (pool,))[pool]
 
-
-def routed_requests_many(con: duckdb.DuckDBPyConnection, pools: tuple[str, ...]) -> dict[str, tuple[int, int | None]]:
+def routed_requests(con: duckdb.DuckDBPyConnection, pools: tuple[str, ...]) -> dict[str, tuple[int, int | None]]:
     """Observed requests each pool served, and the first one's arrival."""
     rows = con.execute(f"SELECT obs_pool, count(*), min(arrival_ms) FROM requests WHERE obs_pool IN ({POOLS}) "
                        "GROUP BY obs_pool", [list(pools)]).fetchall()
@@ -128,12 +104,8 @@ def routed_requests_many(con: duckdb.DuckDBPyConnection, pools: tuple[str, ...])
     return {p: found.get(p, (0, None)) for p in pools}
 
 
-def routed_requests(con: duckdb.DuckDBPyConnection, pool: str) -> tuple[int, int | None]:
-    """Observed requests the pool served, and the first one's arrival."""
-    return routed_requests_many(con, (pool,))[pool]
 
-
-def last_gate_with_many(con: duckdb.DuckDBPyConnection, pools: tuple[str, ...]) -> dict[str, dict[str, Any] | None]:
+def last_gate_with(con: duckdb.DuckDBPyConnection, pools: tuple[str, ...]) -> dict[str, dict[str, Any] | None]:
     """For each pool, the newest gated replay whose candidate sent requests to it: run_id, name, created_at,
     verdict, reasons (None when none of the last runs did)."""
     rows = con.execute("SELECT run_id, name, created_at, verdict, reasons, summary FROM replay_runs "
@@ -147,7 +119,3 @@ def last_gate_with_many(con: duckdb.DuckDBPyConnection, pools: tuple[str, ...]) 
                              "reasons": json.loads(reasons)}
     return out
 
-
-def last_gate_with(con: duckdb.DuckDBPyConnection, pool: str) -> dict[str, Any] | None:
-    """The newest gated replay whose candidate sent requests to the pool: run_id, name, created_at, verdict, reasons."""
-    return last_gate_with_many(con, (pool,))[pool]
