@@ -31,3 +31,20 @@ def iso_utc(epoch_s: float | None) -> str | None:
         return None
     moment = _dt.datetime.fromtimestamp(epoch_s, _dt.UTC)
     return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+
+
+def epoch_ms(when: _dt.datetime | _dt.date) -> int:
+    """Epoch milliseconds of a moment; a naive datetime is UTC, and a date is its midnight UTC."""
+    if not isinstance(when, _dt.datetime):
+        when = _dt.datetime(when.year, when.month, when.day, tzinfo=_dt.UTC)
+    elif when.tzinfo is None:
+        when = when.replace(tzinfo=_dt.UTC)
+    return round(when.timestamp() * 1000)
+
+
+def iso_ms(text: str) -> int:
+    """Epoch milliseconds of an ISO 8601 time (without a zone it is UTC); ValueError saying what was expected."""
+    try:
+        return epoch_ms(_dt.datetime.fromisoformat(text.strip()))
+    except ValueError:
+        raise ValueError(f"{text.strip()!r}: expected an ISO 8601 time such as 2026-11-29T07:00:00Z") from None

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
-import datetime as dt
 
 from canonical.metrics import CORE_METRICS
+from canonical.timeunits import epoch_ms
 from onboarding import gates
 from onboarding.check_report import judge_report, parse_check_report
 from onboarding.evidence import parse_evidence
@@ -41,17 +41,13 @@ def judge(spec: ItemSpec, check: Check | None, reg: Registry, pool: Pool, facts:
     return _files(spec, check, reg, pool, facts, params)
 
 
-def _ms(value: dt.date | dt.datetime) -> int:
-    if not isinstance(value, dt.datetime):
-        value = dt.datetime(value.year, value.month, value.day, tzinfo=dt.UTC)
-    return int(value.timestamp() * 1000)
 
 
 def _manual(check: Check | None) -> Outcome:
     if check is None or check.at is None:
         return Outcome(PENDING, "no sign-off yet")
     text = f"signed off by {check.by} on {check.at.isoformat()}" + (f": {check.note}" if check.note else "")
-    return Outcome(PASS if check.result == "pass" else FAIL, text, _ms(check.at))
+    return Outcome(PASS if check.result == "pass" else FAIL, text, epoch_ms(check.at))
 
 
 def _metrics(pool: Pool, facts: Facts) -> Outcome:
@@ -65,7 +61,7 @@ def _metrics(pool: Pool, facts: Facts) -> Outcome:
             parsed = parse_check_report(report.body, report.name)
         except EvidenceError as exc:
             return Outcome(FAIL, str(exc))
-        return judge_report(parsed, _ms(report.produced_at))
+        return judge_report(parsed, epoch_ms(report.produced_at))
     seen = dict(zip(facts.metrics["metric"].to_list(), facts.metrics["first_ms"].to_list(), strict=True))
     heard = f"{len(seen)} canonical metrics from {facts.devices_heard} of {pool.devices} devices"
     missing = [m for m in CORE_METRICS if m not in seen]
@@ -91,7 +87,7 @@ def _gate(facts: Facts) -> Outcome:
     if run is None:
         return Outcome(PENDING, "no gated replay has sent traffic to the pool yet")
     name = f" ({run['name']})" if run["name"] else ""
-    at = _ms(run["created_at"])
+    at = epoch_ms(run["created_at"])
     if run["verdict"] == "pass":
         return Outcome(PASS, f"replay run #{run['run_id']}{name} passed its gate", at)
     return Outcome(FAIL, f"replay run #{run['run_id']}{name} failed its gate: {'; '.join(run['reasons'])}", at)
@@ -111,7 +107,7 @@ def _files(spec: ItemSpec, check: Check | None, reg: Registry, pool: Pool, facts
         frames = {r: parse_evidence(spec.id, e.body, e.name) for r, e in stored.items()}
     except EvidenceError as exc:
         return Outcome(FAIL, str(exc))
-    at = max(_ms(e.produced_at) for e in stored.values())
+    at = max(epoch_ms(e.produced_at) for e in stored.values())
     if spec.id == "operators":
         out = gates.operators(frames["file"])
     elif spec.id == "precision":

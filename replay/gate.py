@@ -88,7 +88,7 @@ def load_gate_text(text: str, source: str = "<gate>") -> Gate:
     return gate
 
 
-def _pct(base: float, cand: float) -> float:
+def _change_pct(base: float, cand: float) -> float:
     if base == 0:
         return 0.0 if cand == 0 else float("inf")
     return (cand - base) / base * 100.0
@@ -107,7 +107,7 @@ def evaluate(gate: Gate, baseline: Summary, candidate: Summary) -> Verdict:
         for name, b_cost, c_cost in (
                 ("busy cost", baseline.busy_cost_usd, candidate.busy_cost_usd),
                 ("provisioned cost", baseline.provisioned_cost_usd, candidate.provisioned_cost_usd)):
-            change = _pct(b_cost, c_cost)
+            change = _change_pct(b_cost, c_cost)
             checks.append(Check(
                 name, b_cost, c_cost, change, limit, "%", change <= limit,
                 f"{name} {'rose' if change > 0 else 'changed'} {change:+.2f}% (baseline ${b_cost:,.2f} -> "
@@ -119,7 +119,7 @@ def evaluate(gate: Gate, baseline: Summary, candidate: Summary) -> Verdict:
             checks.append(Check("ttft_p99", b, c, None, limit, "%", False,
                                 "ttft_p99 cannot be compared: a run served no request"))
         else:
-            change = _pct(b, c)
+            change = _change_pct(b, c)
             checks.append(Check(
                 "ttft_p99", b, c, change, limit, "%", change <= limit,
                 f"ttft_p99 {'rose' if change > 0 else 'changed'} {change:+.2f}% (baseline {b:.3f}s -> "

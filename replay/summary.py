@@ -106,7 +106,7 @@ class Summary:
         return asdict(self)
 
 
-def _pct(values: np.ndarray, q: float) -> float | None:
+def _percentile(values: np.ndarray, q: float) -> float | None:
     values = values[~np.isnan(values)]
     return float(np.percentile(values, q)) if values.size else None
 
@@ -199,7 +199,7 @@ def build(plan: Plan, raw: Raw, traffic: pl.DataFrame, *, candidate: str, policy
             provisioned_cost_usd=costmodel.provisioned_cost(spec, horizon), busy_s=float(busy[k]),
             utilization=float(busy[k] / (spec.replicas * horizon)) if horizon > 0 else 0.0,
             kv_use=float(raw.kv_time[k] / cap) if cap > 0 else 0.0,
-            ttft_p50=_pct(raw.ttft[served_here], 50), ttft_p99=_pct(raw.ttft[served_here], 99))
+            ttft_p50=_percentile(raw.ttft[served_here], 50), ttft_p99=_percentile(raw.ttft[served_here], 99))
     served_in, served_out = int(plan.in_tokens[served].sum()), int(out_tokens[served].sum())
     busy_cost = float(sum(p.busy_cost_usd for p in pool_rows.values()))
     decided = int(served.sum() + rejected.sum())
@@ -214,19 +214,19 @@ def build(plan: Plan, raw: Raw, traffic: pl.DataFrame, *, candidate: str, policy
         served_tokens_in=served_in, served_tokens_out=served_out, busy_cost_usd=busy_cost,
         provisioned_cost_usd=float(sum(p.provisioned_cost_usd for p in pool_rows.values())),
         cost_per_mtok=busy_cost / (served_in + served_out) * 1e6 if served_in + served_out else None,
-        ttft_p50=_pct(ttft, 50), ttft_p95=_pct(ttft, 95), ttft_p99=_pct(ttft, 99),
-        tpot_p50=_pct(tp, 50), tpot_p95=_pct(tp, 95), tpot_p99=_pct(tp, 99),
-        e2e_p50=_pct(e2e, 50), e2e_p95=_pct(e2e, 95), e2e_p99=_pct(e2e, 99),
+        ttft_p50=_percentile(ttft, 50), ttft_p95=_percentile(ttft, 95), ttft_p99=_percentile(ttft, 99),
+        tpot_p50=_percentile(tp, 50), tpot_p95=_percentile(tp, 95), tpot_p99=_percentile(tp, 99),
+        e2e_p50=_percentile(e2e, 50), e2e_p95=_percentile(e2e, 95), e2e_p99=_percentile(e2e, 99),
         sla_violation_rate=float((served & ~met).sum() + rejected.sum()) / decided if decided else 0.0,
         window_s=float(horizon), overflow=overflow,
         utilization={k: v.utilization for k, v in pool_rows.items()}, pools=pool_rows,
         kv_use={k: v.kv_use for k, v in pool_rows.items()}, preempted=int(raw.preempted[routed].sum()),
-        predictor=plan.predictor, predictor_note=plan.predictor_note, predictor_ape_p50=_pct(ape[served], 50),
-        predictor_ape_p90=_pct(ape[served], 90), predictor_err_tokens_p50=_pct(np.abs(err[served]), 50),
-        predictor_err_tokens_p90=_pct(np.abs(err[served]), 90),
+        predictor=plan.predictor, predictor_note=plan.predictor_note, predictor_ape_p50=_percentile(ape[served], 50),
+        predictor_ape_p90=_percentile(ape[served], 90), predictor_err_tokens_p50=_percentile(np.abs(err[served]), 50),
+        predictor_err_tokens_p90=_percentile(np.abs(err[served]), 90),
         predictor_bias_tokens=float(err[served].mean()) if served.any() else None,
-        predictor_ratio_p10=_pct(ratio[served], 10), predictor_ratio_p50=_pct(ratio[served], 50),
-        predictor_ratio_p90=_pct(ratio[served], 90), truncated=len(raw.truncated),
+        predictor_ratio_p10=_percentile(ratio[served], 10), predictor_ratio_p50=_percentile(ratio[served], 50),
+        predictor_ratio_p90=_percentile(ratio[served], 90), truncated=len(raw.truncated),
         failures={spec.id: raw.failures[k] for k, spec in enumerate(plan.pools)} if raw.failures else {},
         retried=int(retried.sum()), retries_missed_sla=int((retried & ~(served & met)).sum()),
         work_lost_tokens=int(raw.lost_tokens),

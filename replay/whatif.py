@@ -256,14 +256,14 @@ def run_whatif(candidate: Candidate, traffic: Traffic, registry: Registry, *, ba
                   else 0)
 
 
-def fmt_s(v: float | None, unit: str = "s") -> str:
-    """Seconds with three decimals, or '-' when there is no value."""
-    return "-" if v is None else f"{v:.3f}{unit}"
+def fmt_s(v: float | None, unit: str = "s", none: str = "-") -> str:
+    """Seconds with three decimals, or `none` when there is no value."""
+    return none if v is None else f"{v:.3f}{unit}"
 
 
-def fmt_ms(v: float | None) -> str:
-    """Seconds shown as milliseconds with one decimal, or '-'."""
-    return "-" if v is None else f"{v * 1000:.1f}"
+def fmt_ms(v: float | None, unit: str = "", none: str = "-") -> str:
+    """Seconds shown as milliseconds with one decimal, or `none`."""
+    return none if v is None else f"{v * 1000:.1f}{unit}"
 
 
 def fmt_ratio(v: float | None) -> str:

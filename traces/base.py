@@ -14,7 +14,7 @@ from typing import Protocol
 import polars as pl
 
 from canonical.schemas import RECORD_MAX_CHARS
-from canonical.timeunits import DAY_MS
+from canonical.timeunits import DAY_MS, epoch_ms
 
 TRAFFIC_SCHEMA: dict[str, pl.DataType] = {
     "seq": pl.Int64(), "arrival_ms": pl.Int64(), "in_tokens": pl.Int64(), "out_tokens": pl.Int64(),
@@ -25,13 +25,6 @@ TRAFFIC_SCHEMA: dict[str, pl.DataType] = {
 # Relative-time traces (Mooncake, BurstGPT) start here unless told otherwise, so re-ingest is idempotent.
 DEFAULT_START = dt.datetime(2025, 1, 1, tzinfo=dt.UTC)
 DEFAULT_TIER = "standard"
-
-
-def epoch_ms(when: dt.datetime) -> int:
-    """Epoch milliseconds of a datetime; a naive one is taken as UTC."""
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=dt.UTC)
-    return round(when.timestamp() * 1000)
 
 
 @dataclass(frozen=True)

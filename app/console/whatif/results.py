@@ -23,7 +23,7 @@ from replay.gate import Gate, Verdict
 from replay.predictors import ORACLE_NOTE
 from replay.series import bucket_ms, latency_cdf, pool_timeline
 from replay.summary import Summary
-from replay.whatif import OVERFLOW_SAID, WhatIf, overflow_said, predictor_said, run_whatif
+from replay.whatif import OVERFLOW_SAID, WhatIf, fmt_ms, fmt_s, overflow_said, predictor_said, run_whatif
 
 RESULT_KEY = "wi.result"
 GAP_HELP = ("Replays the candidate once more with routers that know every request's true output length, and shows "
@@ -76,11 +76,11 @@ def _money(v: float | None, places: int = 2) -> str:
 
 
 def _secs(v: float | None) -> str:
-    return "–" if v is None else f"{v:.3f} s"
+    return fmt_s(v, " s", "–")
 
 
 def _ms(v: float | None) -> str:
-    return "–" if v is None else f"{v * 1000:.1f} ms"
+    return fmt_ms(v, " ms", "–")
 
 
 def _latency(measure: str, q: int) -> Callable[[Summary], str]:

@@ -12,6 +12,7 @@ import streamlit as st
 from app.console import data
 from app.console.filters import HOUR_MS, fmt_time
 from app.console.safe import md
+from canonical.timeunits import iso_ms
 from pool_registry import Registry
 from replay.whatif import Traffic, file_traffic, pick_trace, stored_traffic
 from traces import FORMATS, Parsed, ParseOptions, parse_traffic
@@ -40,10 +41,9 @@ def iso(ms: int) -> str:
 
 def _ms(text: str, what: str) -> int:
     try:
-        when = dt.datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
-    except ValueError:
-        raise TrafficError(f"{what} {text!r}: expected an ISO 8601 time such as 2026-11-29T07:00:00Z") from None
-    return int((when if when.tzinfo else when.replace(tzinfo=dt.UTC)).timestamp() * 1000)
+        return iso_ms(text)
+    except ValueError as exc:
+        raise TrafficError(f"{what} {exc}") from None
 
 
 def pick_traffic(path: str, registry: Registry) -> Pick | None:
