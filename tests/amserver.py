@@ -5,12 +5,11 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-import time
 import urllib.request
 from pathlib import Path
 from typing import Any
 
-from tests.promserver import free_port
+from tests.processes import free_port, start_server, stop
 
 BINARY = "prometheus-alertmanager"  # the Debian package's name for it; upstream's tarball calls it alertmanager
 CONFIG = "route:\n  receiver: nobody\n  group_wait: 1s\nreceivers:\n  - name: nobody\n"
@@ -39,22 +38,11 @@ class AlertmanagerServer:
         exe = binary()
         config = self.workdir / "alertmanager.yml"
         config.write_text(CONFIG)
-        log = (self.workdir / "alertmanager.log").open("wb")
-        self.proc = subprocess.Popen(
+        self.proc = start_server(
             [exe, f"--config.file={config}", f"--storage.path={self.workdir / 'am-data'}",
              f"--web.listen-address=127.0.0.1:{self.port}", "--cluster.listen-address="],
-            stdout=log, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"alertmanager exited: {(self.workdir / 'alertmanager.log').read_text()[-2000:]}")
-            try:
-                with urllib.request.urlopen(f"{self.url}/-/ready", timeout=1) as r:
-                    if r.status == 200:
-                        return self
-            except OSError:
-                time.sleep(0.1)
-        raise RuntimeError("alertmanager did not become ready within 30 s")
+            self.workdir / "alertmanager.log", f"{self.url}/-/ready", "alertmanager", 30)
+        return self
 
     def get(self, path: str) -> Any:
         """GET a v2 API path and decode its JSON."""
@@ -68,10 +56,4 @@ class AlertmanagerServer:
 
     def stop(self) -> None:
         """Terminate the server this object started."""
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        stop(self.proc)

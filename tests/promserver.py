@@ -3,24 +3,16 @@
 from __future__ import annotations
 
 import shutil
-import socket
 import subprocess
-import time
-import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
+from tests.processes import free_port, start_server, stop
+
 T0_S = 1_793_491_200  # 2026-11-01T00:00:00Z, start of the fixture history
 STEP_S = 15
-
-
-def free_port() -> int:
-    """A TCP port nobody listens on right now."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @dataclass(frozen=True)
@@ -168,29 +160,12 @@ class PrometheusServer:
         rules = "" if self.rules is None else (
             f"  evaluation_interval: {self.interval}\nrule_files: [{str(self.rules)!r}]\n")
         config.write_text(f"global:\n  scrape_interval: {self.interval}\n{rules}{scrape}")
-        log = (self.workdir / "prometheus.log").open("wb")
-        self.proc = subprocess.Popen(
+        self.proc = start_server(
             ["prometheus", f"--config.file={config}", f"--storage.tsdb.path={data}",
              "--storage.tsdb.retention.time=3650d", f"--web.listen-address=127.0.0.1:{self.port}"],
-            stdout=log, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"prometheus exited: {(self.workdir / 'prometheus.log').read_text()[-2000:]}")
-            try:
-                with urllib.request.urlopen(f"{self.url}/-/ready", timeout=1) as r:
-                    if r.status == 200:
-                        return self
-            except OSError:
-                time.sleep(0.2)
-        raise RuntimeError("prometheus did not become ready within 60 s")
+            self.workdir / "prometheus.log", f"{self.url}/-/ready", "prometheus", 60)
+        return self
 
     def stop(self) -> None:
         """Terminate the server this object started."""
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        stop(self.proc)

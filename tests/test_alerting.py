@@ -27,7 +27,7 @@ from store.views.window import Window
 from tests.amserver import AlertmanagerServer
 from tests.conftest import REPO
 from tests.logins import console
-from tests.promserver import free_port
+from tests.processes import free_port
 from tests.test_serve import health, wait_for
 
 HOT = Status("critical", "device", "ascend-a", "ascend-a-01", "0", "reached 96 °C (critical at 95 °C)",

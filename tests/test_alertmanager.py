@@ -14,7 +14,7 @@ import pytest
 
 from app.alertmanager import Alertmanager, AlertmanagerError, AmAuth
 from tests.amserver import AlertmanagerServer
-from tests.promserver import free_port
+from tests.processes import free_port
 
 TOKEN = "am-t0ken-value"
 

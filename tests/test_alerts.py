@@ -16,7 +16,7 @@ from status.evaluate import Status
 from tests.amserver import AlertmanagerServer
 from tests.cli import run
 from tests.conftest import REPO
-from tests.promserver import free_port
+from tests.processes import free_port
 from tests.test_cli import leaf_commands
 
 DEVICE = Status("critical", "device", "h100-a", "h100-a-02", "0", "4 fatal error events (codes 79); stopped "

@@ -8,27 +8,16 @@ in the browser's zone instead of UTC shows.
 
 from __future__ import annotations
 
-import os
-import signal
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from playwright.sync_api import Page
 
-from tests.conftest import REPO
+from tests.processes import ARTIFACTS, chromium, running_console
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]  # headless Chromium on a live console
 
-CHROMIUM = Path("/usr/bin/chromium")
-ARTIFACTS = REPO / "test-artifacts"
-LAUNCH_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-               "--disable-sync", "--no-first-run"]
 VIEWPORT = {"width": 1280, "height": 2400}  # a laptop's width: where eight tiles in a row cut their values
 ZONE = "America/New_York"
 MIN_PLOT_PX = 60  # the plot of any chart, without its title, axes and legend
@@ -69,65 +58,18 @@ MEASURE = """() => ({
 })"""
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def wait_healthy(url: str, proc: subprocess.Popen[bytes], timeout_s: float = 60) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise AssertionError(f"hetpool console exited with {proc.returncode}")
-        try:
-            with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as r:
-                if r.read().strip() == b"ok":
-                    return
-        except OSError:
-            time.sleep(0.3)
-    raise AssertionError(f"console at {url} not healthy after {timeout_s}s")
-
-
-def stop_group(proc: subprocess.Popen[bytes], timeout_s: float = 20) -> None:
-    """SIGTERM the process group a test started (start_new_session), then SIGKILL it if it does not end."""
-    os.killpg(proc.pid, signal.SIGTERM)
-    try:
-        proc.wait(timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
-
-
 @pytest.fixture(scope="module")
 def console(demo_db: Path) -> Iterator[str]:
-    """`hetpool console` on the demo database, in its own process group so that it stops with its streamlit."""
-    port = free_port()
-    env = {**os.environ, "HOME": str(demo_db.parent)}  # streamlit writes its machine id under $HOME
-    proc = subprocess.Popen([sys.executable, "-m", "app.cli", "--db", str(demo_db), "console", "--port", str(port)],
-                            cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            start_new_session=True)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        wait_healthy(url, proc)
+    """`hetpool console` on the demo database (streamlit writes its machine id under $HOME)."""
+    with running_console(demo_db, demo_db.parent) as url:
         yield url
-    finally:
-        stop_group(proc)
 
 
 @pytest.fixture(scope="module")
 def page(console: str) -> Iterator[Page]:
     """One headless Chromium page for the whole module, at a laptop's width, in a zone five hours off UTC."""
-    assert CHROMIUM.exists(), "Debian chromium is missing; `make test` installs it (scripts/system-deps.sh)"
-    from playwright.sync_api import sync_playwright
-
-    ARTIFACTS.mkdir(exist_ok=True)
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=LAUNCH_ARGS)
-        try:
-            yield browser.new_context(viewport=VIEWPORT, timezone_id=ZONE).new_page()  # type: ignore[arg-type]
-        finally:
-            browser.close()
+    with chromium() as browser:
+        yield browser.new_context(viewport=VIEWPORT, timezone_id=ZONE).new_page()
 
 
 def settled(page: Page, url: str | None, title: str, text: str) -> dict[str, list[dict[str, object]]]:

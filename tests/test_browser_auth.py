@@ -3,39 +3,17 @@ a provider on loopback (st.login, the callback, st.user, st.logout), and a trust
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.conftest import REPO
 from tests.oidc_provider import serve
-from tests.test_browser import CHROMIUM, LAUNCH_ARGS, free_port, stop_group, wait_healthy
+from tests.processes import chromium, running_console
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]  # headless Chromium through a login
 ROLES = "users:\n  lee@example.com: lead\n"
-
-
-@contextmanager
-def console(db: Path, home: Path, args: list[str], env: dict[str, str]) -> Iterator[str]:
-    """`hetpool console` with extra options and environment, stopped with its streamlit at the end."""
-    port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "app.cli", "--db", str(db), "console", "--port", str(port),
-                             *[a.replace("{port}", str(port)) for a in args]],
-                            cwd=REPO, env={**os.environ, "HOME": str(home), **env}, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, start_new_session=True)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        wait_healthy(url, proc)
-        yield url
-    finally:
-        stop_group(proc)
 
 
 @pytest.fixture
@@ -54,7 +32,6 @@ def wait_until_logged_out(page: Any, timeout_s: float = 60.0) -> None:
 
 
 def test_an_oidc_login_and_logout_in_chromium(fleet_db: Path, tmp_path: Path, roles: Path) -> None:
-    from playwright.sync_api import sync_playwright
 
     claims = {"email": "Lee@Example.com", "name": "Lee", "email_verified": True}
     with serve("hetpool-console", "client-secret-placeholder", claims) as idp:
@@ -65,41 +42,31 @@ def test_an_oidc_login_and_logout_in_chromium(fleet_db: Path, tmp_path: Path, ro
                            'cookie_secret = "cookie-secret-placeholder-0123456789"\n'
                            'client_id = "hetpool-console"\nclient_secret = "client-secret-placeholder"\n'
                            f'server_metadata_url = "{idp.base}/.well-known/openid-configuration"\n')
-        with console(fleet_db, tmp_path, ["--secrets", str(secrets)], {}) as url, sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=str(CHROMIUM), args=LAUNCH_ARGS)
-            try:
-                page = browser.new_page()
-                page.goto(url)
-                page.get_by_text("Log in to open the console.").wait_for(timeout=60_000)
-                assert page.get_by_text("Fleet health").count() == 0  # no page before the login
-                page.get_by_role("button", name="Log in").click()
-                page.get_by_text("Signed in as Lee (lee@example.com) · role lead").wait_for(timeout=60_000)
-                assert idp.tokens_issued == 1
-                page.get_by_role("button", name="Log out").click()
-                page.get_by_text("Log in to open the console.").wait_for(timeout=60_000)
-                # the session shows the login at once; the browser drops the identity cookie when its logout
-                # request comes back, which on a loaded machine can be after that: reload only once it has
-                wait_until_logged_out(page)
-                page.reload()  # the identity cookie is gone: still logged out
-                page.get_by_text("Log in to open the console.").wait_for(timeout=60_000)
-                assert page.get_by_text("Signed in as").count() == 0
-            finally:
-                browser.close()
+        with running_console(fleet_db, tmp_path, ["--secrets", str(secrets)]) as url, chromium() as browser:
+            page = browser.new_page()
+            page.goto(url)
+            page.get_by_text("Log in to open the console.").wait_for(timeout=60_000)
+            assert page.get_by_text("Fleet health").count() == 0  # no page before the login
+            page.get_by_role("button", name="Log in").click()
+            page.get_by_text("Signed in as Lee (lee@example.com) · role lead").wait_for(timeout=60_000)
+            assert idp.tokens_issued == 1
+            page.get_by_role("button", name="Log out").click()
+            page.get_by_text("Log in to open the console.").wait_for(timeout=60_000)
+            # the session shows the login at once; the browser drops the identity cookie when its logout
+            # request comes back, which on a loaded machine can be after that: reload only once it has
+            wait_until_logged_out(page)
+            page.reload()  # the identity cookie is gone: still logged out
+            page.get_by_text("Log in to open the console.").wait_for(timeout=60_000)
+            assert page.get_by_text("Signed in as").count() == 0
 
 
 def test_a_trusted_proxy_header_in_chromium(fleet_db: Path, tmp_path: Path, roles: Path) -> None:
-    from playwright.sync_api import sync_playwright
-
     env = {"HETPOOL_TRUSTED_HEADER": "X-Forwarded-Email", "HETPOOL_ROLES": str(roles)}
-    with console(fleet_db, tmp_path, [], env) as url, sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=LAUNCH_ARGS)
-        try:
-            for sent, shown in (("lee@example.com", "Signed in as lee@example.com · role lead"),
-                                (None, "expects the signed-in user in the X-Forwarded-Email header")):
-                context = browser.new_context(extra_http_headers={"X-Forwarded-Email": sent} if sent else {})
-                page = context.new_page()
-                page.goto(url)
-                page.get_by_text(shown).wait_for(timeout=60_000)
-                context.close()
-        finally:
-            browser.close()
+    with running_console(fleet_db, tmp_path, [], env) as url, chromium() as browser:
+        for sent, shown in (("lee@example.com", "Signed in as lee@example.com · role lead"),
+                            (None, "expects the signed-in user in the X-Forwarded-Email header")):
+            context = browser.new_context(extra_http_headers={"X-Forwarded-Email": sent} if sent else {})
+            page = context.new_page()
+            page.goto(url)
+            page.get_by_text(shown).wait_for(timeout=60_000)
+            context.close()

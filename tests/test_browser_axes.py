@@ -9,7 +9,8 @@ from collections.abc import Iterator
 import pytest
 from playwright.sync_api import Page
 
-from tests.test_browser import ARTIFACTS, CHROMIUM, LAUNCH_ARGS, ZONE
+from tests.processes import ARTIFACTS, chromium
+from tests.test_browser import ZONE
 from tests.test_browser import console as console  # the live console on the demo, for this module too
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]  # headless Chromium on a live console
@@ -59,16 +60,8 @@ def test_labels_that_touch_are_crowded_and_labels_apart_are_not() -> None:
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[object]:
-    assert CHROMIUM.exists(), "Debian chromium is missing; `make test` installs it (scripts/system-deps.sh)"
-    from playwright.sync_api import sync_playwright
-
-    ARTIFACTS.mkdir(exist_ok=True)
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=str(CHROMIUM), args=LAUNCH_ARGS)
-        try:
-            yield b
-        finally:
-            b.close()
+    with chromium() as b:
+        yield b
 
 
 def open_at(browser: object, width: int) -> Page:

@@ -3,10 +3,7 @@ is saved and re-opened from the history. Screenshots go to test-artifacts/ for a
 
 from __future__ import annotations
 
-import os
 import shutil
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,8 +11,7 @@ import pytest
 
 from replay import load_candidate
 from store import connect, require_registry
-from tests.conftest import REPO
-from tests.test_browser import ARTIFACTS, CHROMIUM, LAUNCH_ARGS, free_port, stop_group, wait_healthy
+from tests.processes import ARTIFACTS, chromium, running_console
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]  # headless Chromium through a replay
 
@@ -25,59 +21,43 @@ def console(demo_db: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator
     """`hetpool console` on a copy of the demo database (the test saves a run into it)."""
     db = tmp_path_factory.mktemp("replay-browser") / "demo.duckdb"
     shutil.copyfile(demo_db, db)
-    port = free_port()
-    env = {**os.environ, "HOME": str(db.parent)}
-    proc = subprocess.Popen([sys.executable, "-m", "app.cli", "--db", str(db), "console", "--port", str(port)],
-                            cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            start_new_session=True)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        wait_healthy(url, proc)
+    with running_console(db, db.parent) as url:
         yield url, db
-    finally:
-        stop_group(proc)
 
 
 def test_a_replay_runs_saves_and_reopens_in_chromium(console: tuple[str, Path], tmp_path: Path) -> None:
-    from playwright.sync_api import sync_playwright
-
     url, db = console
-    ARTIFACTS.mkdir(exist_ok=True)
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=LAUNCH_ARGS)
-        try:
-            page = browser.new_page(viewport={"width": 1500, "height": 1200}, accept_downloads=True)
-            page.goto(f"{url}/replay")
-            page.locator("h1", has_text="Replay what-if").first.wait_for(timeout=60_000)
-            page.get_by_role("button", name="Run replay").wait_for(timeout=60_000)
-            page.screenshot(path=str(ARTIFACTS / "replay-form.png"), full_page=True)
-            page.get_by_role("button", name="Run replay").click()
-            page.get_by_text("Replayed ").first.wait_for(timeout=120_000)
-            page.get_by_text("Gate passed").or_(page.get_by_text("Gate failed")).first.wait_for(timeout=60_000)
-            page.locator('[data-testid="stVegaLiteChart"]').nth(3).wait_for(timeout=60_000)
-            page.wait_for_timeout(2500)  # let the charts draw before the screenshot
-            assert page.locator('[data-testid="stException"]').count() == 0
-            page.get_by_text("Result: 'candidate'").first.scroll_into_view_if_needed()
-            page.screenshot(path=str(ARTIFACTS / "replay-result.png"), full_page=True)
-            with page.expect_download(timeout=60_000) as download:
-                page.get_by_role("button", name="Download candidate YAML").click()
-            saved_yaml = tmp_path / "candidate.yaml"
-            download.value.save_as(saved_yaml)
-            name = page.get_by_label("Name of the run")
-            name.fill("from the browser")
-            name.press("Enter")
-            page.get_by_label("Note").fill("a run a person would make")
-            page.get_by_label("Note").press("Enter")
-            page.wait_for_timeout(1000)
-            page.get_by_role("button", name="Save run").click()
-            page.get_by_text("Saved as run").first.wait_for(timeout=60_000)
-            page.get_by_role("tab", name="History").click()
-            page.get_by_text("from the browser").first.wait_for(timeout=60_000)
-            page.wait_for_timeout(1500)
-            page.screenshot(path=str(ARTIFACTS / "replay-history.png"), full_page=True)
-            assert page.locator('[data-testid="stException"]').count() == 0
-        finally:
-            browser.close()
+    with chromium() as browser:
+        page = browser.new_page(viewport={"width": 1500, "height": 1200}, accept_downloads=True)
+        page.goto(f"{url}/replay")
+        page.locator("h1", has_text="Replay what-if").first.wait_for(timeout=60_000)
+        page.get_by_role("button", name="Run replay").wait_for(timeout=60_000)
+        page.screenshot(path=str(ARTIFACTS / "replay-form.png"), full_page=True)
+        page.get_by_role("button", name="Run replay").click()
+        page.get_by_text("Replayed ").first.wait_for(timeout=120_000)
+        page.get_by_text("Gate passed").or_(page.get_by_text("Gate failed")).first.wait_for(timeout=60_000)
+        page.locator('[data-testid="stVegaLiteChart"]').nth(3).wait_for(timeout=60_000)
+        page.wait_for_timeout(2500)  # let the charts draw before the screenshot
+        assert page.locator('[data-testid="stException"]').count() == 0
+        page.get_by_text("Result: 'candidate'").first.scroll_into_view_if_needed()
+        page.screenshot(path=str(ARTIFACTS / "replay-result.png"), full_page=True)
+        with page.expect_download(timeout=60_000) as download:
+            page.get_by_role("button", name="Download candidate YAML").click()
+        saved_yaml = tmp_path / "candidate.yaml"
+        download.value.save_as(saved_yaml)
+        name = page.get_by_label("Name of the run")
+        name.fill("from the browser")
+        name.press("Enter")
+        page.get_by_label("Note").fill("a run a person would make")
+        page.get_by_label("Note").press("Enter")
+        page.wait_for_timeout(1000)
+        page.get_by_role("button", name="Save run").click()
+        page.get_by_text("Saved as run").first.wait_for(timeout=60_000)
+        page.get_by_role("tab", name="History").click()
+        page.get_by_text("from the browser").first.wait_for(timeout=60_000)
+        page.wait_for_timeout(1500)
+        page.screenshot(path=str(ARTIFACTS / "replay-history.png"), full_page=True)
+        assert page.locator('[data-testid="stException"]').count() == 0
     con = connect(db, read_only=True)
     try:
         registry = require_registry(con)

@@ -15,7 +15,7 @@ from app.alertmanager import ENV_URL
 from app.console.acks import create_node_silence
 from tests.amserver import AlertmanagerServer
 from tests.logins import LEAD, VIEWER, console, write_roles
-from tests.promserver import free_port
+from tests.processes import free_port
 
 POOL, NODE = "h100-a", "h100-a-02"  # the demo's failing node: XID 79 on device 0, then silence
 COMMENT = "GPU 0 fell off the bus; RMA opened"

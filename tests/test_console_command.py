@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import REPO
-from tests.promserver import free_port
+from tests.processes import free_port
 from tests.test_serve import _ok, alive, children, wait_for
 
 

@@ -9,19 +9,10 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from app.cli import main
+from tests.cli import run
 from tests.conftest import REPO
 from tests.test_normalize import FIXTURES
 from tests.test_scrape import Exporter
-
-
-def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    try:
-        code = main(list(argv))
-    except SystemExit as exc:
-        code = int(exc.code or 0)
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def test_file_json_counts_and_registry_pools(capsys: pytest.CaptureFixture[str], fleet_db: Path) -> None:

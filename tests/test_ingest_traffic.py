@@ -8,15 +8,9 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from app.cli import main
 from store import IngestCounts, IngestRun, StoreError, connect
 from store.requests import read_requests
-
-
-def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
+from tests.cli import run
 
 
 def test_corpus_trace_ingests_once(capsys: pytest.CaptureFixture[str], db_path: Path, corpus: Path) -> None:

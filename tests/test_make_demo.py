@@ -17,7 +17,7 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
 from tests.conftest import REPO
-from tests.test_browser import free_port, stop_group
+from tests.processes import free_port, stop_group
 
 pytestmark = pytest.mark.slow  # a virtualenv from nothing: about a minute of pip
 

@@ -19,7 +19,6 @@ import duckdb
 import polars as pl
 import pytest
 
-from app.cli import main
 from onboarding import read_facts
 from onboarding.facts import read_facts_of
 from onboarding.gates import FAIL, PASS, PENDING
@@ -30,6 +29,7 @@ from replay.candidate import Candidate
 from replay.fleet import pools_by_id
 from store import Held, IngestRun, commit_run, connect, save_registry
 from store.evidence import add_evidence
+from tests.cli import run
 from tests.conftest import FLEET, REPO
 
 T0 = int(dt.datetime(2026, 11, 25, tzinfo=dt.UTC).timestamp() * 1000)
@@ -133,15 +133,6 @@ def test_facts_of_many_pools_read_at_once_are_each_pools_own(store_db: Path) -> 
                      (a.telemetry.memory, b.telemetry.memory)):
             assert x.schema == y.schema and x.equals(y)
     assert together["no-such-pool"].telemetry.memory.columns == ["bucket", "node", "device", "used"]
-
-
-def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    try:
-        code = main(list(argv))
-    except SystemExit as exc:
-        code = int(exc.code or 0)
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def test_evidence_added_on_the_command_line_moves_the_pool_through_its_stages(

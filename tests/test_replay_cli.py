@@ -9,25 +9,16 @@ import numpy as np
 import polars as pl
 import pytest
 
-from app.cli import main
 from pool_registry import Registry
 from replay import Candidate, PoolOverride, closed_loop, default_requests, load_candidate, run_replay
 from replay.fleet import resolve_pools
 from store import connect, require_registry
 from store.replay_runs import get_replay_run, list_replay_runs
+from tests.cli import run
 from tests.conftest import REPO
 
 CANDIDATES = REPO / "examples" / "candidates"
 GATE = REPO / "examples" / "gate.yaml"
-
-
-def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    try:
-        code = main(list(argv))
-    except SystemExit as exc:
-        code = int(exc.code or 0)
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 @pytest.fixture

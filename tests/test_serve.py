@@ -25,7 +25,8 @@ from pool_registry import load_registry
 from store import Held, Store, connect, save_registry
 from tests.conftest import FLEET, REPO
 from tests.exporters import LiveExporter
-from tests.promserver import STEP_S, FixtureFleet, PrometheusServer, free_port
+from tests.processes import free_port
+from tests.promserver import STEP_S, FixtureFleet, PrometheusServer
 from tests.test_feed import ROWS as FEED_ROWS
 from tests.test_feed import TOKEN, key, samples
 

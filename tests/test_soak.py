@@ -26,7 +26,8 @@ from store import ENV_DB, Store
 from store.locks import STATS
 from tests.conftest import REPO
 from tests.exporters import LIVE_METRICS, LiveExporter
-from tests.promserver import PrometheusServer, free_port
+from tests.processes import free_port
+from tests.promserver import PrometheusServer
 
 pytestmark = [pytest.mark.prometheus, pytest.mark.slow]
 
