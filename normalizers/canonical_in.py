@@ -108,7 +108,7 @@ def _error(placed: Resolution, labels: dict[str, str]) -> Resolution:
     # the stored state of one series: its whole label set, pool included (a node name may recur across pools)
     ident = {"pool": placed.pool, **attributes_of(labels)}
     use = ErrorUse(spec, f"{placed.name}{canonical_json(ident)}", attributes_of(labels, skip=ERROR_LABELS), code,
-                   cls)
+                   cls, apart=True)
     return Resolution(placed.name, None, PROFILE, placed.pool, placed.node, placed.device, error=use, kind="error",
                       rule=ValueRule() if counter else STATE_RULE)
 

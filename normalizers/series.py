@@ -60,6 +60,9 @@ class ErrorUse:
     attributes: dict[str, str]      # attributes every event of this series carries besides its class
     code: str | None = None         # known per series (fixed, or from a label)
     error_class: ErrorClass | None = None  # known per series (fixed, by label, or from the label code)
+    # an incident of its own: a canonical series is already one code with its attributes, as a feed wrote it, so
+    # it is not folded with another series of its class at the same instant (the feed split what the store folded)
+    apart: bool = False
 
 
 @dataclass(frozen=True)

@@ -129,7 +129,7 @@ class _Newest:
 def _events(hits: pl.DataFrame, ids: Ids) -> pl.DataFrame:
     # One incident is one event: what a device reports at one instant in one class and severity (an XID 48 and
     # the double-bit ECC counter rising in the same scrape) is one row carrying every code, not one per source.
-    incidents: dict[tuple[int, str, str, str, str, str], _Incident] = {}
+    incidents: dict[tuple[int, str, str, str, str, str, str], _Incident] = {}
     for sid, ts, value, delta, sticky, bits in hits.select("sid", "ts", "value", "delta", "sticky", "bits").iter_rows():
         r = ids.series[sid]
         use = r.error
@@ -138,15 +138,16 @@ def _events(hits: pl.DataFrame, ids: Ids) -> pl.DataFrame:
             # one event per bit; the sample is one record, so the first bit stands for it and the others for none
             for i, bit in enumerate(use.spec.bit_codes(bits)):
                 cls = bit.error_class
-                key = (ts, r.pool, r.node, r.device, cls.error_class, cls.severity)
+                key = (ts, r.pool, r.node, r.device, cls.error_class, cls.severity, "")
                 incidents.setdefault(key, _Incident(r)).add(bit.code, use.attributes, 1.0, int(i == 0))
             continue
         code = use.code if use.code is not None else use.spec.format_code(value)
         cls = error_class_of(use, code)
-        key = (ts, r.pool, r.node, r.device, cls.error_class, cls.severity)
+        apart = f"{code}{canonical_json(use.attributes)}" if use.apart else ""
+        key = (ts, r.pool, r.node, r.device, cls.error_class, cls.severity, apart)
         incidents.setdefault(key, _Incident(r)).add(code, use.attributes, 1.0 if sticky else delta, 1)
     out: dict[str, list[object]] = {c: [] for c in _EVENT_SCHEMA}
-    for (ts, *_, error_class, severity), found in incidents.items():
+    for (ts, *_, error_class, severity, _), found in incidents.items():
         attrs = canonical_json(dict(found.attributes, code="+".join(sorted(found.codes)), error_class=error_class,
                                     severity=severity))
         for col, item in zip(out, (ts, ids.event_id(found.first, attrs), found.count, found.sources), strict=True):
