@@ -5,11 +5,9 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from yaml.nodes import Node
 
-from pool_registry import quickyaml
 from pool_registry.model import (
     DTYPES,
     KV_CACHE_DTYPES,
@@ -27,7 +25,6 @@ from pool_registry.model import (
     Thermal,
 )
 from pool_registry.onboarding import read_checks
-from pool_registry.valueread import Redo, ValueReader
 from pool_registry.versions import SpecifierError, parse_specifier
 from pool_registry.yamlread import ConfigError, Field, Reader, no_gc_pauses, read_text
 
@@ -44,29 +41,15 @@ def load_registry(path: str | Path) -> Registry:
     return load_registry_text(text, str(path))
 
 
-def load_registry_text(text: str, source: str = "<registry>", *, quick: bool = True) -> Registry:
-    """Validate registry YAML (or JSON) text; raise RegistryError listing every problem.
-
-    A plain file is first read by the quick reader; a problem, or YAML beyond it, is read again with positions.
-    quick=False goes straight to the positioned read."""
+def load_registry_text(text: str, source: str = "<registry>") -> Registry:
+    """Validate registry YAML (or JSON) text; raise RegistryError listing every problem."""
     with no_gc_pauses():  # the tree and the registry built from it stay alive to the end
-        if quick:
-            try:
-                return load_registry_values(quickyaml.parse(text), source)
-            except (quickyaml.Unsupported, Redo):
-                pass  # the positioned reader says where and what
         r = Reader(source)
         return _load(r, r.root(text, "a mapping with chips, models and pools", RegistryError))
 
 
-def load_registry_values(values: Any, source: str) -> Registry:
-    """A registry from parsed plain values (dicts, lists, scalars); Redo on any problem, which only the text's
-    positioned read can place."""
-    return _load(ValueReader(source), values)
-
-
 def _load(r: Reader, root: Node) -> Registry:
-    """The registry in a tree of YAML nodes (Reader) or of plain values (ValueReader)."""
+    """The registry in a tree of YAML nodes."""
     top = r.mapping(root, "", required=("chips", "pools"), optional=("version", "name", "models"))
     if "version" in top:
         r.integer(top["version"], "version", ge=1, le=1)

@@ -5,10 +5,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from pool_registry.loader import load_registry_text, load_registry_values
+from pool_registry.loader import load_registry_text
 from pool_registry.model import Chip, Interconnect, Model, Pool, Registry
 from pool_registry.onboarding import check_to_dict
-from pool_registry.valueread import Redo
 from pool_registry.yamlread import no_gc_pauses
 
 
@@ -103,13 +102,6 @@ def registry_to_json(reg: Registry) -> str:
 
 
 def registry_from_json(text: str, source: str = "<snapshot>") -> Registry:
-    """Rebuild a registry from its JSON form, validated like a file.
-
-    The text is JSON this module wrote (so no duplicate keys and no YAML spellings): it is read as JSON, and only
-    one that does not validate is read again as YAML, for messages with lines."""
-    with no_gc_pauses():
-        try:
-            return load_registry_values(json.loads(text), source)
-        except (ValueError, RecursionError, Redo):
-            pass
+    """Rebuild a registry from its JSON form, validated like a file (JSON is YAML: one reader, one set of
+    checks, problems with their lines)."""
     return load_registry_text(text, source)

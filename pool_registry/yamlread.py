@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import difflib
 import gc
+import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -18,6 +19,9 @@ from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 from canonical import fileread
 
 T = TypeVar("T")
+# a number in exponent form without a fraction's dot: a string to YAML 1.1's resolver, a number to YAML 1.2 and to
+# JSON (a registry snapshot is JSON, and json writes 0.00001 as 1e-05)
+_EXPONENT = re.compile(r"^[-+]?(0|[1-9][0-9]*)(\.[0-9]*)?[eE][-+]?[0-9]+$")
 
 
 class ConfigError(Exception):
@@ -264,12 +268,15 @@ class Reader:
         le: float | None = None,
     ) -> float:
         """A real number with optional bounds."""
-        if not isinstance(node, ScalarNode) or node.tag not in (
+        if isinstance(node, ScalarNode) and not node.style and _EXPONENT.match(str(node.value)):
+            value = float(node.value)  # YAML 1.2 and JSON read 1e-05 as a number, where YAML 1.1 wants 1.0e-05
+        elif not isinstance(node, ScalarNode) or node.tag not in (
             "tag:yaml.org,2002:int", "tag:yaml.org,2002:float"
         ):
             self.fail(node, path, f"expected a number, got {_describe(node)}")
             return 0.0
-        value = float(self._scalar(node))
+        else:
+            value = float(self._scalar(node))
         if value != value or value in (float("inf"), float("-inf")):
             self.fail(node, path, f"expected a finite number, got {node.value!r}")
             return 0.0
