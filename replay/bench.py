@@ -193,6 +193,18 @@ def _measure(concurrency: int, start: np.ndarray, first: np.ndarray, end: np.nda
                       peak_concurrency=peak)
 
 
+def concurrency_levels(text: str) -> tuple[int, ...]:
+    """Concurrency levels written as '1, 8, 64': whole numbers >= 1, sorted, each once; ValueError saying what
+    was expected."""
+    try:
+        levels = tuple(sorted({int(v) for v in text.replace(" ", "").split(",") if v}))
+    except ValueError:
+        raise ValueError(f"expected whole numbers separated by commas, got {text!r}") from None
+    if not levels or levels[0] < 1:
+        raise ValueError(f"expected whole numbers >= 1, got {text!r}")
+    return levels
+
+
 def default_requests(concurrency: int) -> int:
     """Enough requests for a few waves of clients: ten per client, at least 100."""
     return max(100, 10 * concurrency)

@@ -18,7 +18,7 @@ import replay.bench
 from app.cli import main
 from pool_registry import Registry
 from replay import Candidate, closed_loop, run_replay
-from replay.bench import random_lengths, service_seconds
+from replay.bench import concurrency_levels, random_lengths, service_seconds
 from replay.costmodel import step_model
 from replay.exceptions import ReplayError
 from replay.fleet import PoolSpec, resolve_pools
@@ -397,3 +397,20 @@ def test_the_bench_command_takes_vllms_options(capsys: pytest.CaptureFixture[str
     assert "example:\n  hetpool replay bench --pool h100-a" in helptext and "--num-prompts 200" in helptext
     for option in ("--num-prompts N, --requests N", "--num-warmups N", "--random-range-ratio R", "--seed SEED"):
         assert option in helptext
+
+
+@pytest.mark.parametrize("text, levels", [("1, 8,8, 64", (1, 8, 64)), ("64,1", (1, 64)), (" 4 ", (4,))])
+def test_concurrency_levels_are_sorted_whole_numbers_each_once(text: str, levels: tuple[int, ...]) -> None:
+    assert concurrency_levels(text) == levels
+
+
+@pytest.mark.parametrize("text, message", [
+    ("x", "expected whole numbers separated by commas, got 'x'"),
+    ("1.5", "expected whole numbers separated by commas, got '1.5'"),
+    ("0, 4", "expected whole numbers >= 1, got '0, 4'"),
+    ("", "expected whole numbers >= 1, got ''"),
+])
+def test_concurrency_levels_refuse_what_is_not_a_level(text: str, message: str) -> None:
+    with pytest.raises(ValueError) as err:
+        concurrency_levels(text)
+    assert str(err.value) == message

@@ -47,13 +47,12 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
 
 
 def _int_list(text: str) -> list[int]:
+    from replay.bench import concurrency_levels
+
     try:
-        values = [int(v) for v in text.split(",") if v.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected whole numbers separated by commas, got {text!r}") from None
-    if not values or min(values) < 1:
-        raise argparse.ArgumentTypeError(f"expected whole numbers >= 1, got {text!r}")
-    return values
+        return list(concurrency_levels(text))
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _registry(ctx: Context) -> tuple[Registry, dict[str, Any], Path | None]:

@@ -15,7 +15,7 @@ from app.console.whatif import form as whatif_form
 from app.console.whatif.traffic import Pick
 from app.exceptions import USER_ERRORS
 from pool_registry import Registry
-from replay.bench import closed_loop, default_requests
+from replay.bench import closed_loop, concurrency_levels, default_requests
 from replay.benchtable import parse_bench_table
 from replay.calibrate import PoolFit, calibrate
 from replay.candidate import OVERRIDE_FIELDS, Candidate, PoolOverride
@@ -206,12 +206,9 @@ def capacity(registry: Registry, candidate: Candidate | None) -> None:
     isl = int(c3.number_input("Prompt tokens", key="wi.bench_isl", value=1024, step=128))
     osl = int(c4.number_input("Output tokens", key="wi.bench_osl", value=128, step=16))
     try:
-        levels = sorted({int(v) for v in levels_text.replace(" ", "").split(",") if v})
-    except ValueError:
-        st.error(f"Concurrency levels: expected whole numbers separated by commas, got {levels_text!r}")
-        return
-    if not levels or min(levels) < 1:
-        st.error(f"Concurrency levels: expected whole numbers >= 1, got {levels_text!r}")
+        levels = concurrency_levels(levels_text)
+    except ValueError as exc:
+        st.error(f"Concurrency levels: {exc}")
         return
     if st.button("Run the benchmark", key="wi.bench_run", disabled=not chosen):
         rows = []

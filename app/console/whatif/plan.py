@@ -11,6 +11,7 @@ from app.console import charts
 from app.console.charts import CHART_HEIGHT, pool_scale
 from app.exceptions import USER_ERRORS
 from pool_registry import Registry
+from replay.bench import concurrency_levels
 from replay.planner import PlanReport, PlanSettings, Targets, memory_frame, plan_model, plans_frame
 
 RESULT = "wi.plan"
@@ -57,12 +58,9 @@ def _settings() -> PlanSettings | None:
     ttft = float(c5.number_input("TTFT p50 target (ms, 0: none)", key="wi.plan_ttft", value=0.0, min_value=0.0))
     tpot = float(c6.number_input("TPOT p50 target (ms, 0: none)", key="wi.plan_tpot", value=0.0, min_value=0.0))
     try:
-        levels = tuple(sorted({int(v) for v in text.replace(" ", "").split(",") if v}))
-    except ValueError:
-        st.error(f"Concurrency levels: expected whole numbers separated by commas, got {text!r}")
-        return None
-    if not levels or min(levels) < 1:
-        st.error(f"Concurrency levels: expected whole numbers >= 1, got {text!r}")
+        levels = concurrency_levels(text)
+    except ValueError as exc:
+        st.error(f"Concurrency levels: {exc}")
         return None
     return PlanSettings(isl=isl, osl=osl, context=context or None, concurrency=levels,
                         targets=Targets(ttft or None, tpot or None))
