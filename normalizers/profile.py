@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from canonical.metrics import ErrorClass
-from canonical.prometheus import SAMPLE_SUFFIXES
+from canonical.metrics import METRICS, ErrorClass
+from canonical.prometheus import COUNTER_SUFFIX, CREATED_SUFFIX, HISTOGRAM_PARTS, SAMPLE_SUFFIXES
 
 STICKY = "sticky_code"  # the value is the last code seen (0: none); an event is a change to a non-zero code
 COUNTER = "counter"     # the value counts events since the exporter started; increases are events
@@ -141,6 +141,21 @@ class Sentinel:
 
 
 @dataclass(frozen=True)
+class Target:
+    """The entry of a profile that covers one source series: a metric map (with the histogram part it is), an
+    error signal, the derived metrics it feeds, or none of them (ignored)."""
+
+    mapping: MetricMap | None = None
+    stat: str | None = None
+    le: str | None = None
+    error: ErrorMap | None = None
+    inputs: tuple[Derived, ...] = ()
+
+
+IGNORED = Target()  # the profile's `ignore` names it: counted, neither stored nor rejected
+
+
+@dataclass(frozen=True)
 class Profile:
     """Everything needed to normalize one exporter dialect; loaded from one YAML file."""
 
@@ -180,3 +195,38 @@ class Profile:
         for d in self.derived:
             out.update(d.inputs)
         return out
+
+    def target(self, name: str, labels: dict[str, str]) -> Target | str:
+        """Which entry of this profile covers a series (name and labels), or the reason none does."""
+        if name in self.errors:
+            return Target(error=self.errors[name])
+        inputs = self.inputs_of(name)
+        if name in self.metrics:
+            maps = self.metrics[name]
+            chosen = next((m for m in maps if m.matches(labels)), None)
+            if chosen is None:
+                shown = ", ".join(f"{k}={labels.get(k, '')!r}" for m in maps for k in m.when)
+                return f"metric '{name}' with {shown} is not mapped by profile '{self.name}'"
+            if METRICS[chosen.metric].kind == "histogram" and chosen.stat is None:
+                return f"'{name}' names a histogram family; expected its _bucket, _sum or _count samples"
+            return Target(mapping=chosen, stat=chosen.stat, inputs=inputs)
+        if inputs:
+            return Target(inputs=inputs)
+        for suffix, stat in zip(HISTOGRAM_PARTS, STATS, strict=True):
+            base = name[: -len(suffix)]
+            if name.endswith(suffix) and base in self.metrics:
+                chosen = next((m for m in self.metrics[base] if m.matches(labels)), None)
+                if chosen is not None and METRICS[chosen.metric].kind == "histogram" and chosen.stat is None:
+                    return Target(mapping=chosen, stat=stat)
+        counter = name[: -len(COUNTER_SUFFIX)]
+        if name.endswith(COUNTER_SUFFIX) and counter in self.metrics:
+            chosen = next((m for m in self.metrics[counter] if m.matches(labels)), None)
+            if chosen is not None:
+                return Target(mapping=chosen, stat=chosen.stat)
+        if self.ignores(name):
+            return IGNORED
+        if name.endswith(CREATED_SUFFIX):
+            base = name[: -len(CREATED_SUFFIX)]
+            if base in self.metrics or f"{base}{COUNTER_SUFFIX}" in self.metrics:
+                return f"'{name}' is the creation time of counter '{base}', not a sample"
+        return f"metric '{name}' is not mapped by profile '{self.name}'"

@@ -10,8 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
 from canonical.metrics import ERRORS_METRIC, METRICS, ErrorClass
-from canonical.prometheus import COUNTER_SUFFIX, CREATED_SUFFIX, HISTOGRAM_PARTS
-from normalizers.profile import DEVICE, Derived, ErrorMap, MetricMap, Profile, Sentinel, ValueRule
+from normalizers.profile import DEVICE, IGNORED, Derived, ErrorMap, MetricMap, Profile, Sentinel, ValueRule
 from normalizers.profile_set import ProfileSet
 from pool_registry import Pool
 
@@ -87,54 +86,6 @@ class Resolution:
     device_wide: bool = True  # false for a series of one part of its device (profile `scope: component`)
 
 
-@dataclass
-class _Target:
-    mapping: MetricMap | None = None
-    stat: str | None = None
-    le: str | None = None
-    error: ErrorMap | None = None
-    inputs: tuple[Derived, ...] = field(default_factory=tuple)
-
-
-IGNORED = _Target()  # the profile's `ignore` names it: counted, neither stored nor rejected
-
-
-def _target(profile: Profile, name: str, labels: dict[str, str]) -> _Target | str:
-    """Which entry of the profile covers this metric name, or the reason none does."""
-    if name in profile.errors:
-        return _Target(error=profile.errors[name])
-    inputs = profile.inputs_of(name)
-    if name in profile.metrics:
-        maps = profile.metrics[name]
-        chosen = next((m for m in maps if m.matches(labels)), None)
-        if chosen is None:
-            shown = ", ".join(f"{k}={labels.get(k, '')!r}" for m in maps for k in m.when)
-            return f"metric '{name}' with {shown} is not mapped by profile '{profile.name}'"
-        if METRICS[chosen.metric].kind == "histogram" and chosen.stat is None:
-            return f"'{name}' names a histogram family; expected its _bucket, _sum or _count samples"
-        return _Target(mapping=chosen, stat=chosen.stat, inputs=inputs)
-    if inputs:
-        return _Target(inputs=inputs)
-    for suffix, stat in zip(HISTOGRAM_PARTS, ("bucket", "sum", "count"), strict=True):
-        base = name[: -len(suffix)]
-        if name.endswith(suffix) and base in profile.metrics:
-            chosen = next((m for m in profile.metrics[base] if m.matches(labels)), None)
-            if chosen is not None and METRICS[chosen.metric].kind == "histogram" and chosen.stat is None:
-                return _Target(mapping=chosen, stat=stat)
-    counter = name[: -len(COUNTER_SUFFIX)]
-    if name.endswith(COUNTER_SUFFIX) and counter in profile.metrics:
-        chosen = next((m for m in profile.metrics[counter] if m.matches(labels)), None)
-        if chosen is not None:
-            return _Target(mapping=chosen, stat=chosen.stat)
-    if profile.ignores(name):
-        return IGNORED
-    if name.endswith(CREATED_SUFFIX):
-        base = name[: -len(CREATED_SUFFIX)]
-        if base in profile.metrics or f"{base}{COUNTER_SUFFIX}" in profile.metrics:
-            return f"'{name}' is the creation time of counter '{base}', not a sample"
-    return f"metric '{name}' is not mapped by profile '{profile.name}'"
-
-
 @dataclass(frozen=True)
 class Coverage:
     """How a profile covers one series, without placing it: mapped (to a canonical metric in a source unit, or
@@ -149,7 +100,7 @@ class Coverage:
 
 def coverage(profile: Profile, name: str, labels: dict[str, str]) -> Coverage:
     """What `profile` makes of a series named `name` with `labels` (for `hetpool check`)."""
-    target = _target(profile, name, labels)
+    target = profile.target(name, labels)
     if isinstance(target, str):
         return Coverage("unmapped", reason=target)
     if target is IGNORED:
@@ -201,7 +152,7 @@ def resolve(ctx: Context, name: str, labels: dict[str, str]) -> Resolution:
         known = ", ".join(sorted(ctx.profiles.profiles))
         return Resolution(name, f"no profile knows metric '{name}' (known profiles: {known}); "
                                 f"name one with --profile or add one with --profiles-dir")
-    target = _target(profile, name, labels)
+    target = profile.target(name, labels)
     if isinstance(target, str):
         return Resolution(name, target, profile.name)
     node = _first(labels, profile.node_labels) or (ctx.node or "")
