@@ -8,8 +8,8 @@ from normalizers.exceptions import NormalizerError, ProfileError, UnknownProfile
 from normalizers.exposition import ExpositionParser, RawBatch
 from normalizers.normalize import Normalized, Normalizer, Options, StateLookup
 from normalizers.profile import Profile
-from normalizers.profile_loader import load_profile, load_profile_text
-from normalizers.profile_set import ProfileSet, check_profiles, load_profiles
+from normalizers.profile.loader import load_profile, load_profile_text
+from normalizers.profile.sets import ProfileSet, check_profiles, load_profiles
 from normalizers.series import Context, canonical_json
 
 __all__ = [

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from canonical.metrics import CORE_METRICS
 from normalizers.lint import Family
 from normalizers.profile import Profile
-from normalizers.profile_set import ProfileSet
+from normalizers.profile.sets import ProfileSet
 from normalizers.series import coverage
 
 MAPPED, IGNORED, UNKNOWN = "mapped", "ignored", "unknown"

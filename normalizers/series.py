@@ -11,7 +11,7 @@ from dataclasses import dataclass, field, replace
 
 from canonical.metrics import ERRORS_METRIC, METRICS, ErrorClass
 from normalizers.profile import DEVICE, IGNORED, Derived, ErrorMap, MetricMap, Profile, Sentinel, ValueRule
-from normalizers.profile_set import ProfileSet
+from normalizers.profile.sets import ProfileSet
 from pool_registry import Pool
 
 

@@ -9,7 +9,7 @@ import pytest
 
 from collectors.sources import whole_scrapes
 from normalizers import Context, ExpositionParser, Normalizer, Options, ProfileError, load_profile_text
-from normalizers.profile_set import ProfileSet
+from normalizers.profile.sets import ProfileSet
 
 # NVML's clocks-event (throttle) reasons, as dcgm-exporter exposes them in DCGM_FI_DEV_CLOCKS_EVENT_REASONS
 PROFILE = """\

@@ -15,7 +15,7 @@ from hypothesis import given
 from access.roles import RolesError, load_roles_text
 from app.serve.config import ServeConfigError, load_serve_text
 from normalizers.exceptions import ProfileError
-from normalizers.profile_loader import load_profile_text
+from normalizers.profile.loader import load_profile_text
 from pool_registry import Registry, RegistryError, load_registry, load_registry_text
 from pool_registry.yamlread import ConfigError
 from replay.candidate_loader import load_candidate_text

@@ -10,7 +10,7 @@ import pytest
 
 from canonical.metrics import ErrorClass
 from normalizers import ProfileError, load_profile, load_profile_text, load_profiles
-from normalizers.profile_set import builtin_profiles
+from normalizers.profile.sets import builtin_profiles
 
 GOOD = """\
 profile: tiny

@@ -15,7 +15,7 @@ import pytest
 from collectors.files import read_chunks
 from collectors.pipeline import IngestOptions, ingest_exposition
 from normalizers.profile import COMPONENT
-from normalizers.profile_set import builtin_profiles
+from normalizers.profile.sets import builtin_profiles
 from store import Held, connect
 from store.views import health
 from store.views.window import Window

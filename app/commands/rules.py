@@ -46,7 +46,7 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
 
 def _profiles(directory: Path | None) -> list[Profile]:
     from normalizers import load_profiles
-    from normalizers.profile_set import builtin_profiles, profiles_in
+    from normalizers.profile.sets import builtin_profiles, profiles_in
     from normalizers.promrules.placement import RulesError
 
     if directory is None:

@@ -1,13 +1,13 @@
 """What `lint` asks of the samples of one family: their values for the family's type, their label sets, their
-histograms. `typerules` has the rules ingest applies too; the ones only OpenMetrics has are here."""
+histograms. `typecheck.rules` has the rules ingest applies too; the ones only OpenMetrics has are here."""
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
 
-from normalizers.lint_line import Sample
-from normalizers.typerules import (
+from normalizers.lint.line import Sample
+from normalizers.typecheck.rules import (
     BUCKET,
     BUCKETS,
     COUNT,

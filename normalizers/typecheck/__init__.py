@@ -2,7 +2,7 @@
 
 `TypeChecker.check` takes a batch of whole scrapes (collectors.sources cuts batches so that every sample of
 one timestamp is in one batch, so a histogram is never split) and moves the samples that break a rule of
-`typerules` to the batch's rejects, with their line and the reason. Each distinct series is looked at once, by
+`typecheck.rules` to the batch's rejects, with their line and the reason. Each distinct series is looked at once, by
 its key's dictionary code; per batch the work is a few array passes, and none at all when no family of the
 input is declared a counter, stateset, info, summary or histogram. A histogram that breaks a rule is rejected
 whole (every bucket, `_sum` and `_count` line of that label set at that timestamp): its quantiles would be wrong.
@@ -16,7 +16,7 @@ import polars as pl
 from canonical.prometheus import family_of
 from canonical.schemas import RECORD_MAX_CHARS
 from normalizers.exposition import RawBatch, Series
-from normalizers.typerules import (
+from normalizers.typecheck.rules import (
     BUCKETS,
     CHECKED_TYPES,
     COUNT,
@@ -42,7 +42,7 @@ class TypeChecker:
     """Checks batches of one input in order; remembers each series' kind, histogram and bucket bound."""
 
     def __init__(self) -> None:
-        self._kind = np.zeros(0, dtype=np.int8)    # per key code: a typerules kind, or _UNSEEN
+        self._kind = np.zeros(0, dtype=np.int8)    # per key code: a typecheck.rules kind, or _UNSEEN
         self._group = np.zeros(0, dtype=np.int64)  # per key code: the histogram (family, labels but le)
         self._le = np.zeros(0, dtype=np.float64)   # per key code: the bucket bound
         self._groups: dict[tuple[str, tuple[tuple[str, str], ...]], int] = {}

@@ -24,7 +24,7 @@ from normalizers.profile import (
     ValueRule,
     VersionLabel,
 )
-from normalizers.profile_errors import error_maps
+from normalizers.profile.errors import error_maps
 from normalizers.units import factor, units_for
 from pool_registry import Reader
 from pool_registry.yamlread import read_text

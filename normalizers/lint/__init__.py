@@ -4,7 +4,7 @@ Input with a `# EOF` line (or served as application/openmetrics-text, or read wi
 OpenMetrics 1.0: metadata (TYPE, UNIT, HELP) at most once each and before the family's samples; a family's
 lines in one group and each metric's (label set's) samples together; sample names by type; exemplars only on
 buckets and counters; timestamps present for all of a metric's samples or none, never going back; values as
-the type allows (`lint_rules`); nothing after `# EOF`. Other input is checked as the Prometheus text format
+the type allows (`lint.rules`); nothing after `# EOF`. Other input is checked as the Prometheus text format
 0.0.4: TYPE and HELP at most once and before the samples, families in one group, no repeated series, integer
 millisecond timestamps, the same value rules. Every problem has its line, its rule and the offending text.
 """
@@ -15,8 +15,8 @@ import re
 from dataclasses import dataclass, field
 
 from canonical.prometheus import family_of
-from normalizers.lint_line import NAME, Bad, Sample, om_sample, prom_sample
-from normalizers.lint_rules import OM_SUFFIXES, PROM_SUFFIXES, Finding, Values, group_of
+from normalizers.lint.line import NAME, Bad, Sample, om_sample, prom_sample
+from normalizers.lint.rules import OM_SUFFIXES, PROM_SUFFIXES, Finding, Values, group_of
 
 OM_TYPES = ("counter", "gauge", "histogram", "gaugehistogram", "stateset", "info", "summary", "unknown")
 PROM_TYPES = ("counter", "gauge", "histogram", "summary", "untyped")

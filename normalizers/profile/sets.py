@@ -9,7 +9,7 @@ from pathlib import Path
 
 from normalizers.exceptions import ProfileError, UnknownProfileError
 from normalizers.profile import Profile
-from normalizers.profile_loader import load_profile, load_profile_text
+from normalizers.profile.loader import load_profile, load_profile_text
 from pool_registry import ConfigError, Problem
 
 

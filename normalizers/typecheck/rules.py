@@ -7,8 +7,8 @@ that bucket's value; a `_sum` is negative only when some bucket bound is (OpenMe
 a Prometheus histogram with negative bounds may carry one). These are the values that corrupt what is computed
 from them (rates, quantiles), so ingest rejects them; `lint` adds the rules only OpenMetrics has.
 
-The rules are spelled out here once, in plain Python; `typecheck` finds the samples that may break one in a
-vectorized pass and asks these functions about those only.
+The rules are spelled out here once, in plain Python; the package `typecheck` finds the samples that may break one
+in a vectorized pass and asks these functions about those only.
 """
 
 from __future__ import annotations
