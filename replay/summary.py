@@ -169,8 +169,10 @@ def build(plan: Plan, raw: Raw, traffic: pl.DataFrame, *, candidate: str, policy
     )
     nan = np.nan
     frame = pl.concat([
-        traffic.select(c for c in ("trace", "seq", "arrival_ms", "sla_tier", "model", "in_tokens", "out_tokens",
-                                   "cached_tokens") if c in traffic.columns),
+        traffic.select(c for c in ("trace", "seq", "arrival_ms", "sla_tier", "model", "in_tokens", "out_tokens")
+                       if c in traffic.columns),
+        pl.DataFrame({"cached_tokens": pl.Series(raw.cached if raw.cached.size else plan.cached_tokens,
+                                                 dtype=pl.Int64)}),
         pl.DataFrame({"pred_out_tokens": pl.Series(pred, dtype=pl.Int64)}),
         labels.select("pool"),
         pl.DataFrame({"replica": pl.Series(np.where(routed, raw.replica, 0), dtype=pl.Int64)}).select(
