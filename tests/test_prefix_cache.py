@@ -8,14 +8,27 @@ Blocks are 16 tokens.
 
 from __future__ import annotations
 
+import dataclasses
+import json
+from pathlib import Path
+
+import polars as pl
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from pool_registry import Registry, load_registry
+from replay import Candidate, read_traffic, run_replay, summary_from_dict
 from replay.book import Book
+from replay.candidate import PoolOverride
+from replay.costmodel import step_model
+from replay.engine import ReplayResult
+from replay.fleet import resolve_pools
 from replay.replica import INF, Replica
 from replay.replica.cache import PrefixCache
 from replay.step import StepModel
+from replay.whatif import summary_lines
+from tests.replay_fleets import conversations
 
 MS = 1e-3
 BLOCK = 16
@@ -136,3 +149,78 @@ def test_references_balance(ops: list[tuple[list[int], bool]]) -> None:
     for ids in held:
         total += cache.release(ids)
     assert total == 0 and all(c == 0 for c in cache.ref.values())
+
+
+# --- the replay: reuse follows routing and KV capacity ------------------------------------------------------------
+
+FLEET = Path(__file__).resolve().parent.parent / "examples" / "fleet.yaml"
+ONLY_H100 = {p: PoolOverride(enabled=False) for p in ("mi300x-a", "ascend-a", "gaudi3-a", "mlu370-a")}
+
+
+def reuse(result: ReplayResult) -> float:
+    rows = result.requests
+    return float(rows["cached_tokens"].sum() / rows["in_tokens"].sum())
+
+
+def roomy(registry: Registry) -> Registry:
+    """The fleet with H100s of 100 TB: a replica's KV cache holds every block of the Mooncake trace many times."""
+    chips = tuple(dataclasses.replace(c, hbm_capacity_gb=100_000.0) if c.id == "h100-sxm" else c
+                  for c in registry.chips)
+    return dataclasses.replace(registry, chips=chips)
+
+
+def test_one_replica_with_room_for_every_block_reuses_exactly_the_trace_wide_share(corpus: Path) -> None:
+    _, parsed = read_traffic(corpus / "traces" / "mooncake_conversation_trace.jsonl")
+    cand = Candidate(name="one", policy="round_robin", pools={**ONLY_H100, "h100-a": PoolOverride(replicas=1)})
+    result = run_replay(cand, parsed.frame, roomy(load_registry(FLEET)), 0)
+    replayed = result.requests.select("seq", "cached_tokens").sort("seq")
+    # the parse's cached_tokens is the trace-wide reuse: one unbounded cache shared by every request
+    assert replayed["cached_tokens"].to_list() == parsed.frame.sort("seq")["cached_tokens"].to_list()
+    assert result.summary.reuse == pytest.approx(parsed.frame["cached_tokens"].sum() / parsed.frame["in_tokens"].sum())
+    assert result.summary.reuse_source == "replayed" and result.summary.pools["h100-a"].blocks_evicted == 0
+
+
+@settings(max_examples=12, deadline=None)
+@given(st.integers(0, 10_000), st.sampled_from([0.5, 0.55, 0.6, 0.7]), st.sampled_from([0.55, 0.6, 0.7, 0.9]))
+def test_reuse_never_increases_as_kv_capacity_shrinks(seed: int, small: float, large: float) -> None:
+    small, large = min(small, large), max(small, large)
+    traffic = conversations(seed, sessions=12, turns=6)
+    fleet = load_registry(FLEET)
+    got = []
+    for util in (small, large):
+        cand = Candidate(name="kv", policy="round_robin",
+                         pools={**ONLY_H100, "h100-a": PoolOverride(replicas=1, gpu_memory_utilization=util)})
+        got.append(reuse(run_replay(cand, traffic, fleet, seed)))
+    assert got[0] <= got[1] + 1e-12
+
+
+def test_a_trace_without_blocks_keeps_its_recorded_reuse() -> None:
+    traffic = conversations(1, sessions=3, turns=3).drop("hash_ids", "block_tokens").with_columns(
+        (pl.col("in_tokens") // 2).alias("cached_tokens"))
+    cand = Candidate(name="rec", policy="round_robin", pools={**ONLY_H100, "h100-a": PoolOverride(replicas=2)})
+    result = run_replay(cand, traffic, load_registry(FLEET), 0)
+    assert result.requests["cached_tokens"].to_list() == traffic["cached_tokens"].to_list()
+    assert result.summary.reuse_source == "recorded"
+    assert result.summary.pools["h100-a"].blocks_evicted == 0
+    assert "taken as the trace recorded it" in "\n".join(summary_lines([("rec", result.summary)]))
+
+
+def test_the_summary_prices_what_reuse_saved() -> None:
+    traffic = conversations(2, sessions=4, turns=4)
+    fleet = load_registry(FLEET)
+    cand = Candidate(name="s", policy="round_robin", pools={**ONLY_H100, "h100-a": PoolOverride(replicas=1)})
+    result = run_replay(cand, traffic, fleet, 0)
+    pool = result.summary.pools["h100-a"]
+    spec = resolve_pools(fleet, cand)[0]
+    step = step_model(spec)
+    rows = result.requests
+    n, c = rows["in_tokens"].to_numpy().astype(float), rows["cached_tokens"].to_numpy().astype(float)
+    # by hand: prompt compute n (s_per_token + s_per_ctx n / 2) less that of the n - c tokens computed
+    spt, ctx = step.s_per_token, step.s_per_ctx
+    skipped = n * (spt + ctx * n / 2) - (n - c) * (spt + ctx * (n + c) / 2)
+    assert pool.reuse == pytest.approx(c.sum() / n.sum()) and pool.reuse > 0.3
+    assert pool.ttft_saved_s == pytest.approx(skipped.mean())
+    assert pool.busy_cost_saved_usd == pytest.approx(skipped.sum() * spec.devices_per_replica
+                                                     * spec.hourly_cost_per_device / 3600)
+    again = summary_from_dict(json.loads(json.dumps(result.summary.to_dict())))
+    assert again.pools["h100-a"] == pool and again.reuse == result.summary.reuse
