@@ -15,11 +15,18 @@ NAN = float("nan")
 class Book:
     """What every request still has to do and what happened to it so far."""
 
-    __slots__ = ("cached", "cost", "done", "enq", "entry_step", "entry_u", "first", "held", "pfin", "phase",
-                 "pleft", "preempted", "rem", "todo", "wait", "where")
+    __slots__ = ("blocks", "btok", "cached", "cost", "done", "enq", "entry_step", "entry_u", "first", "held",
+                 "holder", "ins", "pfin", "phase", "pleft", "preempted", "rem", "todo", "wait", "where")
 
-    def __init__(self, n: int, cached: list[int]) -> None:
-        self.cached = cached            # prompt tokens served from the prefix cache
+    def __init__(self, n: int, cached: list[int], blocks: list[list[int]] | None = None,
+                 btok: list[int] | None = None, ins: list[int] | None = None) -> None:
+        # prompt tokens served from the prefix cache: as the trace recorded them for a request without blocks, else
+        # as its replica's cache gave them when the prefill that produced its first token started
+        self.cached = cached
+        self.blocks: list[list[int]] = blocks if blocks is not None else [[] for _ in range(n)]  # its prefix blocks
+        self.btok: list[int] = btok if btok is not None else [0] * n  # tokens per block, 0 without blocks
+        self.ins: list[int] = ins if ins is not None else [0] * n     # its prompt tokens
+        self.holder = [-1] * n          # the replica (serial) whose cache its blocks are referenced in, -1 none
         self.rem = [0] * n              # prompt tokens still to compute on the current replica
         self.held = [0] * n             # KV tokens the sequence holds once admitted (prompt + generated)
         self.todo = [0] * n             # tokens still to generate on the current replica

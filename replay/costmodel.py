@@ -153,6 +153,12 @@ def _prefill(in_tokens: A, cached_tokens: A, s_per_token: A | float, s_per_ctx: 
     return (in_tokens - cached_tokens) * (s_per_token + s_per_ctx * (in_tokens + cached_tokens) / 2.0)
 
 
+def reuse_seconds(in_tokens: A, cached_tokens: A, s_per_token: A | float, s_per_ctx: A | float) -> A:
+    """Prefill compute a cached prefix skips: the prefill of the whole prompt less that of its uncached part."""
+    return _prefill(in_tokens, in_tokens * 0, s_per_token, s_per_ctx) - _prefill(in_tokens, cached_tokens,
+                                                                               s_per_token, s_per_ctx)
+
+
 def decode_seconds(out_tokens: A, pool: PoolSpec) -> A:
     """One-request limit of decode: every token reads the weights one token touches (the active ones)."""
     step = step_model(pool)

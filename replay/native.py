@@ -33,7 +33,8 @@ STAMP = "stamp.json"
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MODULES = (
     "replay.book", "replay.step",
-    "replay.replica.state", "replay.replica.schedule", "replay.replica.events", "replay.replica.estimates",
+    "replay.replica.cache", "replay.replica.state", "replay.replica.schedule", "replay.replica.events",
+    "replay.replica.estimates",
     "replay.policies.base", "replay.policies.round_robin", "replay.policies.least_loaded", "replay.policies.cost_min",
     "replay.policies.sla_cost", "replay.policies.pd_split", "replay.policies.observed",
     "replay.simulator",

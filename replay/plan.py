@@ -57,6 +57,10 @@ class Plan:
     predictor_note: str = predictors.ORACLE_NOTE  # what reports must say about it ("" unless the oracle)
     order_index: dict[tuple[int, ...], int] = field(default_factory=dict)
     pred_list: list[int] = field(default_factory=list)  # pred_out as Python ints, for the loop
+    # each request's prefix blocks (empty without) and their size in tokens (0 without): a request with blocks has
+    # its reuse replayed by the replica its prefill runs on, and its cached_tokens here is 0
+    blocks: list[list[int]] = field(default_factory=list)
+    block_tokens: list[int] = field(default_factory=list)
 
     @property
     def pred_out(self) -> np.ndarray:
@@ -230,6 +234,19 @@ def _rank(in_t: np.ndarray, cached: np.ndarray, out_t: np.ndarray, max_tokens: n
     return cost, feasible, np.where(fits, cost, cost + behind)
 
 
+def prefix_blocks(traffic: pl.DataFrame) -> tuple[list[list[int]], list[int]]:
+    """Each request's prefix blocks and block size, or two empty lists when no request has blocks."""
+    if "hash_ids" not in traffic.columns or "block_tokens" not in traffic.columns:
+        return [], []
+    size = traffic["block_tokens"].fill_null(0).cast(pl.Int64)
+    if not (size > 0).any():
+        return [], []
+    ids = traffic["hash_ids"].to_list()
+    sizes = size.to_list()
+    return [list(b) if b is not None and s > 0 else [] for b, s in zip(ids, sizes, strict=True)], \
+        [int(s) if ids[k] is not None else 0 for k, s in enumerate(sizes)]
+
+
 def build_plan(traffic: pl.DataFrame, pools: tuple[PoolSpec, ...], candidate: Candidate,
                rng: np.random.Generator, history: pl.DataFrame | None = None) -> Plan:
     """Vectorized feasibility, limits and cost rankings for traffic sorted by arrival, from the output lengths
@@ -239,7 +256,10 @@ def build_plan(traffic: pl.DataFrame, pools: tuple[PoolSpec, ...], candidate: Ca
     t0 = int(arrival_ms[0]) if arrival_ms.size else 0
     in_t = traffic["in_tokens"].to_numpy().astype(np.float64)
     out_t = traffic["out_tokens"].to_numpy().astype(np.float64)
+    blocks, block_tokens = prefix_blocks(traffic)
     cached = traffic["cached_tokens"].to_numpy().astype(np.float64)
+    if blocks:  # a request with blocks reuses what its replica's cache holds, not what the trace recorded
+        cached = np.where(np.array(block_tokens) > 0, 0.0, cached)
     max_tokens = (traffic["max_tokens"].fill_null(0).to_numpy().astype(np.float64) if "max_tokens" in traffic.columns
                   else np.zeros(traffic.height))
     models = traffic["model"].to_numpy()
@@ -252,7 +272,8 @@ def build_plan(traffic: pl.DataFrame, pools: tuple[PoolSpec, ...], candidate: Ca
                 rank_cost=np.zeros((len(pools), n)), feasible=np.zeros((len(pools), n), dtype=bool),
                 obs_pool=obs_pool, obs_replica=obs_replica, code=[0] * n, rng=rng, forecast=forecast,
                 serves=_serves(traffic, pools), predictor=predictors.label(candidate.predictor),
-                predictor_note=predictors.note(candidate.predictor), pred_list=forecast.pred.tolist())
+                predictor_note=predictors.note(candidate.predictor), pred_list=forecast.pred.tolist(),
+                blocks=blocks, block_tokens=block_tokens)
     # A predictor that learns predicts each later block anew when the run reaches it (refresh), which ranks it.
     plan.rank(0, forecast.next_block)
     return plan

@@ -60,6 +60,9 @@ class Raw:
     failures: list[int] = field(default_factory=list)        # per pool: replica failures injected
     retried: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))  # per request: retries
     lost_tokens: int = 0                                     # token positions computed, then lost in failures
+    cached: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))  # per request: prompt tokens
+    #                                                   reused (replayed for a request with blocks, else recorded)
+    evicted: list[int] = field(default_factory=list)         # per pool: prefix blocks evicted from its caches
 
 
 def reject_reason(plan: Plan, i: int, flag: int, policy: Policy) -> str:
@@ -111,7 +114,8 @@ def simulate(plan: Plan, policy: Policy, options: dict[str, tuple[str, ...]], ov
 def _simulate(plan: Plan, policy: Policy, options: dict[str, tuple[str, ...]], overflow_mode: str,
               noise: float, faults: list[PoolFaultModel] | None, fault_seed: int) -> Raw:
     n: int = plan.n
-    book = Book(n, plan.cached_tokens.astype(np.int64).tolist())
+    book = Book(n, plan.cached_tokens.astype(np.int64).tolist(), plan.blocks or None, plan.block_tokens or None,
+                plan.in_list)
     heap: list[tuple[float, int, int]] = []
     speed = [f.speed for f in faults] if faults is not None else None
     replicas, loads, queues = build_replicas(plan, book, noise, plan.rng, heap, speed)
@@ -356,8 +360,9 @@ def _outcome(plan: Plan, policy: Policy, book: Book, pool_l: list[int], rep_l: l
     reasons = {int(i): reject_reason(plan, int(i), int(flag[i]), policy) for i in np.flatnonzero(~served)}
     spans = [(r.pool, r.index, np.array(r.spans)) for reps in replicas for r in reps]
     kv_time = np.array([sum(r.kv_time for r in reps) for reps in replicas])
+    evicted = [sum(r.cache.evicted for r in reps if r.cache is not None) for reps in replicas]
     return Raw(pool=pool, replica=np.where(served, np.array(rep_l, dtype=np.int64), -1), decode_pool=dpool,
                wait=np.where(served, np.array(book.wait, dtype=np.float64), nan), ttft=ttft, e2e=e2e,
                cost=np.where(served, np.array(book.cost, dtype=np.float64), nan),
                preempted=np.array(book.preempted, dtype=np.int64), flag=flag, reasons=reasons, spans=spans,
-               kv_time=kv_time)
+               kv_time=kv_time, cached=np.array(book.cached, dtype=np.int64), evicted=evicted)

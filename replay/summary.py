@@ -48,6 +48,11 @@ class PoolSummary:
     kv_use: float = 0.0
     ttft_p50: float | None = None
     ttft_p99: float | None = None
+    cached_tokens: int = 0               # prompt tokens its prefills reused from the prefix cache
+    reuse: float | None = None           # cached_tokens over the prompt tokens of the requests it prefilled
+    blocks_evicted: int = 0              # prefix blocks its replicas' caches evicted
+    ttft_saved_s: float | None = None    # mean prefill compute per request the reuse skipped: the TTFT it saved
+    busy_cost_saved_usd: float = 0.0     # the busy cost of that compute
 
 
 @dataclass(frozen=True)
@@ -100,6 +105,9 @@ class Summary:
     retries_missed_sla: int = 0                              # of those, served outside their SLA or not at all
     work_lost_tokens: int = 0                                # token positions computed, then lost in failures
     faults: dict[str, dict[str, Any]] = field(default_factory=dict)  # per pool, the figures replayed
+    reuse: float | None = None               # prompt tokens served from prefix caches over all routed prompt tokens
+    reuse_source: str = "recorded"           # replayed (blocks cached per replica), recorded (the trace's
+    #                                          cached_tokens, taken as given), or mixed (some requests had blocks)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain data for JSON."""
@@ -169,8 +177,10 @@ def build(plan: Plan, raw: Raw, traffic: pl.DataFrame, *, candidate: str, policy
     )
     nan = np.nan
     frame = pl.concat([
-        traffic.select(c for c in ("trace", "seq", "arrival_ms", "sla_tier", "model", "in_tokens", "out_tokens",
-                                   "cached_tokens") if c in traffic.columns),
+        traffic.select(c for c in ("trace", "seq", "arrival_ms", "sla_tier", "model", "in_tokens", "out_tokens")
+                       if c in traffic.columns),
+        pl.DataFrame({"cached_tokens": pl.Series(raw.cached if raw.cached.size else plan.cached_tokens,
+                                                 dtype=pl.Int64)}),
         pl.DataFrame({"pred_out_tokens": pl.Series(pred, dtype=pl.Int64)}),
         labels.select("pool"),
         pl.DataFrame({"replica": pl.Series(np.where(routed, raw.replica, 0), dtype=pl.Int64)}).select(
@@ -184,6 +194,13 @@ def build(plan: Plan, raw: Raw, traffic: pl.DataFrame, *, candidate: str, policy
         labels.select("sla_met", "overflow", "outcome"),
         reasons.to_frame(),
     ], how="horizontal")
+    cached = raw.cached.astype(np.float64) if raw.cached.size else plan.cached_tokens
+    prices = plan.prices
+    saved_s = np.zeros(n)
+    for k in range(len(plan.pools)):  # the compute each request's reuse skipped on the pool that prefilled it
+        here = routed & (raw.pool == k)
+        saved_s[here] = costmodel.reuse_seconds(plan.in_tokens[here], cached[here], float(prices.spt[k, 0]),
+                                                float(prices.sctx[k, 0]))
     busy = np.zeros(len(plan.pools))
     for pool, _, seconds in busy_by_replica(raw, horizon):
         busy[pool] += seconds
@@ -199,7 +216,12 @@ def build(plan: Plan, raw: Raw, traffic: pl.DataFrame, *, candidate: str, policy
             provisioned_cost_usd=costmodel.provisioned_cost(spec, horizon), busy_s=float(busy[k]),
             utilization=float(busy[k] / (spec.replicas * horizon)) if horizon > 0 else 0.0,
             kv_use=float(raw.kv_time[k] / cap) if cap > 0 else 0.0,
-            ttft_p50=_percentile(raw.ttft[served_here], 50), ttft_p99=_percentile(raw.ttft[served_here], 99))
+            ttft_p50=_percentile(raw.ttft[served_here], 50), ttft_p99=_percentile(raw.ttft[served_here], 99),
+            cached_tokens=int(cached[mine].sum()),
+            reuse=float(cached[mine].sum() / plan.in_tokens[mine].sum()) if plan.in_tokens[mine].sum() else None,
+            blocks_evicted=int(raw.evicted[k]) if raw.evicted else 0,
+            ttft_saved_s=float(saved_s[mine].mean()) if mine.any() else None,
+            busy_cost_saved_usd=float(saved_s[mine].sum() * spec.replica_cost_per_s))
     served_in, served_out = int(plan.in_tokens[served].sum()), int(out_tokens[served].sum())
     busy_cost = float(sum(p.busy_cost_usd for p in pool_rows.values()))
     decided = int(served.sum() + rejected.sum())
@@ -230,8 +252,25 @@ def build(plan: Plan, raw: Raw, traffic: pl.DataFrame, *, candidate: str, policy
         failures={spec.id: raw.failures[k] for k, spec in enumerate(plan.pools)} if raw.failures else {},
         retried=int(retried.sum()), retries_missed_sla=int((retried & ~(served & met)).sum()),
         work_lost_tokens=int(raw.lost_tokens),
+        reuse=float(cached[routed].sum() / plan.in_tokens[routed].sum()) if plan.in_tokens[routed].sum() else None,
+        reuse_source=reuse_source(plan),
     )
     return frame, summary
+
+
+def reuse_source(plan: Plan) -> str:
+    """Whether the run's prefix reuse was replayed per replica (every request had blocks), taken as the trace
+    recorded it (none had), or both."""
+    with_blocks = sum(1 for b in plan.block_tokens if b > 0)
+    if with_blocks == 0:
+        return "recorded"
+    return "replayed" if with_blocks == plan.n else "mixed"
+
+
+REUSE_SAID = {"recorded": "prefix reuse taken as the trace recorded it (cached_tokens), not simulated: the trace has "
+                          "no prefix blocks",
+              "replayed": "prefix reuse replayed: each replica caches the blocks its prefills computed",
+              "mixed": "prefix reuse replayed for requests with prefix blocks, taken as recorded for the others"}
 
 
 def summary_from_dict(data: dict[str, Any]) -> Summary:

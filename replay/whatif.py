@@ -31,7 +31,7 @@ from replay.exceptions import ReplayError
 from replay.fleet import PoolSpec, resolve_pools
 from replay.gate import Gate, Verdict, evaluate
 from replay.predictors import ORACLE_NOTE
-from replay.summary import Summary
+from replay.summary import REUSE_SAID, Summary
 from traces import Parsed
 
 Progress = Callable[[float, str], None]  # (share done 0-1, what is happening now)
@@ -319,6 +319,11 @@ def gap_lines(gap: dict[str, Any] | None) -> list[str]:
             f"{'':<8}{change(viol['change_pts'], ' points')}"]
 
 
+def fmt_share(value: float | None) -> str:
+    """A share as a percentage with one decimal, '-' when there is none."""
+    return "-" if value is None else f"{value * 100:.1f}%"
+
+
 def summary_lines(runs: list[tuple[str, Summary]]) -> list[str]:
     """Summaries side by side, one column per run (the text of `hetpool replay run`)."""
     head = f"{'':<22}" + "".join(f"{name:>18}" for name, _ in runs)
@@ -351,6 +356,15 @@ def summary_lines(runs: list[tuple[str, Summary]]) -> list[str]:
     for pool in runs[0][1].utilization:
         lines.append(f"{'util / kv ' + pool:<22}" + "".join(
             f"{s.utilization.get(pool, 0.0) * 100:>10.1f}% /{s.kv_use.get(pool, 0.0) * 100:>4.0f}%" for _, s in runs))
+    lines.append(f"{'prefix reuse':<22}" + "".join(f"{fmt_share(s.reuse):>18}" for _, s in runs))
+    for pool in runs[0][1].pools:
+        lines.append(f"{'reuse / evicted ' + pool:<22}" + "".join(
+            f"{fmt_share(p.reuse) + ' / ' + format(p.blocks_evicted, ','):>18}"
+            for p in (s.pools.get(pool) for _, s in runs) if p is not None))
+        lines.append(f"{'saved ttft/cost ' + pool:<22}" + "".join(
+            f"{fmt_s(p.ttft_saved_s) + ' / $' + format(p.busy_cost_saved_usd, ',.2f'):>18}"
+            for p in (s.pools.get(pool) for _, s in runs) if p is not None))
+    lines += sorted({f"note: {REUSE_SAID[s.reuse_source]}" for _, s in runs if s.reuse_source in REUSE_SAID})
     if any(overflow_said(s) for _, s in runs):
         lines.append(f"note: {OVERFLOW_SAID}")
     lines += [f"note: {name.strip()}'s predictor, {predictor_said(s)}" for name, s in runs

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import numpy as np
+import polars as pl
+
 from pool_registry import (
     Assignment,
     Chip,
@@ -49,3 +52,25 @@ def flat_model(model_id: str = "m", **kwargs: float) -> Model:
     """The default model with a KV cache of 4 B per token, so pass times do not grow measurably with context:
     10e9 x 2 B of weights read at 2e12 B/s make every memory-bound pass 0.01 s."""
     return model(model_id, layers=1, kv_heads=1, head_dim=1, **kwargs)  # type: ignore[arg-type]
+
+
+def conversations(seed: int, sessions: int, turns: int, *, gap_s: float = 2.0, block: int = 512) -> pl.DataFrame:
+    """Chat sessions whose every turn resends the session's conversation so far (its blocks) plus new text; turns of
+    all sessions interleave in time."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    next_id = 0
+    for s in range(sessions):
+        ids: list[int] = []
+        t = float(rng.uniform(0, gap_s * sessions / 4))
+        for _ in range(turns):
+            new = int(rng.integers(1, 6))
+            ids = ids + list(range(next_id, next_id + new))
+            next_id += new
+            tokens = len(ids) * block - int(rng.integers(0, block))
+            rows.append((int(t * 1000), tokens, int(rng.integers(20, 300)), list(ids), s))
+            t += float(rng.exponential(gap_s))
+    frame = pl.DataFrame(rows, schema={"arrival_ms": pl.Int64, "in_tokens": pl.Int64, "out_tokens": pl.Int64,
+                                       "hash_ids": pl.List(pl.Int64), "session": pl.Int64}, orient="row")
+    return frame.sort("arrival_ms").with_columns(pl.lit(block, pl.Int64).alias("block_tokens"),
+                                                 (pl.col("arrival_ms") + 1_735_689_600_000).alias("arrival_ms"))

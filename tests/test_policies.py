@@ -16,11 +16,12 @@ from tests.replay_fleets import chip, fleet, model, pool
 
 
 def test_registry_fails_helpfully() -> None:
-    assert list(POLICIES) == ["round_robin", "least_loaded", "cost_min", "sla_cost", "pd_split", "observed"]
+    assert list(POLICIES) == ["round_robin", "least_loaded", "cost_min", "sla_cost", "pd_split", "observed",
+                              "prefix_affinity"]
     with pytest.raises(UnknownNameError) as exc:
         get_policy("lor2")
     assert str(exc.value) == ("unknown policy 'lor2'; known: round_robin, least_loaded, cost_min, sla_cost, "
-                              "pd_split, observed")
+                              "pd_split, observed, prefix_affinity")
 
 
 def _at_once(n: int, out: int = 1000, model_id: str = "") -> pl.DataFrame:

@@ -13,8 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from traces import FORMATS, ParseOptions, epoch_ms, get_format, parse_traffic, read_traffic
+from traces.blocks import trace_wide_reuse
 from traces.exceptions import TrafficError, UnknownFormatError
-from traces.mooncake import cached_prefix_tokens
 
 FIXTURES = Path(__file__).parent / "fixtures"
 T0 = epoch_ms(dt.datetime(2025, 1, 1, tzinfo=dt.UTC))
@@ -70,15 +70,18 @@ def test_mooncake_prefix_blocks_become_cached_tokens() -> None:
     lines = [
         {"timestamp": 0, "input_length": 1200, "output_length": 10, "hash_ids": [1, 2, 3]},     # pays for 1, 2, 3
         {"timestamp": 5, "input_length": 1100, "output_length": 10, "hash_ids": [1, 2, 4]},     # reuses 1, 2
-        {"timestamp": 7, "input_length": 300, "output_length": 10, "hash_ids": [1]},            # capped at input
+        {"timestamp": 7, "input_length": 300, "output_length": 10, "hash_ids": [1]},            # all but one token
         {"timestamp": 8, "input_length": 9, "output_length": 1, "hash_ids": [9]},
         {"timestamp": 9, "input_length": 2000, "output_length": 10, "hash_ids": [5, 2, 3, 4]},  # prefix broken
-        {"timestamp": 12, "input_length": 2048, "output_length": 10, "hash_ids": [5, 2, 3, 4]},  # all reused
+        {"timestamp": 12, "input_length": 2048, "output_length": 10, "hash_ids": [5, 2, 3, 4]},  # all but one
     ]
     text = "\n".join(json.dumps(x) for x in lines).replace('"timestamp": 8', '"timestamp": -8')
     fmt, parsed = parse_traffic(text.encode(), "t.jsonl", options=ParseOptions(start_ms=T0))
     assert fmt == "mooncake"
-    assert parsed.frame["cached_tokens"].to_list() == [0, 1024, 300, 0, 2048]
+    # the engine computes the last prompt token of a fully cached prompt to produce the first output token
+    assert parsed.frame["cached_tokens"].to_list() == [0, 1024, 299, 0, 2047]
+    assert parsed.frame["hash_ids"].to_list() == [[1, 2, 3], [1, 2, 4], [1], [5, 2, 3, 4], [5, 2, 3, 4]]
+    assert parsed.frame["block_tokens"].to_list() == [512] * 5
     assert parsed.frame["arrival_ms"].to_list() == [T0, T0 + 5, T0 + 7, T0 + 9, T0 + 12]
     # The rejected request never ran, so its block 9 is not cached for anyone.
     assert parsed.rejects.rows() == [(4, text.splitlines()[3],
@@ -87,7 +90,8 @@ def test_mooncake_prefix_blocks_become_cached_tokens() -> None:
 
 
 def test_cached_prefix_is_leading_blocks_only() -> None:
-    assert cached_prefix_tokens([[1, 2], [3, 2], [1, 3, 2]], [1024, 1024, 1536]) == [0, 0, 1536]
+    assert trace_wide_reuse([[1, 2], [3, 2], [1, 3, 2]], [1024, 1024, 1537], 512) == [0, 0, 1536]
+    assert trace_wide_reuse([[7], [7, 8], [7, 8]], [300, 600, 600], 256) == [0, 256, 512]
 
 
 def test_burstgpt_fixture_keeps_failures_and_rejects_inconsistent_rows() -> None:

@@ -15,12 +15,16 @@ import polars as pl
 
 from canonical.schemas import RECORD_MAX_CHARS
 from canonical.timeunits import DAY_MS, epoch_ms
+from traces.exceptions import TrafficError
 
 TRAFFIC_SCHEMA: dict[str, pl.DataType] = {
     "seq": pl.Int64(), "arrival_ms": pl.Int64(), "in_tokens": pl.Int64(), "out_tokens": pl.Int64(),
     "cached_tokens": pl.Int64(), "sla_tier": pl.String(), "model": pl.String(), "obs_pool": pl.String(),
     "obs_ttft_s": pl.Float64(), "obs_e2e_s": pl.Float64(), "outcome": pl.String(), "max_tokens": pl.Int64(),
+    "hash_ids": pl.List(pl.Int64()), "block_tokens": pl.Int64(),
 }
+# `hash_ids` (the prompt's prefix blocks, traces/blocks.py) and `block_tokens` (their size) are null for a request
+# whose trace has no blocks: its recorded cached_tokens is then what the replay takes.
 
 # Relative-time traces (Mooncake, BurstGPT) start here unless told otherwise, so re-ingest is idempotent.
 DEFAULT_START = dt.datetime(2025, 1, 1, tzinfo=dt.UTC)
@@ -39,6 +43,7 @@ class ParseOptions:
     sla_tier: str | None = None
     start_ms: int = epoch_ms(DEFAULT_START)
     time_scale: float = 1.0
+    block_tokens: int | None = None  # tokens per prefix block of the trace's hash_ids (a format may default it)
 
 
 @dataclass(frozen=True)
@@ -106,14 +111,25 @@ def float_check(col: str, label: str) -> tuple[pl.Expr, pl.Expr]:
 def _ensure(raw: pl.DataFrame) -> pl.DataFrame:
     need = {"arrival_ms": pl.Int64(), "cached_tokens": pl.String(), "sla_tier": pl.String(),
             "model": pl.String(), "obs_pool": pl.String(), "obs_ttft_s": pl.String(),
-            "obs_e2e_s": pl.String(), "outcome": pl.String(), "max_tokens": pl.String(), "reason": pl.String()}
+            "obs_e2e_s": pl.String(), "outcome": pl.String(), "max_tokens": pl.String(), "reason": pl.String(),
+            "hash_ids": pl.List(pl.Int64())}
     missing = [pl.lit(None, dtype).alias(c) for c, dtype in need.items() if c not in raw.columns]
     return raw.with_columns(missing) if missing else raw
 
 
 def finalize(raw: pl.DataFrame, options: ParseOptions, read: int) -> Parsed:
-    """Type and validate a raw frame, apply defaults and the time scale, split off rejects."""
+    """Type and validate a raw frame, apply defaults and the time scale, split off rejects.
+
+    `hash_ids`, when the raw frame has it, is already a list of integers per row (or null, with a reason when the
+    source's value was not one)."""
     raw = _ensure(raw)
+    block = options.block_tokens
+    has_blocks = raw["hash_ids"].is_not_null().any()
+    if block is not None and block < 1:
+        raise TrafficError(f"block size {block}: expected at least 1 token per prefix block")
+    if has_blocks and block is None:
+        raise TrafficError("the trace has hash_ids but no block size: pass the tokens per prefix block "
+                           "(--block-tokens)")
     in_v, in_r = int_check("in_tokens", "in_tokens", required=True, maximum=MAX_TOKENS)
     out_v, out_r = int_check("out_tokens", "out_tokens", required=True, maximum=MAX_TOKENS)
     cached_v, cached_r = int_check("cached_tokens", "cached_tokens", required=False, maximum=MAX_TOKENS)
@@ -136,6 +152,9 @@ def finalize(raw: pl.DataFrame, options: ParseOptions, read: int) -> Parsed:
                 pl.format("out_tokens {} exceed the client's max_tokens {}", "out_tokens", "max_tokens")),
             pl.when(pl.col("obs_e2e_s") < pl.col("obs_ttft_s")).then(
                 pl.format("obs_e2e_s {} is shorter than obs_ttft_s {}", "obs_e2e_s", "obs_ttft_s")),
+            pl.when(pl.col("hash_ids").list.len() > (pl.col("in_tokens") + (block or 1) - 1) // (block or 1)).then(
+                pl.format(f"hash_ids names {{}} blocks of {block} tokens, more than in_tokens {{}} fill",
+                          pl.col("hash_ids").list.len(), "in_tokens")),
         ).alias("reason"),
     )
     rejects = typed.filter(pl.col("reason").is_not_null()).select(
@@ -153,6 +172,9 @@ def finalize(raw: pl.DataFrame, options: ParseOptions, read: int) -> Parsed:
         "obs_ttft_s", "obs_e2e_s",
         _blank_to(pl.col("outcome"), None).alias("outcome"),
         "max_tokens",
+        pl.col("hash_ids").cast(pl.List(pl.Int64)),
+        pl.when(pl.col("hash_ids").is_not_null()).then(pl.lit(block, pl.Int64)).otherwise(pl.lit(None, pl.Int64))
+        .alias("block_tokens"),
     )
     return Parsed(scale_time(frame, options.time_scale), rejects, read)
 

@@ -2,7 +2,9 @@
 
 Columns: `arrival` (ISO 8601; without a zone it is UTC) or `arrival_ms` (epoch ms); `in_tokens` and
 `out_tokens` (required); optional `cached_tokens`, `max_tokens` (the output limit the client sent, when it sent
-one), `sla_tier`, `model`, `obs_pool`, `obs_ttft_s`, `obs_e2e_s`, `outcome`. Unknown columns are ignored.
+one), `sla_tier`, `model`, `obs_pool`, `obs_ttft_s`, `obs_e2e_s`, `outcome`, and `hash_ids`: the prompt's prefix
+blocks as a list of integers (a JSON list, in CSV a quoted `"[1, 2, 3]"` or `1 2 3`), whose size in tokens is the
+trace option `block_tokens` (--block-tokens). Unknown columns are ignored.
 """
 
 from __future__ import annotations
@@ -12,10 +14,12 @@ import datetime as dt
 import polars as pl
 
 from traces.base import Parsed, ParseOptions, epoch_ms, finalize, int_check
+from traces.blocks import as_hash_ids
 from traces.exceptions import TrafficError
 
 REQUIRED = ("in_tokens", "out_tokens")
-OPTIONAL = ("cached_tokens", "max_tokens", "sla_tier", "model", "obs_pool", "obs_ttft_s", "obs_e2e_s", "outcome")
+OPTIONAL = ("cached_tokens", "max_tokens", "sla_tier", "model", "obs_pool", "obs_ttft_s", "obs_e2e_s", "outcome",
+            "hash_ids")
 
 
 def _iso_ms(text: str | None) -> int | str:
@@ -53,6 +57,24 @@ def from_raw(raw: pl.DataFrame, options: ParseOptions, read: int, source: str) -
             pl.coalesce(pl.col("reason"), pl.Series("_r", [v if isinstance(v, str) else None for v in parsed],
                                                      dtype=pl.String)).alias("reason"),
         )
+    if "hash_ids" in raw.columns:
+        raw = _hash_ids(raw)
     keep = ["seq", "line", "record", "reason", "arrival_ms", *REQUIRED,
             *(c for c in OPTIONAL if c in raw.columns)]
     return finalize(raw.select(keep), options, read)
+
+
+def _hash_ids(raw: pl.DataFrame) -> pl.DataFrame:
+    """The hash_ids column as lists of integers; a value that is not one rejects its row, a blank one is none."""
+    values = raw["hash_ids"].to_list()
+    ids: list[list[int] | None] = []
+    reasons: list[str | None] = []
+    for v in values:
+        blank = v is None or (isinstance(v, str) and not v.strip())
+        got = None if blank else as_hash_ids(v)
+        ids.append(got)
+        reasons.append(None if blank or got is not None else
+                       f"bad hash_ids '{str(v)[:80]}': expected a list of integers such as [1, 2, 3]")
+    return raw.with_columns(
+        pl.Series("hash_ids", ids, dtype=pl.List(pl.Int64)),
+        pl.coalesce(pl.col("reason"), pl.Series("_r", reasons, dtype=pl.String)).alias("reason"))

@@ -60,6 +60,8 @@ def add_traffic_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--start-at", metavar="ISO", default=TRACE_START,
                    help="time of offset 0 in relative traces (Mooncake, BurstGPT); default "
                         f"{TRACE_START}, fixed so that re-ingest is idempotent")
+    p.add_argument("--block-tokens", type=block_tokens, metavar="N",
+                   help="tokens per prefix block of the trace's hash_ids (Mooncake: 512 unless given)")
 
 
 def parse_options(args: argparse.Namespace) -> ParseOptions:
@@ -67,7 +69,18 @@ def parse_options(args: argparse.Namespace) -> ParseOptions:
     from traces import ParseOptions
 
     return ParseOptions(model=args.model, sla_tier=args.sla_tier, start_ms=parse_time(args.start_at, "--start-at"),
-                        time_scale=args.time_scale)
+                        time_scale=args.time_scale, block_tokens=args.block_tokens)
+
+
+def block_tokens(text: str) -> int:
+    """--block-tokens: a whole number of tokens, at least 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"'{text}': expected a whole number of tokens per block, at least 1")
+    return value
 
 
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:

@@ -14,12 +14,13 @@ native.extend(__path__, __name__)  # the compiled policies, if built, ahead of t
 
 # ruff: noqa: E402  (the imports below come after the package's path is set)
 from replay.exceptions import UnknownNameError
-from replay.policies import cost_min, least_loaded, observed, pd_split, round_robin, sla_cost
+from replay.policies import cost_min, least_loaded, observed, pd_split, prefix_affinity, round_robin, sla_cost
 from replay.policies.base import Policy, Router, State
 from replay.registry import add
 
 POLICIES: dict[str, Policy] = {p.name: p for p in (
-    round_robin.POLICY, least_loaded.POLICY, cost_min.POLICY, sla_cost.POLICY, pd_split.POLICY, observed.POLICY)}
+    round_robin.POLICY, least_loaded.POLICY, cost_min.POLICY, sla_cost.POLICY, pd_split.POLICY, observed.POLICY,
+    prefix_affinity.POLICY)}
 
 
 def get_policy(name: str) -> Policy:

@@ -32,6 +32,9 @@ class Replica(Events):
         else:
             w = self.wait_estimate(t)
         p = book.rem[i]
+        cache, ids = self.cache, book.blocks[i]
+        if cache is not None and p > 0 and ids:  # the prefix this replica would reuse, as its KV events told
+            p -= cache.hit(ids, book.btok[i], book.ins[i])
         kv = self.kv_read + h - p
         first = self.prefill_first  # its prompt runs in passes of prompts alone, with the whole budget
         left = (self.budget if first else self.budget - n_d) or 1

@@ -88,10 +88,13 @@ class Events(Scheduler):
                 entry_step, entry_u, completions = book.entry_step, book.entry_u, self.completions
                 cum_u = self.cost_sum
                 pop = heapq.heappop
-                freed = n = 0
+                freed = n = shared = 0
+                holder, rid = book.holder, self.serial
                 while dec and dec[0] < due:
                     i = pop(dec) % nkey
                     freed += held[i] + steps - entry_step[i]
+                    if holder[i] == rid:
+                        shared += self.let_go(i)
                     cost[i] += cum_u - entry_u[i]
                     n += 1
                     phase[i] = DONE
@@ -100,7 +103,7 @@ class Events(Scheduler):
                     if completions is not None:
                         completions.append(i)
                 self.kv_read -= freed
-                self.kv_held -= freed
+                self.kv_held -= freed + shared
                 self.running -= n
                 self.loads[self.pool] -= n
                 self.drop_stale()
@@ -140,7 +143,7 @@ class Events(Scheduler):
             held += self.steps - book.entry_step[i]
             book.cost[i] += self.cost_sum - book.entry_u[i]
         self.kv_read -= held
-        self.kv_held -= held
+        self.kv_held -= held + self.let_go(i)
         self.running -= 1
         self.loads[self.pool] -= 1
         book.phase[i] = DONE
@@ -177,11 +180,15 @@ class Events(Scheduler):
                 book.cost[i] += self.cost_sum - book.entry_u[i]
             lost_tokens += max(computed, 0)
             book.pfin[i] = -1
+            if book.holder[i] == self.serial:
+                book.holder[i] = -1
         queued = list(self.queue)
         self.loads[self.pool] -= len(running) + len(queued)
         self.queues[self.pool] -= len(queued)
         for i in queued:
             book.wait[i] += t - book.enq[i]
+        if self.cache is not None:  # its KV memory, and the blocks in it, are lost
+            self.cache.clear()
         self.decoding, self.predicted_done, self.prefilling, self.admitted = [], [], [], []
         self.fresh, self.chunks = [], []
         self.queue = deque()

@@ -63,18 +63,30 @@ class Scheduler(ReplicaState):
                 book.enq
             kv_res, kv_read, queued_pred, steps, rid, nkey = self.kv_held, self.kv_read, self.queued_pred, \
                 self.steps, self.serial, self.key_stride
+            blocks, cache = book.blocks, self.cache
             order = self.admitted
             admitted = 0
             while wait and n_run < mc and left > 0:
                 i = wait[0]
                 h = held[i]
-                if kv_res + h + len(dec) + 1 > cap:
+                r = rem[i]
+                ids = blocks[i]
+                # a prefill with prefix blocks, where a cache is kept: its blocks others reference count once
+                caches = cache is not None and r > 0 and len(ids) > 0
+                d = cache.charge(ids) if cache is not None and caches else 0
+                if kv_res + h + d + len(dec) + 1 > cap:
                     break
                 wait.popleft()
                 admitted += 1
                 n_run += 1
-                kv_res += h
-                r = rem[i]
+                if cache is not None and caches:
+                    c, d = cache.acquire(ids, book.btok[i], book.ins[i])
+                    book.holder[i] = rid
+                    r = h - c
+                    rem[i] = r
+                    if book.first[i] != book.first[i]:  # nan: the prefill that gives its first token
+                        book.cached[i] = c
+                kv_res += h + d
                 kv_read += h - r
                 queued_pred -= pleft[i]
                 order.append(i)
@@ -150,6 +162,11 @@ class Scheduler(ReplicaState):
             fixed
         self.run_passes, self.run_start = k, t
         self.admits = not wait and n_run < mc and left > 0
+        cache = self.cache
+        if cache is not None and cache.unref_tokens:  # the run's KV, then cached blocks in what memory is left
+            room = cap - self.kv_held - n_d * k
+            if cache.unref_tokens > room:
+                cache.evict(room if room > 0 else 0)
         self.run_end = self.next_at = end = t + run_seconds(mem, mem_g, comp, fixed, k, comp_g)
         if self.events is not None:
             heapq.heappush(self.events, (end, self.version, self.serial))
@@ -208,11 +225,11 @@ class Scheduler(ReplicaState):
             self.drop_stale()
             book.cost[v] += self.cost_sum - book.entry_u[v]
             self.kv_read -= held
-            self.kv_held -= held
+            self.kv_held -= held + self.let_go(v)
             book.held[v] = held
         else:
             self.prefilling.remove(v)
-            self.kv_held -= book.held[v]
+            self.kv_held -= book.held[v] + self.let_go(v)
             self.kv_read -= book.held[v] - book.rem[v]
         book.rem[v] = book.held[v] - book.cached[v]
         book.preempted[v] += 1

@@ -11,6 +11,7 @@ from collections import deque
 from collections.abc import Callable
 
 from replay.book import Book
+from replay.replica.cache import PrefixCache
 from replay.step import StepModel
 
 INF = float("inf")
@@ -28,6 +29,7 @@ class ReplicaState:
         "budget",
         "budget_left",
         "busy",
+        "cache",
         "chunks",
         "completions",
         "compute_growth_s",
@@ -81,7 +83,8 @@ class ReplicaState:
 
     def __init__(self, serial: int, pool: int, index: int, step: StepModel, *, max_concurrency: int, budget: int,
                  kv_capacity: int, rate: float, book: Book, loads: list[int], queues: list[int],
-                 events: list[tuple[float, int, int]] | None = None, prefill_first: bool = False) -> None:
+                 events: list[tuple[float, int, int]] | None = None, prefill_first: bool = False,
+                 caching: bool = True) -> None:
         self.serial, self.pool, self.index, self.book = serial, pool, index, book
         # the run ends of all of a run's replicas, as a heap the simulator pops; None when nothing pops it (bench)
         self.events = events
@@ -93,6 +96,8 @@ class ReplicaState:
         self.max_concurrency: int = max_concurrency
         self.budget: int = budget              # max_num_batched_tokens: tokens one pass computes at most
         self.kv_capacity: int = kv_capacity    # KV cache tokens
+        # the prefix blocks its prefills computed (cache.py); None where no prefill runs (a split's decode pool)
+        self.cache: PrefixCache | None = PrefixCache() if caching else None
         self.cost_rate: float = rate           # money per busy second of the replica
         self.steps = 0                         # passes the decoders ran so far
         # the two heaps hold (pass count, request) as one int, pass count x key_stride + request: ordered as the
@@ -136,6 +141,15 @@ class ReplicaState:
         self.wait_base = self.wait_extra = self.wait_step = 0.0
         self.down = False                      # failed and not yet repaired: serves nothing, takes no run
         self.repair_at = 0.0
+
+    def let_go(self, i: int) -> int:
+        """Request i leaves the batch: release its prefix blocks if they are referenced here; returns the kv_held
+        change beyond its whole context (PrefixCache.release)."""
+        book, cache = self.book, self.cache
+        if cache is None or book.holder[i] != self.serial:
+            return 0
+        book.holder[i] = -1
+        return cache.release(book.blocks[i])
 
     def drop_stale(self) -> None:
         """Pop the predictions of sequences no longer decoding here off the top of predicted_done, so that its top is
