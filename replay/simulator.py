@@ -32,6 +32,7 @@ from replay.faults import PoolFaultModel, next_failure
 from replay.plan import Plan
 from replay.policies.base import Policy, Router, State
 from replay.replica.estimates import Replica
+from replay.replica.state import KV_BINS
 
 NONE, QUEUE, DEGRADE, REJECT, UNFIT = 0, 1, 2, 3, 4
 FAIL, REPAIR = -2, -3  # the kind of a replica's failure and repair events, before run ends' versions (>= 0)
@@ -56,6 +57,8 @@ class Raw:
     reasons: dict[int, str] = field(default_factory=dict)
     spans: list[tuple[int, int, np.ndarray]] = field(default_factory=list)  # (pool, replica, [start, end, ...])
     kv_time: np.ndarray = field(default_factory=lambda: np.zeros(0))  # per pool: KV tokens held x seconds
+    kv_peak: np.ndarray = field(default_factory=lambda: np.zeros(0))  # per pool: most KV tokens one replica held
+    kv_hist: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))  # per pool: busy seconds per KV percent
     truncated: dict[int, int] = field(default_factory=dict)  # request -> output tokens it stopped at
     failures: list[int] = field(default_factory=list)        # per pool: replica failures injected
     retried: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))  # per request: retries
@@ -360,9 +363,13 @@ def _outcome(plan: Plan, policy: Policy, book: Book, pool_l: list[int], rep_l: l
     reasons = {int(i): reject_reason(plan, int(i), int(flag[i]), policy) for i in np.flatnonzero(~served)}
     spans = [(r.pool, r.index, np.array(r.spans)) for reps in replicas for r in reps]
     kv_time = np.array([sum(r.kv_time for r in reps) for reps in replicas])
+    kv_peak = np.array([max((r.kv_peak for r in reps), default=0) for reps in replicas], dtype=np.float64)
+    kv_hist = np.array([np.sum([r.kv_hist for r in reps], axis=0) if reps else np.zeros(KV_BINS + 1)
+                        for reps in replicas]).reshape(len(replicas), KV_BINS + 1)
     evicted = [sum(r.cache.evicted for r in reps if r.cache is not None) for reps in replicas]
     return Raw(pool=pool, replica=np.where(served, np.array(rep_l, dtype=np.int64), -1), decode_pool=dpool,
                wait=np.where(served, np.array(book.wait, dtype=np.float64), nan), ttft=ttft, e2e=e2e,
                cost=np.where(served, np.array(book.cost, dtype=np.float64), nan),
                preempted=np.array(book.preempted, dtype=np.int64), flag=flag, reasons=reasons, spans=spans,
-               kv_time=kv_time, cached=np.array(book.cached, dtype=np.int64), evicted=evicted)
+               kv_time=kv_time, kv_peak=kv_peak, kv_hist=kv_hist, cached=np.array(book.cached, dtype=np.int64),
+               evicted=evicted)

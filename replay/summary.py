@@ -45,7 +45,9 @@ class PoolSummary:
     provisioned_cost_usd: float
     busy_s: float
     utilization: float
-    kv_use: float = 0.0
+    kv_use: float = 0.0                  # mean KV held over capacity, over replicas x window
+    kv_peak: float = 0.0                 # the most KV one replica held at once, over its capacity
+    kv_p95: float = 0.0                  # 95 % of replica time held at most this share of KV (to 1 %)
     ttft_p50: float | None = None
     ttft_p99: float | None = None
     cached_tokens: int = 0               # prompt tokens its prefills reused from the prefix cache
@@ -127,6 +129,17 @@ def busy_by_replica(raw: Raw, horizon: float) -> list[tuple[int, int, float]]:
         busy = float(np.clip(np.minimum(end, horizon) - np.minimum(start, horizon), 0, None).sum())
         out.append((pool, replica, busy))
     return out
+
+
+def kv_quantile(hist: np.ndarray, replica_s: float, q: float) -> float:
+    """The share of KV capacity that a fraction q of replica time held at most, from the busy seconds at each whole
+    percent (`hist`) and the replica seconds of the window (idle time holds none); to the percent below."""
+    counts = np.asarray(hist, dtype=np.float64).copy()
+    counts[0] += max(replica_s - float(counts.sum()), 0.0)
+    total = float(counts.sum())
+    if total <= 0:
+        return 0.0
+    return float(min(int(np.searchsorted(np.cumsum(counts), q * total)), len(counts) - 1)) / (len(counts) - 1)
 
 
 def build(plan: Plan, raw: Raw, traffic: pl.DataFrame, *, candidate: str, policy: str, seed: int,
@@ -216,6 +229,9 @@ def build(plan: Plan, raw: Raw, traffic: pl.DataFrame, *, candidate: str, policy
             provisioned_cost_usd=costmodel.provisioned_cost(spec, horizon), busy_s=float(busy[k]),
             utilization=float(busy[k] / (spec.replicas * horizon)) if horizon > 0 else 0.0,
             kv_use=float(raw.kv_time[k] / cap) if cap > 0 else 0.0,
+            kv_peak=float(raw.kv_peak[k] / spec.kv_capacity_tokens) if raw.kv_peak.size and spec.kv_capacity_tokens
+            else 0.0,
+            kv_p95=kv_quantile(raw.kv_hist[k], spec.replicas * horizon, 0.95) if raw.kv_hist.size else 0.0,
             ttft_p50=_percentile(raw.ttft[served_here], 50), ttft_p99=_percentile(raw.ttft[served_here], 99),
             cached_tokens=int(cached[mine].sum()),
             reuse=float(cached[mine].sum() / plan.in_tokens[mine].sum()) if plan.in_tokens[mine].sum() else None,

@@ -356,6 +356,10 @@ def summary_lines(runs: list[tuple[str, Summary]]) -> list[str]:
     for pool in runs[0][1].utilization:
         lines.append(f"{'util / kv ' + pool:<22}" + "".join(
             f"{s.utilization.get(pool, 0.0) * 100:>10.1f}% /{s.kv_use.get(pool, 0.0) * 100:>4.0f}%" for _, s in runs))
+    for pool in runs[0][1].pools:
+        lines.append(f"{'kv p95 / peak ' + pool:<22}" + "".join(
+            f"{fmt_share(p.kv_p95) + ' / ' + fmt_share(p.kv_peak):>18}"
+            for p in (s.pools.get(pool) for _, s in runs) if p is not None))
     lines.append(f"{'prefix reuse':<22}" + "".join(f"{fmt_share(s.reuse):>18}" for _, s in runs))
     for pool in runs[0][1].pools:
         lines.append(f"{'reuse / evicted ' + pool:<22}" + "".join(

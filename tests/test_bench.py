@@ -73,6 +73,10 @@ def test_a_70b_fp8_model_queues_8k_prompts_for_kv_on_2_devices_not_on_8(fleet: R
     assert result.summary.served == 64
     if dpr == 2:  # the running prompts' decoding outgrows the cache: the newest are preempted and recomputed
         assert result.summary.preempted > 0 and result.summary.kv_use["p"] > 0.5
+        # the cache runs full: its peak is its capacity, less than a token a sequence short, and most of the
+        # busy time holds more than 90 % of it
+        p = result.summary.pools["p"]
+        assert p.kv_peak == pytest.approx(1.0, abs=28 / spec.kv_capacity_tokens) and p.kv_p95 >= 0.9
     else:
         assert result.summary.preempted == 0
 

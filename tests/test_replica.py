@@ -127,3 +127,17 @@ def test_what_a_router_reads_knows_only_the_predicted_lengths() -> None:
     ttft, e2e = rep.predict(1, PASS)
     assert ttft == pytest.approx(7 * PASS + PASS) and e2e == pytest.approx(ttft + 2 * PASS)
     assert math.isnan(rep.book.first[1]) and rep.book.phase[0] == DECODE
+
+
+def test_kv_peak_and_occupancy_are_counted_pass_by_pass() -> None:
+    rep = replica(budget=1000, kv_capacity=200)
+    send(rep, 0, 0.0, prompt=100, out=3)
+    send(rep, 1, 0.0, prompt=120, out=3)
+    send(rep, 2, 0.0, prompt=10, out=3)
+    run_until_idle(rep)
+    # request 0 alone: its prompt's 100 tokens reserved for the prefill pass (50 %), then 101 and 102 held over its
+    # two decode passes (a mean of 101.5: still 50 %); then 1 and 2 together: 130 for their prefill (65 %), and
+    # 132 and 134 over their two decode passes (a mean of 133: 66 %), ending at 136, the peak
+    assert rep.kv_peak == 136
+    assert {b: round(s, 6) for b, s in enumerate(rep.kv_hist) if s} == {50: 3 * PASS, 65: PASS, 66: 2 * PASS}
+    assert sum(rep.kv_hist) == pytest.approx(rep.busy)

@@ -14,7 +14,7 @@ from collections import deque
 
 from replay.book import DECODE, DONE, PREFILL, WAITING
 from replay.replica.schedule import Scheduler
-from replay.replica.state import INF
+from replay.replica.state import INF, KV_BINS
 from replay.step import passes_within, run_seconds
 
 
@@ -50,10 +50,15 @@ class Events(Scheduler):
         paused = self.prefill_only  # prompts alone: the decoders neither advance nor share the cost
         n_d = 0 if paused else len(self.decoding)
         self.wait_version = -1  # the run is being settled: what routers read is recomputed
-        self.kv_time += (self.kv_held + n_d * (j - 1) / 2.0) * dur
+        mean_held = self.kv_held + n_d * (j - 1) / 2.0
+        self.kv_time += mean_held * dur
+        if self.kv_capacity > 0:
+            self.kv_hist[min(int(mean_held * KV_BINS / self.kv_capacity), KV_BINS)] += dur
         if not paused:
             self.steps += j  # passes the decoders ran: their heap keys count these
         self.kv_held += n_d * j
+        if self.kv_held > self.kv_peak:  # the KV held only grows within a run: its end is its peak
+            self.kv_peak = self.kv_held
         tokens = self.run_tokens
         self.kv_read += tokens * j
         self.busy += dur

@@ -15,6 +15,7 @@ from replay.replica.cache import PrefixCache
 from replay.step import StepModel
 
 INF = float("inf")
+KV_BINS = 100  # the KV occupancy histogram's bins: whole percents of capacity
 
 
 class ReplicaState:
@@ -46,6 +47,8 @@ class ReplicaState:
         "key_stride",
         "kv_capacity",
         "kv_held",
+        "kv_hist",
+        "kv_peak",
         "kv_read",
         "kv_time",
         "loads",
@@ -132,6 +135,10 @@ class ReplicaState:
         self.cost_sum = 0.0                    # busy cost per token position, summed over passes
         self.busy = 0.0
         self.kv_time = 0.0                     # KV tokens held x seconds
+        self.kv_peak = 0                       # the most KV tokens held at once
+        # seconds busy at each whole percent of KV capacity held (a run's mean), 0..100: its high quantiles are
+        # what an operator sizing KV reads, where the window's mean hides them
+        self.kv_hist: list[float] = [0.0] * (KV_BINS + 1)
         self.span_start = 0.0
         self.spans: list[float] = []           # busy spans as start, end, start, end, ...
         self.on_done: Callable[[int, float], None] | None = None

@@ -166,7 +166,7 @@ def show(outcome: Outcome, path: str, registry: Registry) -> None:
     per_pool = pool_table(runs)
     st.dataframe(per_pool, hide_index=True, width="stretch", height=charts.table_height(per_pool.height),
                  column_config={c: st.column_config.NumberColumn(format="percent")
-                                for c in ("utilization", "KV use", "share")})
+                                for c in ("utilization", "KV use", "KV p95", "KV peak", "share")})
     gap = w.oracle_gap()
     if gap is not None:
         st.markdown(f"**Oracle gap**: what knowing every request's output length would change for "
@@ -226,13 +226,15 @@ def gap_table(gap: dict[str, Any]) -> pl.DataFrame:
 
 
 def pool_table(runs: list[tuple[str, Summary]]) -> pl.DataFrame:
-    """Per pool and run: requests, share of the requests, utilization, KV use, busy cost."""
+    """Per pool and run: requests, share of the requests, utilization, KV use (mean, p95 of replica time, peak),
+    busy cost."""
     rows = []
     for name, s in runs:
         for pool, p in s.pools.items():
             rows.append({"run": name, "pool": pool, "requests": p.requests,
                          "share": p.requests / s.requests if s.requests else 0.0, "utilization": p.utilization,
-                         "KV use": p.kv_use, "busy cost": _money(p.busy_cost_usd),
+                         "KV use": p.kv_use, "KV p95": p.kv_p95, "KV peak": p.kv_peak,
+                         "busy cost": _money(p.busy_cost_usd),
                          "provisioned cost": _money(p.provisioned_cost_usd), "TTFT p99": _secs(p.ttft_p99)})
     return pl.DataFrame(rows)
 
