@@ -22,7 +22,7 @@ from replay.candidate import Candidate
 from replay.gate import Gate, Verdict
 from replay.predictors import ORACLE_NOTE
 from replay.series import bucket_ms, latency_cdf, pool_timeline
-from replay.summary import Summary
+from replay.summary import REUSE_SAID, Summary
 from replay.whatif import OVERFLOW_SAID, WhatIf, fmt_ms, fmt_s, overflow_said, predictor_said, run_whatif
 
 RESULT_KEY = "wi.result"
@@ -166,7 +166,8 @@ def show(outcome: Outcome, path: str, registry: Registry) -> None:
     per_pool = pool_table(runs)
     st.dataframe(per_pool, hide_index=True, width="stretch", height=charts.table_height(per_pool.height),
                  column_config={c: st.column_config.NumberColumn(format="percent")
-                                for c in ("utilization", "KV use", "share")})
+                                for c in ("utilization", "KV use", "share", "prefix reuse")})
+    st.caption(reuse_line(runs))
     gap = w.oracle_gap()
     if gap is not None:
         st.markdown(f"**Oracle gap**: what knowing every request's output length would change for "
@@ -175,6 +176,13 @@ def show(outcome: Outcome, path: str, registry: Registry) -> None:
     _charts(w, [p.id for p in registry.pools])
     _downloads(outcome)
     _save(outcome, path)
+
+
+def reuse_line(runs: list[tuple[str, Summary]]) -> str:
+    """How each run's prefix reuse was obtained, and its share of the prompt tokens."""
+    parts = [f"{name}: {'-' if s.reuse is None else format(s.reuse, '.1%')} of prompt tokens, "
+             f"{REUSE_SAID[s.reuse_source]}" for name, s in runs if s.reuse_source in REUSE_SAID]
+    return "Prefix reuse, " + "; ".join(parts) + "."
 
 
 def oracle_warning(runs: list[tuple[str, Summary]], gap: bool) -> None:
@@ -233,7 +241,9 @@ def pool_table(runs: list[tuple[str, Summary]]) -> pl.DataFrame:
             rows.append({"run": name, "pool": pool, "requests": p.requests,
                          "share": p.requests / s.requests if s.requests else 0.0, "utilization": p.utilization,
                          "KV use": p.kv_use, "busy cost": _money(p.busy_cost_usd),
-                         "provisioned cost": _money(p.provisioned_cost_usd), "TTFT p99": _secs(p.ttft_p99)})
+                         "provisioned cost": _money(p.provisioned_cost_usd), "TTFT p99": _secs(p.ttft_p99),
+                         "prefix reuse": p.reuse, "blocks evicted": p.blocks_evicted,
+                         "TTFT saved": _secs(p.ttft_saved_s), "busy cost saved": _money(p.busy_cost_saved_usd)})
     return pl.DataFrame(rows)
 
 
