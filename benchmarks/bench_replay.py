@@ -207,7 +207,7 @@ def bench_replay(n: int, rate: float) -> None:
     report("replay with every step term on, best of 2", n / shaped_s, "req/s", speed, "of the plain fleet's")
     for block in (512, 64):  # Mooncake's block size, and one giving Mooncake's count of blocks per request
         blocked = with_blocks(frame, block)
-        per = blocked["hash_ids"].list.len().mean()
+        per = blocked["hash_ids"].list.len().sum() / max(n, 1)
         blocks_s, b_result = timed(lambda: run_replay(cand, blocked, reg, 0), repeat=2)  # noqa: B023
         report(f"with {block}-token prefix blocks on every request ({per:.1f} a request), best of 2 (target: half)",
                n / blocks_s, "req/s", speed, "of the blockless run's")

@@ -151,7 +151,8 @@ def test_prefix_cache_hit_ratio_from_vllm_counters_and_sglang_rate() -> None:
     ('vllm:prefix_cache_hits_total{model_name="m"} 3\n',
      "vllm:prefix_cache_hits_total feeds only serving.prefix_cache.hit_ratio, which also needs "
      "vllm:prefix_cache_queries_total at the same time"),
-    ('sglang:cache_hit_rate{model_name="q"} 1.5\n', "value 1.5 is above the valid maximum 1.0 of sglang:cache_hit_rate"),
+    ('sglang:cache_hit_rate{model_name="q"} 1.5\n',
+     "value 1.5 is above the valid maximum 1.0 of sglang:cache_hit_rate"),
 ])
 def test_a_hit_ratio_without_a_value_is_rejected(text: str, reason: str) -> None:
     out, _ = normalize(text, node="n1")
