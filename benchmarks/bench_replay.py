@@ -1,5 +1,6 @@
 """Replay speed: 1M requests over 6 pools with sla_cost on one core, against the slot model the replay used
-before continuous batching (kept here only as the baseline), and a 32-candidate sweep on 2 workers against 1.
+before continuous batching (kept here only as the baseline), the same traffic with prefix blocks on every request
+(conversations, as Mooncake's trace has them) against it without, and a 32-candidate sweep on 2 workers against 1.
 
 Run: .venv/bin/python -m benchmarks.bench_replay [--requests N] [--rate R] [--sweep-requests N] [--no-sweep]
 """
@@ -86,6 +87,30 @@ def traffic(n: int, rate: float, seed: int = 1) -> pl.DataFrame:
         "in_tokens": np.clip(rng.lognormal(6.7, 0.9, n), 2, 14000).astype(np.int64),
         "out_tokens": np.clip(rng.lognormal(4.9, 0.9, n), 1, 1000).astype(np.int64),
     })
+
+
+def with_blocks(frame: pl.DataFrame, block: int, seed: int = 2) -> pl.DataFrame:
+    """The traffic with prefix blocks on every request, structured as Mooncake's conversations: each request belongs
+    to a session (4 requests one on average, its turns spread through the trace) and resends the session's
+    conversation so far, its later blocks new; hash_ids covers its whole prompt, ceil(in_tokens / block) blocks."""
+    rng = np.random.default_rng(seed)
+    n = frame.height
+    session = rng.integers(0, max(n // 4, 1), n).tolist()
+    convo: dict[int, list[int]] = {}
+    ids: list[list[int]] = []
+    fresh = 0
+    for s, tokens in zip(session, frame["in_tokens"].to_list(), strict=True):
+        need = -(-tokens // block)
+        have = convo.get(s, [])
+        shared = have[:need]
+        extra = list(range(fresh, fresh + need - len(shared)))
+        fresh += len(extra)
+        mine = shared + extra
+        if len(mine) > len(have):
+            convo[s] = mine
+        ids.append(mine)
+    return frame.with_columns(pl.Series("hash_ids", ids, dtype=pl.List(pl.Int64)),
+                              pl.lit(block, pl.Int64).alias("block_tokens"))
 
 
 def slot_model(frame: pl.DataFrame, reg: Registry, cand: Candidate) -> tuple[float, int]:
@@ -180,6 +205,14 @@ def bench_replay(n: int, rate: float) -> None:
     report("replay run_replay, best of 2 (target 100,000)", speed, "req/s", slot_rate, "of the slot model")
     report("slot model (previous engine), best of 2", slot_rate, "req/s")
     report("replay with every step term on, best of 2", n / shaped_s, "req/s", speed, "of the plain fleet's")
+    for block in (512, 64):  # Mooncake's block size, and one giving Mooncake's count of blocks per request
+        blocked = with_blocks(frame, block)
+        per = blocked["hash_ids"].list.len().sum() / max(n, 1)
+        blocks_s, b_result = timed(lambda: run_replay(cand, blocked, reg, 0), repeat=2)  # noqa: B023
+        report(f"with {block}-token prefix blocks on every request ({per:.1f} a request), best of 2 (target: half)",
+               n / blocks_s, "req/s", speed, "of the blockless run's")
+        print(f"  prefix reuse {b_result.summary.reuse:.1%}, blocks evicted "
+              f"{sum(p.blocks_evicted for p in b_result.summary.pools.values()):,}", flush=True)
     if native.status().startswith("compiled"):
         pure, pure_terms = pure_python_rates(n, rate)
         report("the same as pure Python, best of 2", pure, "req/s")

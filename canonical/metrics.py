@@ -46,6 +46,9 @@ GENERATED_TOKENS = "serving.tokens.generated"
 RUNNING = "serving.requests.running"
 WAITING = "serving.requests.waiting"
 KV_USAGE = "serving.kv_cache.usage"
+# prompt tokens served from the prefix cache over prompt tokens looked up: vLLM's hits over queries counters (since
+# the engine started), SGLang's cache hit rate (over its recent batches)
+PREFIX_CACHE_HIT = "serving.prefix_cache.hit_ratio"
 
 # Units and kinds from the design's canonical schema table.
 METRICS: dict[str, Canonical] = {c.name: c for c in (
@@ -69,6 +72,7 @@ METRICS: dict[str, Canonical] = {c.name: c for c in (
     Canonical(RUNNING, "count", "gauge"),
     Canonical(WAITING, "count", "gauge"),
     Canonical(KV_USAGE, "ratio", "gauge"),
+    Canonical(PREFIX_CACHE_HIT, "ratio", "gauge"),
 )}
 
 ERRORS_METRIC = ERRORS

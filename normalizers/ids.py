@@ -144,7 +144,8 @@ class Ids:
         return self._cache["canonical"]
 
     def derived_frame(self) -> pl.DataFrame:
-        """Per derived group: how many distinct inputs it needs and the unit factor of their sum."""
+        """Per derived group: how many distinct inputs it needs, the unit factor of their sum and whether it is the
+        ratio of its first input to its second instead."""
         if "derived" not in self._cache:
             self._cache["derived"] = self._derived_frame()
         return self._cache["derived"]
@@ -153,7 +154,8 @@ class Ids:
         dids = list(self.derived)
         return pl.DataFrame({"did": pl.Series(dids, dtype=pl.UInt32),
                              "need": pl.Series([len(self.derived[d].names) for d in dids], dtype=pl.UInt32),
-                             "factor": [self.derived[d].derived.factor for d in dids]},
+                             "factor": [self.derived[d].derived.factor for d in dids],
+                             "ratio": pl.Series([self.derived[d].derived.ratio for d in dids], dtype=pl.Boolean)},
                             schema_overrides={"factor": pl.Float64})
 
     def missing_text(self, did: int, sid: int, present: list[int]) -> str:

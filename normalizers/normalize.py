@@ -264,15 +264,29 @@ def _derived(good: pl.DataFrame, ids: Ids) -> tuple[pl.DataFrame, pl.DataFrame]:
         return empty, pl.DataFrame(schema=REJECT_SCHEMA)
     summed = inputs.group_by("did", "ts").agg(
         pl.col("value").sum().alias("total"), pl.col("inp").n_unique().alias("have"),
-        pl.col("consumed").sum().cast(pl.Int64).alias("n_src"))
+        pl.col("consumed").sum().cast(pl.Int64).alias("n_src"),
+        pl.col("value").filter(pl.col("inp") == 0).sum().alias("num"),
+        pl.col("value").filter(pl.col("inp") == 1).sum().alias("den"))
     info = ids.derived_frame()
     summed = summed.join(info, on="did", how="left")
-    complete = summed.filter(pl.col("have") == pl.col("need")).select(
-        "ts", pl.col("did").alias("cid"), (pl.col("total") * pl.col("factor")).alias("value"), "n_src")
+    # a ratio over nothing (no prefix-cache query yet) has no value: its inputs are rejected, never a number
+    undefined = pl.col("ratio") & (pl.col("den") <= 0)
+    complete = summed.filter((pl.col("have") == pl.col("need")) & ~undefined).select(
+        "ts", pl.col("did").alias("cid"),
+        (pl.when(pl.col("ratio")).then(pl.col("num") / pl.col("den")).otherwise(pl.col("total"))
+         * pl.col("factor")).alias("value"), "n_src")
     partial = summed.filter(pl.col("have") != pl.col("need")).select("did", "ts")
-    if partial.height == 0:
-        return complete, pl.DataFrame(schema=REJECT_SCHEMA)
-    return complete, _derived_leftovers(inputs.join(partial, on=["did", "ts"], how="semi"), ids)
+    empty = summed.filter((pl.col("have") == pl.col("need")) & undefined).select("did", "ts")
+    rejects = [pl.DataFrame(schema=REJECT_SCHEMA)]
+    if partial.height:
+        rejects.append(_derived_leftovers(inputs.join(partial, on=["did", "ts"], how="semi"), ids))
+    if empty.height:
+        left = inputs.join(empty, on=["did", "ts"], how="semi").filter(pl.col("consumed"))
+        reasons = [f"{ids.derived[did].derived.metric} is a ratio over {ids.derived[did].names[1]} = 0: no value yet"
+                   for did in left.get_column("did").to_list()]
+        rejects.append(records(left.join(ids.text_frame(), on="sid", how="left").with_columns(
+            reason=pl.Series(reasons, dtype=pl.String))))
+    return complete, pl.concat(rejects) if len(rejects) > 1 else rejects[0]
 
 
 def _derived_leftovers(waiting: pl.DataFrame, ids: Ids) -> pl.DataFrame:

@@ -20,11 +20,12 @@ from streamlit.testing.v1 import AppTest
 
 from app.cli import main
 from app.console.whatif.results import RESULT_KEY, Outcome
+from collectors.pipeline import IngestOptions, ingest_exposition
 from pool_registry import Registry
 from replay import Candidate, PoolOverride, SlaTier, closed_loop, default_requests, load_candidate_text, run_replay
 from replay.fleet import PoolSpec, resolve_pools
 from replay.summary import Summary
-from store import ENV_DB, connect, require_registry
+from store import ENV_DB, Held, connect, require_registry
 from store.replay_runs import get_replay_run
 from store.requests import read_history, read_requests
 from store.views.faults import telemetry_for
@@ -461,3 +462,36 @@ def test_a_table_predictor_round_trips_through_the_form(demo_db: Path, monkeypat
     body = yaml.safe_load(text)
     assert body["predictor"] == {"name": "table", "tiers": {"premium": 120}, "default": 300}
     assert not [e.value for e in at.error]
+
+
+def test_the_pool_table_sets_observed_reuse_beside_the_replayed(db: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The h100-a engines reported 300 of 1,200 prompt tokens found in their prefix cache while the traffic arrived:
+    the page shows 0.25 beside what the replay gives (the demo trace has no blocks: its recorded reuse, and it says
+    so)."""
+    start, end, _ = last_hour(db)
+    at_ms = start + 600_000
+    text = (f'vllm:prefix_cache_hits_total{{model_name="m",engine="0"}} 300 {at_ms}\n'
+            f'vllm:prefix_cache_queries_total{{model_name="m",engine="0"}} 1200 {at_ms}\n').encode()
+    con = connect(db)
+    try:
+        report = ingest_exposition(Held(con), iter([text]), kind="file", source="engine.prom",
+                                   options=IngestOptions(pool="h100-a", node="h100-a-engine"), clock=lambda: end / 1000)
+    finally:
+        con.close()
+    assert report.counts.stored == 2
+    at = edit_and_run(open_page(db, monkeypatch))
+    outcome: Outcome = at.session_state[RESULT_KEY]
+    assert outcome.observed_reuse == {"h100-a": 0.25}
+    pools = at.dataframe[1].value
+    mine = pools[(pools["run"] == "candidate")]
+    s = outcome.whatif.summary
+    shown = dict(zip(mine["pool"], mine["prefix reuse"], strict=True))
+    assert {k: None if pd_isna(v) else v for k, v in shown.items()} == {k: p.reuse for k, p in s.pools.items()}
+    observed = dict(zip(mine["pool"], mine["observed reuse"], strict=True))
+    assert observed["h100-a"] == 0.25 and all(pd_isna(v) for k, v in observed.items() if k != "h100-a")
+    assert s.reuse_source == "recorded"
+    assert any("taken as the trace recorded it" in c.value for c in at.caption)
+
+
+def pd_isna(value: object) -> bool:
+    return value is None or value != value

@@ -132,6 +132,34 @@ def test_serving_names_outcomes_and_companions() -> None:
                             "'vllm:request_success', not a sample"]
 
 
+def test_prefix_cache_hit_ratio_from_vllm_counters_and_sglang_rate() -> None:
+    # vLLM counts tokens: 300 of the 1,200 prompt tokens it looked up were cached, a ratio of 0.25
+    text = ('vllm:prefix_cache_hits_total{model_name="llama",engine="0"} 300\n'
+            'vllm:prefix_cache_queries_total{model_name="llama",engine="0"} 1200\n'
+            'vllm:prefix_cache_hits_created{model_name="llama",engine="0"} 1.7e9\n'
+            'sglang:cache_hit_rate{model_name="q"} 0.4\n')
+    out, reads = normalize(text, node="n1")
+    assert value(out, "serving.prefix_cache.hit_ratio", device="", model="llama", engine="0") == 0.25
+    assert value(out, "serving.prefix_cache.hit_ratio", device="", model="q") == 0.4
+    assert (reads, out.ignored, out.rejects.height) == (4, 1, 0)
+
+
+@pytest.mark.parametrize(("text", "reason"), [
+    # nothing looked up yet: 0 / 0 is no ratio, and a sample never becomes a number it is not
+    ('vllm:prefix_cache_hits_total{model_name="m"} 0\nvllm:prefix_cache_queries_total{model_name="m"} 0\n',
+     "serving.prefix_cache.hit_ratio is a ratio over vllm:prefix_cache_queries_total = 0: no value yet"),
+    ('vllm:prefix_cache_hits_total{model_name="m"} 3\n',
+     "vllm:prefix_cache_hits_total feeds only serving.prefix_cache.hit_ratio, which also needs "
+     "vllm:prefix_cache_queries_total at the same time"),
+    ('sglang:cache_hit_rate{model_name="q"} 1.5\n',
+     "value 1.5 is above the valid maximum 1.0 of sglang:cache_hit_rate"),
+])
+def test_a_hit_ratio_without_a_value_is_rejected(text: str, reason: str) -> None:
+    out, _ = normalize(text, node="n1")
+    assert out.samples.filter(pl.col("metric") == "serving.prefix_cache.hit_ratio").height == 0
+    assert set(reasons(out)) == {reason}
+
+
 BAD_VALUES = [
     ('DCGM_FI_DEV_MEMORY_TEMP{gpu="0",Hostname="n"} 9223372036854775794', "DCGM blank value (no data)"),
     ('DCGM_FI_DEV_GPU_UTIL{gpu="0",Hostname="n"} NaN', "value is NaN"),

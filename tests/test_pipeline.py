@@ -62,7 +62,7 @@ def test_every_corpus_sample_ingests(con: duckdb.DuckDBPyConnection, corpus: Pat
                       "mind-cluster-docs_example_exposition": 9,
                       "dcgm-real_world_exposition_samples": 15,
                       "furiosa-readme_exposition_example": 0,   # no shipped profile: every sample rejected
-                      "sglang-docs_references_production_metrics_example": 67,
+                      "sglang-docs_references_production_metrics_example": 68,
                       "triton-tensorrtllm_backend_readme_metrics_example": 1,
                       "triton-triton_docs_summary_example": 1,
                       # the docs' TTFT histogram is elided (no +Inf bucket): rejected whole, with the reason
@@ -75,10 +75,10 @@ def test_every_corpus_sample_ingests(con: duckdb.DuckDBPyConnection, corpus: Pat
                        "mind-cluster-collector_testdata_prometheus_metrics2": 2,
                        "mind-cluster-docs_example_exposition": 2,
                        "dcgm-real_world_exposition_samples": 2,
-                       "sglang-docs_references_production_metrics_example": 24,
+                       "sglang-docs_references_production_metrics_example": 23,
                        "triton-tensorrtllm_backend_readme_metrics_example": 8,
                        "triton-triton_docs_summary_example": 8,
-                       "vllm-real_world_exposition_samples": 9}
+                       "vllm-real_world_exposition_samples": 8}
     assert con.execute("SELECT count(*) FROM rejects WHERE reason LIKE '%gpu_free_vram%' OR reason LIKE "
                        "'%sglang:func_latency%' OR reason LIKE '%machine_card_nums%'").fetchall() == [(0,)]
 
@@ -103,6 +103,11 @@ def test_every_corpus_sample_ingests(con: duckdb.DuckDBPyConnection, corpus: Pat
     assert con.execute("SELECT count(*) FROM rejects WHERE reason LIKE 'invalid histogram: no le=\"+Inf\" bucket%'"
                        ).fetchall() == [(10,)]
     assert val("serving.tokens.prompt", sglang, model=llama) == 8128902
+    assert val("serving.prefix_cache.hit_ratio", sglang, model=llama) == 0.007507552643049313
+    # the vLLM sample has the prefix-cache queries but not the hits (0.9's name): no ratio, and the reason says why
+    assert con.execute("SELECT count(*) FROM rejects WHERE reason = 'vllm:prefix_cache_queries_total feeds only "
+                       "serving.prefix_cache.hit_ratio, which also needs vllm:prefix_cache_hits_total at the same "
+                       "time'").fetchall() == [(1,)]
     assert val("serving.time_to_first_token", sglang, model=llama, stat="sum") == 2.3518979474117756e+06
     assert val("serving.requests", "triton-triton_docs_summary_example", model="my_model", model_version="1",
                outcome="ok") == 161

@@ -52,6 +52,10 @@ def test_unit_factors_of_the_shipped_profiles() -> None:
      "errors.tiny_ecc: a counter needs 'code'"),
     (GOOD + "derived:\n  - {metric: accelerator.memory.total, sum: [a], unit: MiB}\n", 7,
      "derived[0].sum: expected at least two source metrics"),
+    (GOOD + "derived:\n  - {metric: serving.prefix_cache.hit_ratio, ratio: [a, b, c], unit: ratio}\n", 7,
+     "derived[0].ratio: expected two source metrics: the numerator, then the denominator"),
+    (GOOD + "derived:\n  - {metric: serving.prefix_cache.hit_ratio, ratio: [a, b], sum: [a, b], unit: ratio}\n", 7,
+     "derived[0].sum: unknown key 'sum'"),
     (GOOD.replace("min: 0,", "labels: {gpu: le},"), 5, "attribute 'le' is written by the normalizer itself"),
     ("profile: Bad Name\ndetect: [x]\nmetrics: {}\n", 1, "bad profile name 'Bad Name'"),
 ])

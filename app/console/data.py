@@ -20,7 +20,20 @@ from status.evaluate import Facts, warning_temperatures
 from status.rules import load_rules
 from store import StoreError, latest_registry, replay_runs
 from store import requests as stored
-from store.views import cost, coverage, drift, export, faults, fleet, health, markers, reliability, runs, versions
+from store.views import (
+    cost,
+    coverage,
+    drift,
+    export,
+    faults,
+    fleet,
+    health,
+    markers,
+    reliability,
+    reuse,
+    runs,
+    versions,
+)
 from store.views.window import Window, data_span
 
 
@@ -222,6 +235,20 @@ def _fault_telemetry(con: duckdb.DuckDBPyConnection, first: int | None, last: in
 def fault_telemetry(path: str, first: int | None, last: int | None, days: float) -> pl.DataFrame:
     """Each pool's failures and throttling before the replayed traffic, as `hetpool replay run` reads them."""
     result: pl.DataFrame = read(_fault_telemetry, path, (first, last, days))
+    return result
+
+
+def _observed_reuse(con: duckdb.DuckDBPyConnection, first: int | None, last: int | None) -> dict[str, float]:
+    if first is None or last is None:
+        return {}
+    rows = reuse.observed_reuse(con, Window(first, last + 1))
+    return dict(zip(rows["pool"].to_list(), rows["observed_reuse"].to_list(), strict=True)) if rows.height else {}
+
+
+def observed_reuse(path: str, first: int | None, last: int | None) -> dict[str, float]:
+    """Each pool's prefix-cache hit ratio its engines reported while the replayed traffic arrived (pool -> ratio;
+    a pool whose engines report none is absent)."""
+    result: dict[str, float] = read(_observed_reuse, path, (first, last))
     return result
 
 

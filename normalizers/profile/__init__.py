@@ -66,13 +66,15 @@ class MetricMap:
 
 @dataclass(frozen=True)
 class Derived:
-    """A canonical metric computed as the sum of several source metrics at the same instant."""
+    """A canonical metric computed from several source metrics at the same instant: their sum, or (`ratio`) the first
+    over the second (vLLM's prefix-cache hits over its queries)."""
 
     metric: str
     unit: str
     factor: float
     inputs: tuple[str, ...]
     scope: str = DEVICE
+    ratio: bool = False
 
 
 @dataclass(frozen=True)

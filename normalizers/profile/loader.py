@@ -235,13 +235,17 @@ def _derive(r: Reader, path: str, attribute: str, node: Node) -> Derive:
 
 
 def _derived(r: Reader, path: str, node: Node) -> Derived:
-    f = r.mapping(node, path, required=("metric", "sum", "unit"), optional=("scope",))
+    ratio = isinstance(node, MappingNode) and any(k.value == "ratio" for k, _ in node.value)
+    op = "ratio" if ratio else "sum"
+    f = r.mapping(node, path, required=("metric", op, "unit"), optional=("scope",))
     metric = _canonical(r, f.get("metric"), f"{path}.metric")
     unit, mult = _unit(r, f.get("unit"), f"{path}.unit", metric)
-    inputs = r.optional(f, "sum", path, r.string_list, _NO_NAMES)
+    inputs = r.optional(f, op, path, r.string_list, _NO_NAMES)
+    if ratio and len(inputs) != 2:
+        r.fail(f["ratio"], f"{path}.ratio", "expected two source metrics: the numerator, then the denominator")
     if "sum" in f and len(inputs) < 2:
         r.fail(f["sum"], f"{path}.sum", "expected at least two source metrics to add up")
-    return Derived(metric=metric, unit=unit, factor=mult, inputs=inputs, scope=_scope(r, f, path))
+    return Derived(metric=metric, unit=unit, factor=mult, inputs=inputs, scope=_scope(r, f, path), ratio=ratio)
 
 
 def _scope(r: Reader, f: dict[str, Node], path: str) -> str:

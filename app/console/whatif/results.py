@@ -7,7 +7,7 @@ import dataclasses
 import io
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import polars as pl
@@ -22,7 +22,7 @@ from replay.candidate import Candidate
 from replay.gate import Gate, Verdict
 from replay.predictors import ORACLE_NOTE
 from replay.series import bucket_ms, latency_cdf, pool_timeline
-from replay.summary import Summary
+from replay.summary import REUSE_SAID, Summary
 from replay.whatif import OVERFLOW_SAID, WhatIf, fmt_ms, fmt_s, overflow_said, predictor_said, run_whatif
 
 RESULT_KEY = "wi.result"
@@ -38,6 +38,7 @@ class Outcome:
     whatif: WhatIf
     candidate_yaml: str
     seconds: float
+    observed_reuse: dict[str, float] = field(default_factory=dict)  # per pool, the hit ratio its engines reported
 
 
 def run(pick: Pick, candidate: Candidate, candidate_yaml: str, registry: Registry, baseline: Candidate | None,
@@ -56,6 +57,7 @@ def run(pick: Pick, candidate: Candidate, candidate_yaml: str, registry: Registr
             if candidate.faults.mode != "off":
                 traffic = dataclasses.replace(traffic, telemetry=data.fault_telemetry(
                     cache.db_path(), traffic.first_ms, traffic.last_ms, candidate.faults.window_days))
+            observed = data.observed_reuse(cache.db_path(), traffic.first_ms, traffic.last_ms)
             for note in traffic.notes:
                 st.caption(note)
             whatif = run_whatif(candidate, traffic, registry, baseline=baseline, gate=gate, seed=seed,
@@ -67,7 +69,7 @@ def run(pick: Pick, candidate: Candidate, candidate_yaml: str, registry: Registr
         seconds = time.monotonic() - started
         status.update(label=f"Replayed {traffic.frame.height:,} requests in {seconds:.1f} s", state="complete",
                       expanded=False)
-    st.session_state[RESULT_KEY] = Outcome(whatif, candidate_yaml, seconds)
+    st.session_state[RESULT_KEY] = Outcome(whatif, candidate_yaml, seconds, observed)
     st.session_state.pop("wi.saved_as", None)
 
 
@@ -163,10 +165,12 @@ def show(outcome: Outcome, path: str, registry: Registry) -> None:
     if line:
         missed = any(s.retries_missed_sla for _, s in runs)
         (st.warning if missed else st.caption)(line)
-    per_pool = pool_table(runs)
+    per_pool = pool_table(runs, outcome.observed_reuse)
     st.dataframe(per_pool, hide_index=True, width="stretch", height=charts.table_height(per_pool.height),
                  column_config={c: st.column_config.NumberColumn(format="percent")
-                                for c in ("utilization", "KV use", "KV p95", "KV peak", "share")})
+                                for c in ("utilization", "KV use", "KV p95", "KV peak", "share", "prefix reuse",
+                                          "observed reuse")})
+    st.caption(reuse_line(runs))
     gap = w.oracle_gap()
     if gap is not None:
         st.markdown(f"**Oracle gap**: what knowing every request's output length would change for "
@@ -175,6 +179,13 @@ def show(outcome: Outcome, path: str, registry: Registry) -> None:
     _charts(w, [p.id for p in registry.pools])
     _downloads(outcome)
     _save(outcome, path)
+
+
+def reuse_line(runs: list[tuple[str, Summary]]) -> str:
+    """How each run's prefix reuse was obtained, and its share of the prompt tokens."""
+    parts = [f"{name}: {'-' if s.reuse is None else format(s.reuse, '.1%')} of prompt tokens, "
+             f"{REUSE_SAID[s.reuse_source]}" for name, s in runs if s.reuse_source in REUSE_SAID]
+    return "Prefix reuse, " + "; ".join(parts) + "."
 
 
 def oracle_warning(runs: list[tuple[str, Summary]], gap: bool) -> None:
@@ -225,9 +236,9 @@ def gap_table(gap: dict[str, Any]) -> pl.DataFrame:
                    change(viol["change_pts"], " points")]})
 
 
-def pool_table(runs: list[tuple[str, Summary]]) -> pl.DataFrame:
+def pool_table(runs: list[tuple[str, Summary]], observed: dict[str, float] | None = None) -> pl.DataFrame:
     """Per pool and run: requests, share of the requests, utilization, KV use (mean, p95 of replica time, peak),
-    busy cost."""
+    busy cost, prefix reuse replayed and (where its engines report it) observed, and what reuse saved."""
     rows = []
     for name, s in runs:
         for pool, p in s.pools.items():
@@ -235,7 +246,10 @@ def pool_table(runs: list[tuple[str, Summary]]) -> pl.DataFrame:
                          "share": p.requests / s.requests if s.requests else 0.0, "utilization": p.utilization,
                          "KV use": p.kv_use, "KV p95": p.kv_p95, "KV peak": p.kv_peak,
                          "busy cost": _money(p.busy_cost_usd),
-                         "provisioned cost": _money(p.provisioned_cost_usd), "TTFT p99": _secs(p.ttft_p99)})
+                         "provisioned cost": _money(p.provisioned_cost_usd), "TTFT p99": _secs(p.ttft_p99),
+                         "prefix reuse": p.reuse, "observed reuse": (observed or {}).get(pool),
+                         "blocks evicted": p.blocks_evicted,
+                         "TTFT saved": _secs(p.ttft_saved_s), "busy cost saved": _money(p.busy_cost_saved_usd)})
     return pl.DataFrame(rows)
 
 
