@@ -7,8 +7,9 @@ import math
 import numpy as np
 import pytest
 
+from canonical.timeunits import DAY_MS
 from replay.exceptions import RunwayError
-from replay.runway.growth import DAY_MS, fit_growth, parse_growth
+from replay.runway.growth import fit_growth, parse_growth
 
 END_MS = 1_800_000_000_000 - 1_800_000_000_000 % DAY_MS  # a midnight
 SEASON = np.array([1.0, 1.05, 1.1, 1.08, 1.0, 0.55, 0.45])   # weekdays busy, the weekend quiet

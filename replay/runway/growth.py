@@ -24,9 +24,9 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
+from canonical.timeunits import DAY_MS
 from replay.exceptions import RunwayError
 
-DAY_MS = 86_400_000
 MIN_DAYS = 14                 # two weeks: the trend and the seven days of the week both identified
 CONFIDENCE = 0.95
 SUPPORT_FACTOR = 2.0          # the load band at the horizon may span at most a factor 2 either way
@@ -98,8 +98,13 @@ def given_growth(rate: float) -> Growth:
     return Growth(per_week=rate, low=rate, high=rate, method="given")
 
 
+def day_of(ms: int) -> dt.date:
+    """The UTC date of a moment in epoch milliseconds."""
+    return dt.datetime.fromtimestamp(ms / 1000, dt.UTC).date()
+
+
 def _day(ms: int) -> str:
-    return dt.datetime.fromtimestamp(ms / 1000, dt.UTC).date().isoformat()
+    return day_of(ms).isoformat()
 
 
 def _trend(y: np.ndarray, t_weeks: np.ndarray) -> tuple[float, float, int]:
