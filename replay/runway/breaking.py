@@ -36,7 +36,7 @@ from replay.runway.scale import ORIGIN, scaled, scaler
 Z = 1.96                                  # two-sided 95 %, as the growth's interval
 MONTH_S = 365.25 / 12 * 86_400            # an average month
 FLEET = ""                                # the growth key of requests observed on no pool
-ADD_STEPS = 8                             # replays spent finding the replicas to add
+ADD_STEPS = 5                             # replays spent finding enough replicas to add, doubling them
 Progress = Callable[[float, str], None]
 
 
@@ -184,7 +184,6 @@ def compute_runway(candidate: Candidate, window: pl.DataFrame, registry: Registr
         cache[key] = _Eval(rates, se, f)
         return cache[key]
 
-    now = evaluate(None)
     first, last = evaluate(0), evaluate(horizon_days)
     brackets: dict[str, tuple[int, int]] = {}
     for p in pools:
@@ -196,7 +195,7 @@ def compute_runway(candidate: Candidate, window: pl.DataFrame, registry: Registr
             break
         _, p = max(open_)
         lo, hi = brackets[p]
-        m = (lo + hi) // 2
+        m = _next_day(lo, hi, cache[(lo, ())].rates[p], cache[(hi, ())].rates[p], tolerance)
         e = evaluate(m)
         for q, (qlo, qhi) in brackets.items():
             if qlo < m < qhi:
@@ -236,19 +235,31 @@ def compute_runway(candidate: Candidate, window: pl.DataFrame, registry: Registr
         k = added.get(p) if p not in short else None
         cost = provisioned_cost(dataclasses.replace(specs[p], replicas=k), MONTH_S) if k else None
         if p in short:
-            notes.append(f"{added[p]} more replicas still miss the SLA at the horizon's load: more than that, or "
-                         "another pool, is needed")
+            notes.append(f"{added[p]} more replicas still leave it over the tolerance at the horizon's load: its "
+                         "requests miss their SLA for want of speed (a faster pool, or a looser tier), not only "
+                         "of replicas")
         elif k:
             notes.append(f"{k} more replica(s) of {specs[p].devices_per_replica} device(s) hold the SLA through "
                          f"the horizon, at ${cost:,.0f} a month")
         out.append(PoolRunway(
             pool=p, growth=g, breaks_on=today + dt.timedelta(days=day) if day is not None else None,
-            breaks_on_low=low, breaks_on_high=high, violation_rate_now=now.rates[p],
+            breaks_on_low=low, breaks_on_high=high, violation_rate_now=first.rates[p],
             replicas_to_add=k if day is not None else None, added_cost_per_month_usd=cost, notes=tuple(notes),
             curve=curve))
     span = (end_ms - start_ms) / DAY_MS
     replayed = f"{window.height:,} requests of the {span:.1f} days to {today} ({steps[0]} replays)"
     return Runway(today=today, horizon_weeks=horizon_weeks, tolerance=tolerance, replayed=replayed, pools=tuple(out))
+
+
+def _next_day(lo: int, hi: int, r_lo: float, r_hi: float, tolerance: float) -> int:
+    """The day to replay next inside (lo, hi): where the log of the rate, straight between the ends, meets the
+    tolerance (the rate climbs about exponentially with the load near it), kept an eighth of the bracket away
+    from its ends so a bent curve still halves it within a few steps; the middle when the low end saw none."""
+    if r_lo <= 0 or r_hi <= r_lo:
+        return (lo + hi) // 2
+    at = lo + (math.log(tolerance) - math.log(r_lo)) / (math.log(r_hi) - math.log(r_lo)) * (hi - lo)
+    margin = (hi - lo) / 8
+    return min(hi - 1, max(lo + 1, round(min(max(at, lo + margin), hi - margin))))
 
 
 def _origin_of(pool: str, growths: dict[str, Growth]) -> str:
@@ -303,8 +314,8 @@ def _replicas_to_add(evaluate: Callable[..., _Eval], breaking_day: dict[str, int
                      factors_at: Callable[[int | None], dict[str, float]], specs: dict[str, PoolSpec],
                      tolerance: float, origin: dict[str, str]) -> tuple[dict[str, int], list[str]]:
     """Replicas each breaking pool adds to hold the tolerance at the horizon's load: first as many as the load
-    grew beyond what the pool held, then more to the pools still over, a tenth at a time, then the fewest that
-    still hold by bisection; and the pools still over after ADD_STEPS replays."""
+    grew beyond what the pool held, then twice as many for the pools still over, then the fewest that still hold
+    by bisection; and the pools still over after ADD_STEPS replays or whose rate more replicas did not lower."""
     if not breaking_day:
         return {}, []
     end = factors_at(horizon_days)
@@ -313,13 +324,18 @@ def _replicas_to_add(evaluate: Callable[..., _Eval], breaking_day: dict[str, int
         held = factors_at(max(day - 1, 0) if day else None)[origin[p]]
         added[p] = max(1, math.ceil(specs[p].replicas * (end[origin[p]] / held - 1)))
     over: list[str] = []
+    before = evaluate(horizon_days).rates
     for step in range(ADD_STEPS):
         e = evaluate(horizon_days, added)
         over = [p for p in added if e.rates[p] > tolerance]
-        if not over or step == ADD_STEPS - 1:
+        # a pool whose rate barely moved with more replicas misses its SLA for want of speed, not of capacity
+        stuck = [p for p in over if e.rates[p] > 0.8 * before[p]]
+        if not over or step == ADD_STEPS - 1 or stuck:
+            over = over if not stuck else stuck + [p for p in over if p not in stuck]
             break
+        before = e.rates
         for p in over:
-            added[p] += max(1, math.ceil(0.1 * (specs[p].replicas + added[p])))
+            added[p] *= 2
     # then down: a pool's queue shares its servers better the more it has, so the load's ratio overshoots
     low = {p: 0 for p in added if p not in over}
     while any(added[p] - low[p] > 1 for p in low):
