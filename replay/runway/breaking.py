@@ -36,6 +36,7 @@ from replay.runway.scale import ORIGIN, scaled, scaler
 Z = 1.96                                  # two-sided 95 %, as the growth's interval
 MONTH_S = 365.25 / 12 * 86_400            # an average month
 FLEET = ""                                # the growth key of requests observed on no pool
+BATCHES = 7                               # spans of the window whose rates give the sampling error
 ADD_STEPS = 5                             # replays spent finding enough replicas to add, doubling them
 Progress = Callable[[float, str], None]
 
@@ -101,16 +102,18 @@ class _Eval:
     factors: dict[str, float]
 
 
-def pool_rates(requests: pl.DataFrame, origin: np.ndarray, pools: list[str], start_ms: int
+def pool_rates(requests: pl.DataFrame, origin: np.ndarray, pools: list[str], start_ms: int, end_ms: int
                ) -> tuple[dict[str, float], dict[str, float]]:
     """Each pool's SLA violation rate over the requests routed to it plus those rejected that came from it (or
-    from no known pool), and its standard error from the spread between the window's days (batch means)."""
+    from no known pool), and its standard error from the spread between seven equal spans of the window (batch
+    means: a day each of a week)."""
     routed = requests["pool"].to_numpy()
     outcome = requests["outcome"].to_numpy()
     met = requests["sla_met"].fill_null(False).to_numpy()
     bad = (outcome != "served") | ~met
     rejected = outcome == "rejected"
-    day = (requests["arrival_ms"].to_numpy() - start_ms) // DAY_MS
+    day = np.clip((requests["arrival_ms"].to_numpy() - start_ms) * BATCHES // max(1, end_ms - start_ms), 0,
+                  BATCHES - 1)
     rates, errors = {}, {}
     for p in pools:
         mine = (routed == p) | (rejected & ((origin == p) | (origin == FLEET)))
@@ -180,7 +183,7 @@ def compute_runway(candidate: Candidate, window: pl.DataFrame, registry: Registr
             progress(min(0.95, steps[0] / 20), f"replay {steps[0]}: the window {what}")
         result = run_replay(cand, traffic, registry, seed, history, telemetry)
         origin = np.asarray(traffic[ORIGIN].to_numpy(), dtype=object)
-        rates, se = pool_rates(result.requests, origin, pools, start_ms)
+        rates, se = pool_rates(result.requests, origin, pools, start_ms, end_ms)
         cache[key] = _Eval(rates, se, f)
         return cache[key]
 
@@ -294,6 +297,8 @@ def _band(pool: str, origin: str, day: int, cache: dict[tuple[int | None, tuple[
         parts.append(f"the calibration's ±{(spread or 1) - 1:.0%} on the step time")
     else:
         parts.append("no calibration error (the candidate carries none)")
+    if not sampling:
+        parts.append("no sampling error (too few replays near the tolerance to measure the rate's slope)")
     half = math.hypot(sampling, calibration)
     rel = (end_ms - mid_ms) / WEEK_MS
 
@@ -324,16 +329,15 @@ def _replicas_to_add(evaluate: Callable[..., _Eval], breaking_day: dict[str, int
         held = factors_at(max(day - 1, 0) if day else None)[origin[p]]
         added[p] = max(1, math.ceil(specs[p].replicas * (end[origin[p]] / held - 1)))
     over: list[str] = []
-    before = evaluate(horizon_days).rates
+    unaided = evaluate(horizon_days).rates
     for step in range(ADD_STEPS):
         e = evaluate(horizon_days, added)
         over = [p for p in added if e.rates[p] > tolerance]
-        # a pool whose rate barely moved with more replicas misses its SLA for want of speed, not of capacity
-        stuck = [p for p in over if e.rates[p] > 0.8 * before[p]]
+        # a pool whose rate twice as many replicas barely moved misses its SLA for want of speed, not capacity
+        stuck = [p for p in over if step >= 1 and e.rates[p] > 0.8 * unaided[p]]
         if not over or step == ADD_STEPS - 1 or stuck:
-            over = over if not stuck else stuck + [p for p in over if p not in stuck]
+            over = stuck + [p for p in over if p not in stuck]
             break
-        before = e.rates
         for p in over:
             added[p] *= 2
     # then down: a pool's queue shares its servers better the more it has, so the load's ratio overshoots
