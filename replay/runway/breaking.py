@@ -36,6 +36,7 @@ from replay.runway.scale import ORIGIN, scaled, scaler
 Z = 1.96                                  # two-sided 95 %, as the growth's interval
 MONTH_S = 365.25 / 12 * 86_400            # an average month
 FLEET = ""                                # the growth key of requests observed on no pool
+MIN_REQUESTS = 200                        # a pool judged on fewer requests than this gets no date
 BATCHES = 7                               # spans of the window whose rates give the sampling error
 ADD_STEPS = 5                             # replays spent finding enough replicas to add, doubling them
 Progress = Callable[[float, str], None]
@@ -55,6 +56,7 @@ class PoolRunway:
     added_cost_per_month_usd: float | None
     notes: tuple[str, ...] = ()
     curve: tuple[tuple[int, float, float], ...] = ()   # evaluated (day from today, load factor, violation rate)
+    per_day: float = 0.0                               # requests a day of its growth's origin in the replayed window
 
     def data(self) -> dict[str, object]:
         """The JSON record of the pool."""
@@ -100,10 +102,11 @@ class _Eval:
     rates: dict[str, float]
     se: dict[str, float]
     factors: dict[str, float]
+    counts: dict[str, int]
 
 
 def pool_rates(requests: pl.DataFrame, origin: np.ndarray, pools: list[str], start_ms: int, end_ms: int
-               ) -> tuple[dict[str, float], dict[str, float]]:
+               ) -> tuple[dict[str, float], dict[str, float], dict[str, int]]:
     """Each pool's SLA violation rate over the requests routed to it plus those rejected that came from it (or
     from no known pool), and its standard error from the spread between seven equal spans of the window (batch
     means: a day each of a week)."""
@@ -114,12 +117,12 @@ def pool_rates(requests: pl.DataFrame, origin: np.ndarray, pools: list[str], sta
     rejected = outcome == "rejected"
     day = np.clip((requests["arrival_ms"].to_numpy() - start_ms) * BATCHES // max(1, end_ms - start_ms), 0,
                   BATCHES - 1)
-    rates, errors = {}, {}
+    rates, errors, counts = {}, {}, {}
     for p in pools:
         mine = (routed == p) | (rejected & ((origin == p) | (origin == FLEET)))
         n = int(mine.sum())
         rate = float(bad[mine].sum() / n) if n else 0.0
-        rates[p] = rate
+        rates[p], counts[p] = rate, n
         n_b = np.bincount(day[mine], minlength=1).astype(float)
         k_b = np.bincount(day[mine], weights=bad[mine].astype(float), minlength=n_b.size)
         full = n_b > 0
@@ -129,7 +132,7 @@ def pool_rates(requests: pl.DataFrame, origin: np.ndarray, pools: list[str], sta
             errors[p] = math.sqrt(float(dev @ dev) * b / (b - 1)) / float(n_b[full].sum())
         else:
             errors[p] = math.nan
-    return rates, errors
+    return rates, errors, counts
 
 
 def compute_runway(candidate: Candidate, window: pl.DataFrame, registry: Registry, growths: dict[str, Growth], *,
@@ -183,14 +186,16 @@ def compute_runway(candidate: Candidate, window: pl.DataFrame, registry: Registr
             progress(min(0.95, steps[0] / 20), f"replay {steps[0]}: the window {what}")
         result = run_replay(cand, traffic, registry, seed, history, telemetry)
         origin = np.asarray(traffic[ORIGIN].to_numpy(), dtype=object)
-        rates, se = pool_rates(result.requests, origin, pools, start_ms, end_ms)
-        cache[key] = _Eval(rates, se, f)
+        rates, se, counts = pool_rates(result.requests, origin, pools, start_ms, end_ms)
+        cache[key] = _Eval(rates, se, f, counts)
         return cache[key]
 
     first, last = evaluate(0), evaluate(horizon_days)
+    # a rate over a handful of requests is noise: such a pool is said to be so, never given a date
+    few = {p for p in pools if first.counts[p] < MIN_REQUESTS}
     brackets: dict[str, tuple[int, int]] = {}
     for p in pools:
-        if first.rates[p] <= tolerance < last.rates[p] and _grows(p, growths):
+        if first.rates[p] <= tolerance < last.rates[p] and _grows(p, growths) and p not in few:
             brackets[p] = (0, horizon_days)
     while True:
         open_ = [(hi - lo, p) for p, (lo, hi) in brackets.items() if hi - lo > 1]
@@ -206,6 +211,8 @@ def compute_runway(candidate: Candidate, window: pl.DataFrame, registry: Registr
     today = day_of(end_ms)
     breaking_day: dict[str, int] = {}
     for p in pools:
+        if p in few:
+            continue
         if first.rates[p] > tolerance:
             breaking_day[p] = 0
         elif p in brackets:
@@ -213,6 +220,7 @@ def compute_runway(candidate: Candidate, window: pl.DataFrame, registry: Registr
     added, short = _replicas_to_add(evaluate, breaking_day, horizon_days, factors_at, specs, tolerance,
                                     {p: _origin_of(p, growths) for p in pools})
     out = []
+    span = (end_ms - start_ms) / DAY_MS
     for p in pools:
         g = growths[_origin_of(p, growths)]
         curve = tuple(sorted((d, e.factors[_origin_of(p, growths)], e.rates[p])
@@ -222,7 +230,10 @@ def compute_runway(candidate: Candidate, window: pl.DataFrame, registry: Registr
             notes.append("no request names the pool it was served on: the fleet's growth applies to every pool")
         low = high = None
         day = breaking_day.get(p)
-        if day == 0:
+        if p in few:
+            notes.append(f"only {first.counts[p]} of the replayed requests reach it under this candidate at today's "
+                         f"load: too few (under {MIN_REQUESTS}) to tell a violation rate from noise, so no date")
+        elif day == 0:
             notes.append(f"already over the tolerance at today's load: {first.rates[p]:.2%} of its requests miss "
                          f"their SLA (limit {tolerance:.2%})")
             low = high = today
@@ -238,9 +249,9 @@ def compute_runway(candidate: Candidate, window: pl.DataFrame, registry: Registr
         k = added.get(p) if p not in short else None
         cost = provisioned_cost(dataclasses.replace(specs[p], replicas=k), MONTH_S) if k else None
         if p in short:
-            notes.append(f"{added[p]} more replicas still leave it over the tolerance at the horizon's load: its "
-                         "requests miss their SLA for want of speed (a faster pool, or a looser tier), not only "
-                         "of replicas")
+            notes.append(f"{added[p]} more replicas still leave it over the tolerance at the horizon's load under "
+                         "this candidate's routing: more replicas draw more of the fleet's traffic to it, or its "
+                         "requests miss their tier for want of speed; try the candidate's routing or tiers")
         elif k:
             notes.append(f"{k} more replica(s) of {specs[p].devices_per_replica} device(s) hold the SLA through "
                          f"the horizon, at ${cost:,.0f} a month")
@@ -248,8 +259,7 @@ def compute_runway(candidate: Candidate, window: pl.DataFrame, registry: Registr
             pool=p, growth=g, breaks_on=today + dt.timedelta(days=day) if day is not None else None,
             breaks_on_low=low, breaks_on_high=high, violation_rate_now=first.rates[p],
             replicas_to_add=k if day is not None else None, added_cost_per_month_usd=cost, notes=tuple(notes),
-            curve=curve))
-    span = (end_ms - start_ms) / DAY_MS
+            curve=curve, per_day=float((origins == _origin_of(p, growths)).sum()) / span))
     replayed = f"{window.height:,} requests of the {span:.1f} days to {today} ({steps[0]} replays)"
     return Runway(today=today, horizon_weeks=horizon_weeks, tolerance=tolerance, replayed=replayed, pools=tuple(out))
 

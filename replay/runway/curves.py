@@ -15,14 +15,15 @@ from replay.runway.growth import day_of
 
 def load_curve(runway: Runway, pool: PoolRunway) -> pl.DataFrame:
     """Per day (date): the requests observed (null ahead of today), and the trend at the growth with its low and
-    high ends, from the level of the last fitted week (whose days of the week average out) to the horizon."""
+    high ends, from the level of the last fitted week (whose days of the week average out), or with a given
+    growth from the replayed window's requests a day, to the horizon."""
     g = pool.growth
-    if not g.day_counts:
-        return pl.DataFrame(schema={"date": pl.Date, "observed": pl.Int64, "trend": pl.Float64, "low": pl.Float64,
-                                    "high": pl.Float64})
     days = [day_of(ms) for ms in g.day_starts_ms]
-    level = float(np.mean(g.day_counts[-7:]))
-    mid = days[-1] - dt.timedelta(days=3)         # the middle of the last fitted week
+    if days:
+        level = float(np.mean(g.day_counts[-7:]))
+        mid = days[-1] - dt.timedelta(days=3)     # the middle of the last fitted week
+    else:                                         # a given growth: from the replayed window's rate
+        level, mid = pool.per_day, runway.today
     ahead = [runway.today + dt.timedelta(days=k) for k in range(1, round(runway.horizon_weeks * 7) + 1)]
     every = days + ahead
     weeks = np.array([(d - mid).days / 7.0 for d in every])

@@ -42,8 +42,10 @@ def show(path: str, registry: Registry, candidate: Candidate | None) -> None:
     if stored.height:
         now = int(time.time() * 1000)
         st.markdown("**As stored** (Fleet health shows it; `hetpool serve` pages on it)")
-        st.dataframe(stored.select("pool", "breaks_on", "breaks_on_low", "breaks_on_high", "growth_per_week",
-                                   "candidate").with_columns(
+        st.dataframe(stored.select(
+            "pool", *(pl.col(c).cast(pl.String).fill_null("holds") for c in ("breaks_on", "breaks_on_low")),
+            pl.col("breaks_on_high").cast(pl.String).fill_null("–"),
+            (pl.col("growth_per_week") * 100).round(2).alias("growth %/week"), "candidate").with_columns(
             pl.Series("computed", [age_text(int(ms), now) for ms in stored["computed_ms"]])),
             hide_index=True, width="stretch")
     if candidate is None:
@@ -94,12 +96,18 @@ def _result(path: str, done: RunwayDone, candidate: str) -> None:
                 f"(to {runway.horizon_end}), at an SLA tolerance of {runway.tolerance:.2%}."
                 if broken else f"**Every pool holds its SLA through {runway.horizon_weeks:g} weeks** "
                                f"(to {runway.horizon_end}).")
-    st.dataframe(pl.DataFrame([p.data() for p in runway.pools]).drop("notes"), hide_index=True, width="stretch")
+    table = pl.DataFrame([p.data() for p in runway.pools]).drop("notes")
+    st.dataframe(table.with_columns(
+        *((pl.col(c) * 100).round(2).alias(c) for c in ("growth_per_week", "growth_low", "growth_high",
+                                                         "violation_rate_now"))).rename(
+        {"growth_per_week": "growth %/week", "growth_low": "low %", "growth_high": "high %",
+         "violation_rate_now": "violations now %", "added_cost_per_month_usd": "added $/month"}),
+        hide_index=True, width="stretch")
     for p in runway.pools:
         with st.container(border=True):
             st.markdown(f"**{p.pool}**: " + (f"breaks on {p.breaks_on} (between {p.breaks_on_low} and "
                                              f"{p.breaks_on_high or 'past the horizon'})" if p.breaks_on
-                                             else "holds through the horizon"))
+                                             else "no breaking date within the horizon"))
             c1, c2 = st.columns(2)
             with c1:
                 charts.show(whatif_charts.runway_load(load_curve(runway, p), {
