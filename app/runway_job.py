@@ -50,7 +50,8 @@ def compute_runway_job(store: Access, registry: Registry, candidate: Candidate, 
         telemetry = (telemetry_for(con, replay_start, end_ms - 1, candidate.faults.window_days)
                      if candidate.faults.mode != "off" else None)
     runway, notes = runway_of(candidate, requests, registry, ask, history_start_ms=int(row["first_ms"]),
-                              history=history, telemetry=telemetry, progress=progress)
+                              history=history, telemetry=telemetry, spreads=candidate.step_time_spread,
+                              progress=progress)
     computed_ms = int(clock() * 1000)
     if save:
         with store.write("runway") as con, transaction(con):

@@ -134,3 +134,19 @@ def test_scaling_thins_and_replicates_with_the_factor_as_mean_and_only_adds_with
     assert set(small["out_tokens"].to_list()) <= set(big["out_tokens"].to_list())
     with pytest.raises(ValueError, match="above the 3 copies"):
         scaled(s, np.full(n, 3.5))
+
+
+def test_the_calibrations_step_time_error_widens_the_band() -> None:
+    frame = history(5, days=7)
+    start = END_MS - WEEK_MS
+    bare = compute_runway(KNOWING, frame, MM4, {"p": given_growth(0.10)}, start_ms=start, end_ms=END_MS,
+                          pools=["p"], tolerance=0.01, horizon_weeks=10)
+    wide = compute_runway(KNOWING, frame, MM4, {"p": given_growth(0.10)}, start_ms=start, end_ms=END_MS,
+                          pools=["p"], tolerance=0.01, horizon_weeks=10, spreads={"p": 1.2})
+    (b,), (w,) = bare.pools, wide.pools
+    assert b.breaks_on == w.breaks_on is not None  # the date is the replay's; only its band moves
+    assert w.breaks_on_low is not None and b.breaks_on_low is not None
+    assert w.breaks_on_high is not None and b.breaks_on_high is not None
+    # a 20 % slower or faster step moves the load the pool holds by 1.2: ln 1.2 / ln 1.1 = 1.9 weeks either way
+    assert (b.breaks_on_low - w.breaks_on_low).days >= 7 and (w.breaks_on_high - b.breaks_on_high).days >= 7
+    assert any("the calibration's ±20% on the step time" in n for n in w.notes)
