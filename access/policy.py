@@ -13,6 +13,7 @@ ACTIONS: dict[str, tuple[str, str]] = {
     "save_replay_run": (LEAD, "save replay runs"),
     "add_evidence": (LEAD, "add onboarding evidence"),
     "silence_alerts": (LEAD, "silence a node's alerts"),
+    "save_runway": (LEAD, "store capacity runways"),
 }
 
 

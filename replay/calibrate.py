@@ -622,4 +622,18 @@ def calibrated_candidate(fits: tuple[PoolFit, ...], name: str = "calibrated",
         if values:
             pools[f.pool] = {**pools.get(f.pool, {}), **values}
     body["pools"] = pools
+    spreads = {f.pool: float(f"{x:.3g}") for f in fits if (x := step_time_spread(f)) is not None}
+    if spreads:
+        body["step_time_spread"] = {**body.get("step_time_spread", {}), **spreads}
     return body
+
+
+THROUGHPUT = ("mfu", "mem_bw_eff", "mfu_decode")  # the coefficients a step's time is inversely proportional to
+
+
+def step_time_spread(fit: PoolFit) -> float | None:
+    """The error on a pool's step time as a factor: the largest spread of its fitted throughput coefficients (a
+    step is bound by one of them, and its time scales with its inverse), None when none was fitted with one."""
+    spreads = [c.spread for c in fit.coefficients if c.name in THROUGHPUT and c.status == "fitted"
+               and c.spread is not None and c.spread <= 10.0]
+    return max(spreads) if spreads else None

@@ -105,6 +105,9 @@ class Candidate:
     pools: dict[str, PoolOverride] = field(default_factory=dict)
     predictor: PredictorSpec = field(default_factory=PredictorSpec)
     faults: FaultSpec = field(default_factory=FaultSpec)
+    # the calibration's error on each pool's step time as a factor (1.08: within /1.08 .. x1.08), as `hetpool
+    # replay calibrate` writes it; the capacity runway widens its band by it, the replay itself ignores it
+    step_time_spread: dict[str, float] = field(default_factory=dict)
 
     def override(self, pool_id: str) -> PoolOverride:
         """The override for a pool, or an empty one."""

@@ -21,6 +21,9 @@ default: the store's record over the 7 days before the replayed traffic), `off`,
 `{window_days: 7, repair_s: 900, pools: {h100-a: {failures_per_device_hour: 0.002, repair_s: 600,
 throttled_share: 0.5, throttled_clock: 0.5}}}` whose pools replace the telemetry's figures.
 
+`step_time_spread: {h100-a: 1.08}` is the calibration's error on a pool's step time as a factor, which `hetpool
+replay calibrate` writes and the capacity runway turns into a wider band; the replay does not use it.
+
 `predictor` names an output-length predictor (replay.predictors), with its options in a mapping:
 `online` or `{name: online, quantile: 0.9, min_samples: 20, default: 256}`, `{name: fixed, tokens: 300}`,
 `{name: table, tiers: {premium: 120, batch: 800}, default: 256}`, or `oracle` (the true lengths: an upper
@@ -76,7 +79,7 @@ def load_candidate_text(text: str, registry: Registry, source: str = "<candidate
     r = Reader(source)
     root = r.root(text, "a mapping with at least 'policy'", CandidateError)
     f = r.mapping(root, "", required=("policy",), optional=(
-        "name", "overflow", "noise", "drain_s", "sla_tiers", "pools", "predictor", "faults"))
+        "name", "overflow", "noise", "drain_s", "sla_tiers", "pools", "predictor", "faults", "step_time_spread"))
     policy, options = _policy(r, f.get("policy"), registry)
     cand = Candidate(
         name=r.optional(f, "name", "", r.string, default_name),
@@ -89,6 +92,7 @@ def load_candidate_text(text: str, registry: Registry, source: str = "<candidate
         pools=r.optional(f, "pools", "", lambda n, p: _pools(r, n, p, registry), {}),
         predictor=r.optional(f, "predictor", "", lambda n, p: _predictor(r, n, p), PredictorSpec()),
         faults=r.optional(f, "faults", "", lambda n, p: _faults(r, n, p, registry), FaultSpec()),
+        step_time_spread=r.optional(f, "step_time_spread", "", lambda n, p: _spreads(r, n, p, registry), {}),
     )
     table = cand.predictor.options.get("tiers") if cand.predictor.name == "table" else None
     if isinstance(table, dict) and cand.sla_tiers:
@@ -216,6 +220,18 @@ def _tiers(r: Reader, node: Node, path: str) -> dict[str, SlaTier]:
     return out
 
 
+def _spreads(r: Reader, node: Node, path: str, registry: Registry) -> dict[str, float]:
+    """step_time_spread: {pool: factor >= 1}, each a known pool."""
+    known = [p.id for p in registry.pools]
+    out = {}
+    for pool_id, item in r.free_mapping(node, path).items():
+        if pool_id not in known:
+            r.fail(item, f"{path}.{pool_id}", f"unknown pool '{pool_id}'; known: {', '.join(known)}")
+            continue
+        out[pool_id] = r.number(item, f"{path}.{pool_id}", ge=1)
+    return out
+
+
 def _pools(r: Reader, node: Node, path: str, registry: Registry) -> dict[str, PoolOverride]:
     known = [p.id for p in registry.pools]
     out = {}
@@ -271,6 +287,8 @@ def candidate_to_dict(c: Candidate) -> dict[str, Any]:
             "mode": c.faults.mode, "window_days": c.faults.window_days, "repair_s": c.faults.repair_s,
             "pools": {p: {k: v for k, v in dataclasses.asdict(x).items() if v is not None}
                       for p, x in sorted(c.faults.pools.items())}}
+    if c.step_time_spread:
+        out["step_time_spread"] = dict(sorted(c.step_time_spread.items()))
     return out
 
 

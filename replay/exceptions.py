@@ -27,3 +27,7 @@ class GridError(ConfigError):
 
 class BenchTableError(ReplayError):
     """A benchmark table (CSV) that cannot be used; the message names file, line and column."""
+
+
+class RunwayError(ReplayError):
+    """A runway that cannot be computed from the traffic as stored or the options as given."""

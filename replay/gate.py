@@ -3,6 +3,10 @@
     max_cost_increase_pct: 5            # busy cost and provisioned cost may each rise at most 5 %
     max_ttft_p99_increase_pct: 10       # p99 TTFT may rise at most 10 %
     max_sla_violation_increase_pts: 1   # SLA violation rate may rise at most 1 percentage point
+    max_sla_violation_rate: 0.01        # the candidate's SLA violation rate itself may be at most 1 %
+
+The last is an absolute limit, not a comparison: `hetpool replay runway` takes it as a pool's SLA tolerance
+(1 % when the gate leaves it out, or without a gate).
 
 Any tolerance left out is not checked; at least one is required. A negative tolerance demands an improvement.
 
@@ -22,6 +26,8 @@ from replay.exceptions import GateError
 from replay.summary import Summary
 
 FIELDS = ("max_cost_increase_pct", "max_ttft_p99_increase_pct", "max_sla_violation_increase_pts")
+ABSOLUTE = ("max_sla_violation_rate",)   # limits on the candidate alone
+DEFAULT_SLA_VIOLATION_RATE = 0.01
 
 
 @dataclass(frozen=True)
@@ -31,6 +37,12 @@ class Gate:
     max_cost_increase_pct: float | None = None
     max_ttft_p99_increase_pct: float | None = None
     max_sla_violation_increase_pts: float | None = None
+    max_sla_violation_rate: float | None = None
+
+    @property
+    def sla_tolerance(self) -> float:
+        """The SLA violation rate a pool may reach: max_sla_violation_rate, else 1 %."""
+        return DEFAULT_SLA_VIOLATION_RATE if self.max_sla_violation_rate is None else self.max_sla_violation_rate
 
 
 @dataclass(frozen=True)
@@ -78,11 +90,16 @@ def load_gate(path: str | Path) -> Gate:
 def load_gate_text(text: str, source: str = "<gate>") -> Gate:
     """Validate gate YAML text; raise GateError listing every problem."""
     r = Reader(source)
-    root = r.root(text, f"a mapping with any of: {', '.join(FIELDS)}", GateError)
-    f = r.mapping(root, "", required=(), optional=FIELDS)
+    names = (*FIELDS, *ABSOLUTE)
+    root = r.root(text, f"a mapping with any of: {', '.join(names)}", GateError)
+    f = r.mapping(root, "", required=(), optional=names)
     if not f and not r.problems:
-        r.fail(root, "", f"no tolerance given; expected any of: {', '.join(FIELDS)}")
-    gate = Gate(**{k: r.optional(f, k, "", r.number, None) for k in FIELDS})
+        r.fail(root, "", f"no tolerance given; expected any of: {', '.join(names)}")
+    gate = Gate(**{k: r.optional(f, k, "", r.number, None) for k in names})
+    rate = gate.max_sla_violation_rate
+    if rate is not None and not 0 <= rate < 1:
+        r.fail(f.get("max_sla_violation_rate", root), "max_sla_violation_rate",
+               f"a share from 0 to below 1 (0.01 is 1 %), got {rate!r}")
     if r.problems:
         raise GateError(r.problems)
     return gate
@@ -132,4 +149,9 @@ def evaluate(gate: Gate, baseline: Summary, candidate: Summary) -> Verdict:
             "sla_violation_rate", b, c, change, limit, "points", change <= limit,
             f"sla_violation_rate {'rose' if change > 0 else 'changed'} {change:+.2f} points "
             f"(baseline {b * 100:.2f}% -> candidate {c * 100:.2f}%); limit {limit:+g} points"))
+    if gate.max_sla_violation_rate is not None:
+        c, limit = candidate.sla_violation_rate, gate.max_sla_violation_rate
+        checks.append(Check(
+            "sla_violation_rate_max", None, c, None, limit * 100.0, "%", c <= limit,
+            f"sla_violation_rate {c * 100:.2f}% against a limit of {limit * 100:g}%"))
     return Verdict(tuple(checks))

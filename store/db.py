@@ -277,12 +277,14 @@ class Held:
 def _check_schema(con: duckdb.DuckDBPyConnection, path: Path) -> None:
     """A read-only open cannot migrate: say what to run instead of failing on a missing column later."""
     try:
-        row = fetch_one(con, "SELECT coalesce(max(version), 0) FROM schema_migrations")
+        done = {int(r[0]) for r in con.execute("SELECT version FROM schema_migrations").fetchall()}
     except duckdb.CatalogException:
         raise StoreError(f"{str(path)!r} is not a hetpool database (no schema_migrations table)") from None
-    have, newest = int(row[0]) if row else 0, len(available())
-    if have < newest:
-        raise StoreError(f"database {str(path)!r} is at schema version {have}, this hetpool needs {newest}; "
-                         "run 'hetpool init' to upgrade it")
+    shipped = [m.version for m in available()]
+    have, newest = max(done, default=0), max(shipped, default=0)
     if have > newest:
         raise MigrationError(f"database schema version {have} is newer than this hetpool ({newest}); upgrade hetpool")
+    missing = [v for v in shipped if v not in done]
+    if missing:
+        raise StoreError(f"database {str(path)!r} lacks schema migration {missing[0]} (it is at version {have}), "
+                         f"this hetpool needs {newest}; run 'hetpool init' to upgrade it")

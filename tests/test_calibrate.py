@@ -141,6 +141,11 @@ def test_the_fit_writes_a_valid_candidate_over_a_base() -> None:
     assert cand.pools["a"].mfu == pytest.approx(PLANTED["a"][0], rel=0.05)
     plain = load_candidate_text(yaml.safe_dump(calibrated_candidate(fits)), REG)
     assert plain.policy == "observed"  # without a base: a candidate that replays the observed routing
+    # the step time's error for the capacity runway: the widest of the fitted throughput coefficients' spreads
+    spreads = [c.spread for c in fits[0].coefficients if c.name in ("mfu", "mem_bw_eff", "mfu_decode")
+               and c.status == "fitted" and c.spread is not None]
+    assert spreads and cand.step_time_spread == {"a": pytest.approx(max(spreads), rel=1e-2)}
+    assert cand.step_time_spread["a"] > 1
 
 
 def test_unknown_pools_are_counted_and_nothing_observed_is_an_error() -> None:

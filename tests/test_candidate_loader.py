@@ -42,6 +42,9 @@ def test_a_full_candidate_loads(fleet: Registry) -> None:
 def test_candidate_round_trips_through_its_dict(fleet: Registry) -> None:
     c = load_candidate_text(GOOD, fleet, "c.yaml")
     assert load_candidate_text(yaml.safe_dump(candidate_to_dict(c)), fleet) == c
+    spread = load_candidate_text(GOOD + "step_time_spread: {h100-a: 1.08}\n", fleet, "c.yaml")
+    assert spread.step_time_spread == {"h100-a": 1.08}
+    assert load_candidate_text(yaml.safe_dump(candidate_to_dict(spread)), fleet) == spread
 
 
 @pytest.mark.parametrize("path", sorted((REPO / "examples" / "candidates").glob("*.yaml")), ids=lambda p: p.name)
@@ -54,6 +57,10 @@ def test_example_candidates_are_valid(fleet: Registry, path: Path) -> None:
                        "sla_cost, pd_split"),
     ("policy: sla_cost\npools:\n  h200-a: {replicas: 2}\n",
      "c.yaml:3: pools.h200-a: unknown pool 'h200-a'; known: h100-a, mi300x-a, ascend-a, gaudi3-a, mlu370-a"),
+    ("policy: sla_cost\nstep_time_spread: {h100-a: 0.9}\n",
+     "c.yaml:2: step_time_spread.h100-a: must be >= 1, got 0.9"),
+    ("policy: sla_cost\nstep_time_spread: {h200-a: 1.1}\n",
+     "c.yaml:2: step_time_spread.h200-a: unknown pool 'h200-a'; known: h100-a, mi300x-a, ascend-a, gaudi3-a, mlu370-a"),
     ("policy: sla_cost\noverflow: drop\n",
      "c.yaml:2: overflow: unknown value 'drop'; expected one of: queue, reject, degrade"),
     ("policy: sla_cost\npools:\n  h100-a: {replicas: 0}\n", "c.yaml:3: pools.h100-a.replicas: must be >= 1, got 0"),

@@ -30,11 +30,22 @@ def test_gate_file_loads() -> None:
     ("max_cost_increase_pct: five\n", "g.yaml:1: max_cost_increase_pct: expected a number, got 'five' (string)"),
     ("", "g.yaml: empty file"),
     ("{}\n", "g.yaml:1: no tolerance given"),
+    ("max_sla_violation_rate: 1.5\n", "g.yaml:1: max_sla_violation_rate: a share from 0 to below 1 (0.01 is 1 %), "
+                                      "got 1.5"),
 ])
 def test_bad_gate_files(text: str, expected: str) -> None:
     with pytest.raises(GateError) as exc:
         load_gate_text(text, "g.yaml")
     assert str(exc.value.problems[0]).startswith(expected)
+
+
+def test_an_absolute_sla_violation_limit_is_the_runway_tolerance() -> None:
+    gate = load_gate_text("max_sla_violation_rate: 0.02\n")
+    assert gate.sla_tolerance == 0.02 and Gate(max_cost_increase_pct=5).sla_tolerance == 0.01
+    base = _summary(10.0, 1.0, 0.01)
+    verdict = evaluate(gate, base, dataclasses.replace(base, sla_violation_rate=0.025))
+    assert verdict.reasons == ["sla_violation_rate 2.50% against a limit of 2%"]
+    assert evaluate(gate, base, base).passed
 
 
 def test_the_gate_fails_a_candidate_that_raises_cost_with_the_reason() -> None:

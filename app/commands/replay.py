@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from app.commands._base import Context, add_command, add_group
+from app.commands._base import Context, add_command, add_group, duration_ms
 from app.commands._choices import SWEEP_EXECUTORS
 from app.commands.ingest_traffic import add_traffic_options, parse_options, parse_time
 from app.exceptions import UsageError
@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     import duckdb
 
     from replay import Candidate
+    from replay.runway.breaking import Runway
     from replay.whatif import Traffic
 
 # Each handler imports the layers it uses, so that `hetpool replay ... --help` loads none of them (the replay
@@ -105,6 +106,27 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
                    help="clients' first requests spread over one cycle, as a served benchmark settles "
                         "(default), or all at once, staying in waves as a client with fixed lengths measures")
     p.add_argument("--candidate", metavar="FILE", help="candidate whose overrides apply to the pool")
+    p = add_command(group, "runway", help="capacity runway: each pool's traffic growth per week from the stored "
+                                          "requests, and the first date it fails its SLA tolerance, with the "
+                                          "earliest and latest dates and what holding the horizon takes",
+                    example="hetpool replay runway --candidate examples/candidates/sla_cost.yaml --growth 5%/week "
+                            "--horizon 12w", handler=runway_cmd, common=common)
+    p.add_argument("--pool", action="append", default=[], metavar="ID",
+                   help="report this pool (repeatable; default: every pool with stored traffic)")
+    p.add_argument("--candidate", metavar="FILE",
+                   help="candidate whose routing and SLA tiers the replay uses (default: "
+                        "examples/candidates/sla_cost.yaml, the production rule and its tiers)")
+    p.add_argument("--gate", metavar="FILE", help="gate YAML whose max_sla_violation_rate is the tolerance "
+                                                  "(default 1 %%)")
+    p.add_argument("--window", type=duration_ms, default="28d", metavar="DAYS",
+                   help="history the growth is fitted over, in whole days (default 28d)")
+    p.add_argument("--growth", default="auto", metavar="auto|R%%/week",
+                   help="fit the growth from the window (default), or take this weekly rate for every pool")
+    p.add_argument("--horizon", type=duration_ms, default="26w", metavar="WEEKS",
+                   help="how far ahead to look (default 26w)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the thinned and replicated arrivals (default 0)")
+    p.add_argument("--trace", help="stored trace to use (default: the one with the newest requests)")
+    p.add_argument("--no-save", action="store_true", help="do not store the result for the console and paging")
 
 
 def _int_list(text: str) -> list[int]:
@@ -333,6 +355,60 @@ def bench_cmd(ctx: Context) -> int:
                      f"{_num(p.tpot_ms_p99):>9} {p.output_tok_s:>12.1f} {p.req_s:>7.2f}")
     ctx.emit([p.__dict__ for p in points], "\n".join(lines))
     return 0
+
+
+DEFAULT_RUNWAY_CANDIDATE = Path(__file__).resolve().parents[2] / "examples" / "candidates" / "sla_cost.yaml"
+
+
+def runway_cmd(ctx: Context) -> int:
+    """Fit each pool's growth, find its breaking date and band; exit 1 when a pool breaks within the horizon."""
+    from app.runway_job import compute_runway_job
+    from canonical.timeunits import DAY_MS, WEEK_MS
+    from replay import load_candidate, load_gate
+    from replay.gate import DEFAULT_SLA_VIOLATION_RATE
+    from replay.runway.growth import parse_growth
+    from replay.runway.stored import RunwayAsk
+    from store import require_registry
+
+    args = ctx.args
+    if args.window % DAY_MS:
+        raise UsageError(f"--window {args.window / DAY_MS:g} days: expected whole days, like 28d")
+    growth = parse_growth(args.growth)
+    gate = load_gate(args.gate) if args.gate else None
+    store = ctx.store()
+    with store.read() as con:
+        registry = require_registry(con)
+        candidate = load_candidate(args.candidate or DEFAULT_RUNWAY_CANDIDATE, registry)
+    ask = RunwayAsk(window_days=args.window // DAY_MS, growth=growth, horizon_weeks=args.horizon / WEEK_MS,
+                    tolerance=gate.sla_tolerance if gate else DEFAULT_SLA_VIOLATION_RATE, pools=tuple(args.pool),
+                    seed=args.seed)
+    done = compute_runway_job(store, registry, candidate, ask, trace=args.trace, save=not args.no_save)
+    for note in done.notes:
+        ctx.note(note)
+    ctx.emit(done.runway.data(), "\n".join(runway_lines(done.runway, candidate.name)))
+    return GATE_FAILED if done.runway.breaking else 0
+
+
+def runway_lines(runway: Runway, candidate: str) -> list[str]:
+    """The runway as the CLI prints it: a header, a row per pool, its notes."""
+    def day(d: object) -> str:
+        return str(d) if d is not None else "-"
+
+    lines = [f"runway from {runway.today} under {candidate!r}, horizon {runway.horizon_weeks:g} weeks (to "
+             f"{runway.horizon_end}), SLA tolerance {runway.tolerance:.2%} of requests; replayed {runway.replayed}",
+             f"{'pool':<14} {'growth/week':>11} {'interval':>17} {'breaks on':>10} {'earliest':>10} {'latest':>10} "
+             f"{'now':>6} {'add':>4} {'$/month':>10}"]
+    for p in runway.pools:
+        g = p.growth
+        lines.append(f"{p.pool:<14} {g.per_week:>+11.2%} {f'{g.low:+.1%} .. {g.high:+.1%}':>17} "
+                     f"{day(p.breaks_on):>10} {day(p.breaks_on_low):>10} {day(p.breaks_on_high):>10} "
+                     f"{p.violation_rate_now:>6.2%} {p.replicas_to_add if p.replicas_to_add is not None else '-':>4} "
+                     f"{f'${p.added_cost_per_month_usd:,.0f}' if p.added_cost_per_month_usd else '-':>10}")
+        lines += [f"  {n}" for n in p.notes]
+    broken = runway.breaking
+    lines.append(f"{len(broken)} pool(s) break within the horizon: {', '.join(p.pool for p in broken)}" if broken
+                 else "every pool holds its SLA through the horizon")
+    return lines
 
 
 def _share(v: float | None) -> str:

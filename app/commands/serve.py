@@ -53,6 +53,7 @@ def run(ctx: Context) -> int:
     from app.serve.config import load_serve_config
     from app.serve.health import HealthServer, health_report
     from app.serve.lake import LakeExport
+    from app.serve.runway import RunwaySchedule, stored_runway_alerts
     from collectors.service import Runner
     from store import ENV_DB, Store
 
@@ -68,11 +69,16 @@ def run(ctx: Context) -> int:
     if config.export is not None:
         export = LakeExport(store, config.export, log=log)
         export.check()
-    sender = None if config.alertmanager is None else AlertSender(store, config.alertmanager, log=log)
+    runway = None if config.runway is None else RunwaySchedule(store, config.runway, log=log)
+    am = config.alertmanager
+    sender = None if am is None else AlertSender(
+        store, am, log=log, more=stored_runway_alerts(store, am.runway_alert_weeks, am.console_url)
+        if runway is not None else None)
 
     def jobs() -> dict[str, dict[str, object]]:
         return {**({"export": export.report()} if export else {}),
-                **({"alertmanager": sender.report()} if sender else {})}
+                **({"alertmanager": sender.report()} if sender else {}),
+                **({"runway": runway.report()} if runway else {})}
 
     health = None
     if config.health.enabled:
@@ -102,6 +108,9 @@ def run(ctx: Context) -> int:
             if export is not None:
                 ctx.note(f"  export: lake {export.plan.out} every {export.plan.every_s:g}s")
                 export.start()
+            if runway is not None:
+                ctx.note(f"  runway: every {runway.plan.every_s:g}s")
+                runway.start()
             if sender is not None:
                 ctx.note(f"  alerts: to {sender.client.url} every {sender.plan.every_s:g}s")
                 sender.start()
@@ -121,6 +130,8 @@ def run(ctx: Context) -> int:
                 clean = export.stop() and clean
             if sender is not None:
                 clean = sender.stop() and clean
+            if runway is not None:
+                clean = runway.stop() and clean
             if feed is not None:
                 feed.stop()
             if console is not None:

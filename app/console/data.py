@@ -18,7 +18,7 @@ from pool_registry import Registry
 from replay.planner.compat import compatibility
 from status.evaluate import Facts, warning_temperatures
 from status.rules import load_rules
-from store import StoreError, latest_registry, replay_runs
+from store import StoreError, latest_registry, replay_runs, runways
 from store import requests as stored
 from store.views import (
     cost,
@@ -262,3 +262,9 @@ def saved_runs(con: duckdb.DuckDBPyConnection, limit: int = 200) -> pl.DataFrame
 def saved_run(con: duckdb.DuckDBPyConnection, run_id: int) -> dict[str, Any] | None:
     """One saved replay with its JSON decoded, or None."""
     return replay_runs.get_replay_run(con, run_id)
+
+
+@query
+def latest_runways(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
+    """The newest stored capacity runway of each pool (store.runways)."""
+    return runways.latest_runways(con)

@@ -1,4 +1,5 @@
-"""The console's two writes, each one short transaction a lead may make: a replay run kept, evidence files added."""
+"""The console's writes, each one short transaction a lead may make: a replay run kept, evidence files added, a
+capacity runway stored."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from access import Decision, require
 from app.console.cache import say_waiting
 from onboarding.files import EvidenceFile, store_files
 from store import Store, replay_runs
+from store.runways import save_runway as store_runway
 
 
 def save_run(path: str, record: dict[str, Any], user: Decision | None) -> int:
@@ -27,3 +29,12 @@ def add_evidence(path: str, files: tuple[EvidenceFile, ...], user: Decision | No
     pools = ", ".join(sorted({f.pool for f in files}))
     with store.transaction(f"hetpool console: add onboarding evidence to {pools}") as con:
         return store_files(con, files, "console")
+
+
+def save_runway(path: str, computed_ms: int, rows: list[dict[str, Any]], user: Decision | None) -> int:
+    """Store a computed runway (app.runway_job.rows) in one short write, for Fleet health and the runway alert;
+    how many pools. Refused with AccessDenied, before the store is opened, unless the user is a lead."""
+    require(user, "save_runway")
+    store = Store(path, on_wait=say_waiting)
+    with store.transaction("hetpool console: store a capacity runway") as con:
+        return store_runway(con, computed_ms, rows)

@@ -19,12 +19,13 @@ from app.serve.config import AlertmanagerPlan
 from app.status_read import Judged, judge
 from canonical.redact import redact
 from canonical.timeunits import iso_utc
-from status.alerts import Labels, alerts_of, batch
+from status.alerts import Alert, Labels, alerts_of, batch
 from status.rules import StatusRules, load_rules
 from store import Access
 
 Log = Callable[[str], None]
 Judge = Callable[[], Judged]
+More = Callable[[], tuple[Alert, ...]]  # alerts of other sources sent with the statuses' (app/serve/runway.py)
 
 
 @dataclass
@@ -55,11 +56,12 @@ class AlertSender:
 
     def __init__(self, store: Access, plan: AlertmanagerPlan, *, rules: StatusRules | None = None,
                  client: Alertmanager | None = None, judge_now: Judge | None = None, log: Log | None = None,
-                 clock: Callable[[], float] = time.time):
+                 clock: Callable[[], float] = time.time, more: More | None = None):
         self.plan = plan
         self.client = client or Alertmanager(plan.url, timeout_s=plan.timeout_s)
         rules = rules or load_rules()
         self.judge = judge_now or (lambda: judge(store, rules, clock))
+        self.more = more or (lambda: ())
         self.log = log or (lambda _line: None)
         self.clock = clock
         self.stopping = threading.Event()
@@ -85,7 +87,7 @@ class AlertSender:
         started = self.clock()
         try:
             judged = self.judge()
-            current = alerts_of(judged.statuses, judged.registry, self.plan.console_url)
+            current = alerts_of(judged.statuses, judged.registry, self.plan.console_url) + self.more()
             sent = batch(current, self.firing, int(started * 1000), int(self.plan.hold_s * 1000))
             if sent.bodies:
                 self.client.post_alerts(sent.bodies)

@@ -11,6 +11,7 @@
     export: {out: ../demo/lake, every: 1h, pools: [h100-a], metrics: [accelerator.power]}   # optional
     feed: {enabled: true, address: 127.0.0.1, port: 9464, window: 5m}                      # optional
     alertmanager: {url: http://alertmanager:9093, every: 1m, console_url: https://hetpool.example}  # optional
+    runway: {every: 1d, candidate: candidates/sla_cost.yaml, window: 28d, growth: auto, horizon: 26w}  # optional
 
 `canonical: true` on a prometheus or scrape collector reads canonical series (the names and labels of the feed
 and of `hetpool rules`, as `hetpool ingest ... --canonical`): no profile, the pool from each series' label,
@@ -20,7 +21,9 @@ Relative paths are relative to the file, as Prometheus reads its own configurati
 part of this file: a Prometheus pull takes them from HETPOOL_PROM_TOKEN or HETPOOL_PROM_USER/PASSWORD, and
 the feed's bearer token comes from HETPOOL_FEED_TOKEN, Alertmanager's from HETPOOL_ALERTMANAGER_TOKEN (or
 HETPOOL_ALERTMANAGER_USER/PASSWORD). Without an `export` section nothing is exported; without a `feed` section
-no feed is served; without an `alertmanager` section no alert is sent.
+no feed is served; without an `alertmanager` section no alert is sent. With a `runway` section the capacity
+runway (`hetpool replay runway`) is computed at start and then every `every` (default 1d) and stored; with
+Alertmanager too, a pool whose runway is shorter than `alertmanager.runway_alert_weeks` (default 4) pages.
 """
 
 from __future__ import annotations
@@ -79,6 +82,7 @@ class AlertmanagerPlan:
     console_url: str = ""  # default: the console this serve starts
     timeout_s: float = 10.0
     retry_s: float = 2.0  # the first retry after a failed send; doubled each time, at most every_s
+    runway_alert_weeks: float = 4.0  # a pool whose stored runway is shorter than this pages (the `runway` section)
 
     @property
     def hold_s(self) -> float:
@@ -98,6 +102,20 @@ class ServeConfig:
     feed: FeedListener = FeedListener(False, "127.0.0.1", 9464)
     export: ExportPlan | None = None
     alertmanager: AlertmanagerPlan | None = None
+    runway: RunwayPlan | None = None
+
+
+@dataclass(frozen=True)
+class RunwayPlan:
+    """The capacity runway `hetpool serve` computes every `every_s` seconds, as `hetpool replay runway` with these
+    options (candidate None: that command's default candidate)."""
+
+    every_s: float = 86_400.0
+    candidate: Path | None = None
+    gate: Path | None = None
+    window_days: int = 28
+    growth: float | None = None
+    horizon_weeks: float = 26.0
 
 
 _COMMON = ("every", "max_lag", "pool", "profiles_dir")
@@ -122,7 +140,7 @@ def load_serve_text(text: str, source: str = "<serve>", base: Path | None = None
     here = base or Path.cwd()
     root = r.root(text, "a mapping with 'collectors'", ServeConfigError)
     f = r.mapping(root, "", required=("collectors",), optional=("database", "console", "health", "export", "feed",
-                                                                          "alertmanager"))
+                                                                          "alertmanager", "runway"))
     database = r.optional(f, "database", "", lambda n, p: _path(here, r.string(n, p)), None)
     console = _listener(r, f.get("console"), "console", 8501)
     health = _listener(r, f.get("health"), "health", 8502)
@@ -146,9 +164,33 @@ def load_serve_text(text: str, source: str = "<serve>", base: Path | None = None
             r.fail(f.get("feed"), "feed.port", f"port {feed.port} is already the {name}'s")
     export = None if "export" not in f else _export(r, f["export"], here)
     alerting = None if "alertmanager" not in f else _alertmanager(r, f["alertmanager"], console)
+    runway = None if "runway" not in f else _runway(r, f["runway"], here)
     if r.problems:
         raise ServeConfigError(r.problems)
-    return ServeConfig(source, database, console, health, tuple(collectors), feed, export, alerting)
+    return ServeConfig(source, database, console, health, tuple(collectors), feed, export, alerting, runway)
+
+
+def _runway(r: Reader, node: Node, here: Path) -> RunwayPlan:
+    """The runway the service computes on a schedule; the alert's threshold is alertmanager.runway_alert_weeks."""
+    from replay.exceptions import RunwayError  # here: a serve file without a runway loads no replay
+    from replay.runway.growth import parse_growth
+
+    g = r.mapping(node, "runway", required=(), optional=("every", "candidate", "gate", "window", "growth",
+                                                         "horizon"))
+    every = r.optional(g, "every", "runway", lambda n, p: _duration(r, n, p), 86_400.0)
+    candidate = r.optional(g, "candidate", "runway", lambda n, p: _path(here, r.string(n, p)), None)
+    gate = r.optional(g, "gate", "runway", lambda n, p: _path(here, r.string(n, p)), None)
+    window = r.optional(g, "window", "runway", lambda n, p: _duration(r, n, p), 28 * 86_400.0)
+    if window % 86_400:
+        r.fail(g["window"], "runway.window", f"expected whole days, like 28d, got {window / 86_400:g} days")
+    horizon = r.optional(g, "horizon", "runway", lambda n, p: _duration(r, n, p), 26 * 7 * 86_400.0)
+    growth = None
+    text = r.optional(g, "growth", "runway", r.string, "auto")
+    try:
+        growth = parse_growth(text)
+    except RunwayError as exc:
+        r.fail(g["growth"], "runway.growth", str(exc).replace("--growth ", ""))
+    return RunwayPlan(every, candidate, gate, int(window // 86_400), growth, horizon / (7 * 86_400))
 
 
 _AM_SECRETS = ("token", "username", "user", "password", "bearer_token", "basic_auth")
@@ -162,7 +204,8 @@ def _alertmanager(r: Reader, node: Node, console: Listener) -> AlertmanagerPlan 
                "file; set HETPOOL_ALERTMANAGER_TOKEN, or HETPOOL_ALERTMANAGER_USER and HETPOOL_ALERTMANAGER_PASSWORD, "
                "in the service's environment")
         return None
-    g = r.mapping(node, "alertmanager", required=("url",), optional=("every", "console_url", "timeout"))
+    g = r.mapping(node, "alertmanager", required=("url",), optional=("every", "console_url", "timeout",
+                                                                     "runway_alert_weeks"))
     if "url" not in g:
         return None
     url = _url(r, g["url"], "alertmanager.url", "Alertmanager's credentials do not belong in the URL; set "
@@ -172,7 +215,9 @@ def _alertmanager(r: Reader, node: Node, console: Listener) -> AlertmanagerPlan 
     own = f"http://{console.address}:{console.port}" if console.enabled else ""
     base = r.optional(g, "console_url", "alertmanager", lambda n, p: _url(r, n, p), own)
     timeout = r.optional(g, "timeout", "alertmanager", lambda n, p: _duration(r, n, p), 10.0)
-    return AlertmanagerPlan(url.rstrip("/"), every, base.rstrip("/"), timeout)
+    weeks = r.optional(g, "runway_alert_weeks", "alertmanager.runway_alert_weeks",
+                       lambda n, p: r.number(n, p, gt=0), 4.0)
+    return AlertmanagerPlan(url.rstrip("/"), every, base.rstrip("/"), timeout, runway_alert_weeks=weeks)
 
 
 def _feed(r: Reader, node: Node | None) -> FeedListener:

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import math
+import time
 
 import polars as pl
 import streamlit as st
 
 from app.console import acks, charts, data, deltas, filters, levels, links, page, tables, timecharts
 from app.console.safe import md
+from app.console.whatif.runway import runway_said
 from canonical.timeunits import HOUR_MS
 from status.evaluate import Status
 from status.rules import load_rules
@@ -106,6 +108,8 @@ def render() -> None:
               .iter_rows(named=True) if r["reporting"] or r["utilization"] is not None}  # a pool unseen then: no change
     st.caption(f"Changes are against the previous {length / HOUR_MS:,.0f} hours "
                f"({filters.fmt_time(view.start_ms - length)} to {filters.fmt_time(view.start_ms)} UTC).")
+    runways = {r["pool"]: r for r in data.latest_runways(path).iter_rows(named=True)}
+    now_ms = int(time.time() * 1000)
     for row in tiles.iter_rows(named=True):
         pool = reg.pool(row["pool"])
         chip = reg.chip_of(pool)
@@ -122,6 +126,8 @@ def render() -> None:
             for col, label, value, change, (_, tone) in zip(tiles_at, TILES, tile_values(row, pool.devices), moved,
                                                             DELTA, strict=True):
                 deltas.metric(col, label, value, change, tone)  # type: ignore[arg-type]
+            if pool.id in runways:
+                st.caption(runway_said(runways[pool.id], now_ms))
     if statuses:
         with st.expander(f"Every status that is not ok ({len(statuses)})"):
             table, config = links.linked(pl.DataFrame(

@@ -1,5 +1,5 @@
 """Replay what-if: pick traffic, edit a candidate, replay it beside a baseline and see the gate; calibrate, check
-capacity, plan a model's layouts, sweep a grid, and keep a history of runs."""
+capacity, see each pool's SLA runway, plan a model's layouts, sweep a grid, and keep a history of runs."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from app.console.whatif import history as whatif_history
 from app.console.whatif import panels as whatif_panels
 from app.console.whatif import plan as whatif_plan
 from app.console.whatif import results as whatif_results
+from app.console.whatif import runway as whatif_runway
 from app.console.whatif import traffic as whatif_traffic
 from replay.editor import check_form
 
@@ -33,8 +34,8 @@ def render() -> None:
     if filters.narrowed() is not None:
         st.caption("The sidebar's pools narrow the Calibration tab alone: a replay routes over the whole fleet, so the "
                    "what-if, capacity, plan and sweep take every pool of the registry (a candidate can change any).")
-    what_if, calibration, capacity, plan, sweep, history = st.tabs(
-        ["What-if", "Calibration", "Capacity", "Plan", "Sweep", "History"])
+    what_if, calibration, capacity, runway, plan, sweep, history = st.tabs(
+        ["What-if", "Calibration", "Capacity", "Runway", "Plan", "Sweep", "History"])
     with what_if:
         st.subheader("1. Traffic")
         pick = whatif_traffic.pick_traffic(path, registry)
@@ -67,6 +68,8 @@ def render() -> None:
         whatif_panels.calibration(path, registry, pick, filters.narrowed())
     with capacity:
         whatif_panels.capacity(registry, candidate)
+    with runway:
+        whatif_runway.show(path, registry, candidate)
     with plan:
         whatif_plan.show(registry)
     with sweep:

@@ -170,3 +170,46 @@ def bench_fit(df: pl.DataFrame, pools: list[str]) -> alt.HConcatChart:
             color="#999999", strokeDash=[4, 3]).encode(x="measured:Q", y="model:Q")
         panels.append(alt.LayerChart(layer=[diagonal, dots]))
     return alt.hconcat(*panels)
+
+
+def runway_load(df: pl.DataFrame, dates: dict[str, object]) -> alt.LayerChart:
+    """A pool's requests per day, observed, and its trend with the growth's band to the horizon, with the breaking
+    date ruled and its earliest-to-latest span shaded; df has date, observed, trend, low, high (replay.runway.curves)
+    and dates the pool's breaks_on, breaks_on_low and breaks_on_high (None where it holds)."""
+    data = df.to_pandas()
+    x = alt.X("date:T", title="date (UTC)", axis=alt.Axis(format="%Y-%m-%d"))
+    base = alt.Chart(data, title="Requests per day: observed, trend and band", height=CHART_HEIGHT)
+    layers: list[alt.Chart] = [
+        base.mark_area(opacity=0.2, color=PALETTE[0]).encode(x=x, y=alt.Y("low:Q", title="requests per day"),
+                                                              y2="high:Q"),
+        base.mark_line(color=PALETTE[0]).encode(x=x, y="trend:Q", tooltip=[
+            alt.Tooltip("date:T", format="%Y-%m-%d"), alt.Tooltip("trend:Q", format=",.0f"),
+            alt.Tooltip("low:Q", format=",.0f"), alt.Tooltip("high:Q", format=",.0f")]),
+        base.mark_point(color="#333333", filled=True, size=18).encode(x=x, y="observed:Q", tooltip=[
+            alt.Tooltip("date:T", format="%Y-%m-%d"), alt.Tooltip("observed:Q", format=",")]),
+    ]
+    low, high, on = dates.get("breaks_on_low"), dates.get("breaks_on_high"), dates.get("breaks_on")
+    if low is not None and high is not None:
+        span = pl.DataFrame({"start": [low], "end": [high]}).to_pandas()
+        layers.insert(0, alt.Chart(span).mark_rect(opacity=0.15, color=PALETTE[5]).encode(
+            x="start:T", x2="end:T"))
+    if on is not None:
+        rule = pl.DataFrame({"date": [on], "label": [f"breaks on {on}"]}).to_pandas()
+        layers.append(alt.Chart(rule).mark_rule(color=PALETTE[5], strokeWidth=2).encode(
+            x="date:T", tooltip=["label:N"]))
+    return alt.LayerChart(layer=layers)
+
+
+def runway_violations(df: pl.DataFrame, tolerance: float) -> alt.LayerChart:
+    """The share of a pool's requests missing their SLA at each replayed load, with the tolerance ruled; df has
+    date, load, violation_rate (replay.runway.curves)."""
+    data = df.to_pandas()
+    points = alt.Chart(data, title="SLA violations against load", height=CHART_HEIGHT).mark_line(
+        point=True, color=PALETTE[0]).encode(
+        x=alt.X("load:Q", title="load (times the replayed week's)", scale=alt.Scale(zero=False)),
+        y=alt.Y("violation_rate:Q", title="requests missing their SLA", axis=alt.Axis(format="%")),
+        tooltip=[alt.Tooltip("date:T", format="%Y-%m-%d"), alt.Tooltip("load:Q", format=".3f"),
+                 alt.Tooltip("violation_rate:Q", format=".2%")])
+    limit = alt.Chart(pl.DataFrame({"tolerance": [tolerance]}).to_pandas()).mark_rule(
+        color=PALETTE[5], strokeDash=[4, 4]).encode(y="tolerance:Q")
+    return points + limit
