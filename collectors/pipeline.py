@@ -18,6 +18,7 @@ from pathlib import Path
 import duckdb
 import polars as pl
 
+from canonical.rejectlog import bounded_reason
 from canonical.timeunits import DAY_MS
 from collectors.exceptions import CollectorError
 from collectors.scrape import check_url, scrape, url_host
@@ -185,13 +186,14 @@ class BatchWriter:
 
     def raw(self, batch: RawBatch) -> None:
         self.run.add_read(batch.reads)
-        self._rejects(batch.rejects)
+        self._rejects(batch.rejects, batch.unkept)
 
-    def _rejects(self, rejects: pl.DataFrame) -> None:
-        if rejects.height:
-            self.run.add_rejects(rejects)
-            for reason, n in rejects.group_by("reason").len().iter_rows():
-                self.report.reasons[reason] += n
+    def _rejects(self, rejects: pl.DataFrame, unkept: Mapping[str, int] | None = None) -> None:
+        if rejects.height or unkept:
+            self.run.add_rejects(rejects, unkept)
+            counts = rejects.group_by("reason").len().iter_rows() if rejects.height else ()
+            for reason, n in (*counts, *(unkept or {}).items()):
+                self.report.reasons[bounded_reason(self.report.reasons, reason)] += n
 
     def normalized(self, out: Normalized) -> None:
         self._rejects(out.rejects)

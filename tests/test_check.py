@@ -148,3 +148,15 @@ def test_a_family_of_metadata_only_delivers_nothing(tmp_path: Path) -> None:
     assert family == {"name": "DCGM_FI_DEV_GPU_UTIL", "type": "gauge", "samples": 0, "profile": "dcgm",
                       "canonical": [], "status": "mapped", "reason": "no samples"}
     assert "accelerator.utilization" in check(str(path))["missing_core"]
+
+
+def test_a_garbage_input_stops_the_check_at_its_problem_cap(tmp_path: Path) -> None:
+    from normalizers.lint import MAX_PROBLEMS
+    path = tmp_path / "garbage.prom.gz"
+    path.write_bytes(gzip.compress(b"}\n" * (MAX_PROBLEMS + 5_000)))
+    result = check(str(path))
+    errors = result["errors"]
+    assert len(errors) == MAX_PROBLEMS + 1 and not result["valid"]
+    assert errors[-1]["rule"] == "too-many-problems"
+    assert errors[-1]["message"] == (f"the check stopped at line {MAX_PROBLEMS} after {MAX_PROBLEMS:,} problems; "
+                                     "fix these and check again")

@@ -16,7 +16,7 @@ from app.serve.feed import FeedServer, store_reader
 from app.serve.guard import PENDING_PER_ADDRESS
 from store import Store, connect
 from store.feed import FeedRead, Latest
-from tests.test_feed import Feed, feed_db  # noqa: F401 (a fixture)
+from tests.test_feed import ROWS, Feed
 
 TOKEN = "s3cret-feed-token-0123456789"
 
@@ -156,8 +156,12 @@ def test_a_crowd_of_scrapes_shares_the_read_in_flight(fleet_db: Path) -> None:
     assert b'accelerator_power_watts{device="0",node="n19999",pool="h100-a"' in bodies[0]
 
 
-def test_serve_feed_answers_a_real_scrape_while_32_sockets_trickle(feed_db: Path) -> None:
-    feed = Feed(feed_db)
+def test_serve_feed_answers_a_real_scrape_while_32_sockets_trickle(fleet_db: Path) -> None:
+    con = connect(fleet_db)
+    con.executemany("INSERT INTO samples (ts, pool, node, device, metric, value, attributes) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?)", ROWS)
+    con.close()
+    feed = Feed(fleet_db)
     port = int(feed.host_port.rsplit(":", 1)[1])
     socks = trickle(port, "127.0.0.2", 32)
     stop = threading.Event()
