@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import http.client
+import math
 import socket
 import threading
 import time
@@ -26,6 +27,7 @@ DEADLINE_S = 30.0         # a whole request: connect, headers, body
 MAX_BODY_BYTES = 256 << 20  # an answer (decompressed) larger than this is refused rather than held
 MAX_REDIRECTS = 5
 READ_BYTES = 1 << 16
+ABORT_POLL_S = 0.1
 REDIRECTS = (301, 302, 303, 307, 308)
 _KEEPS_METHOD = (307, 308)
 _DEFAULT_PORTS = {"http": 80, "https": 443}
@@ -160,34 +162,43 @@ def _size(n: int) -> str:
 
 
 class _Deadline:
-    """One request's deadline: a watchdog shuts the socket when it passes, so a read blocked on a trickling peer
-    returns, and every read is given only the time left."""
+    """One request's deadline: a watchdog shuts the socket when it passes (or when `abort()` turns true: the
+    service is stopping), so a read blocked on a trickling peer returns; every read is given only the time left."""
 
-    def __init__(self, seconds: float, clock: Callable[[], float]):
-        self.seconds, self.clock = seconds, clock
+    def __init__(self, seconds: float, clock: Callable[[], float], abort: Callable[[], bool] | None = None):
+        self.seconds, self.clock, self.abort = seconds, clock, abort
         self.end = clock() + seconds
         self._conn: http.client.HTTPConnection | None = None
-        self._timer: threading.Timer | None = None
-        self.passed = False
+        self._done = threading.Event()
+        self.passed = self.aborted = False
 
     def watch(self, conn: http.client.HTTPConnection) -> None:
-        """Shut `conn`'s socket when the deadline passes."""
+        """Shut `conn`'s socket when the deadline passes or the caller aborts."""
         self.cancel()
-        self._conn = conn
-        self._timer = threading.Timer(max(0.0, self.end - self.clock()), self._expire)
-        self._timer.daemon = True
-        self._timer.start()
+        self._conn, self._done = conn, threading.Event()
+        threading.Thread(target=self._watch, args=(conn, self._done), name="outbound-deadline", daemon=True).start()
 
-    def _expire(self) -> None:
-        self.passed = True
-        sock = self._conn.sock if self._conn is not None else None
-        if sock is not None:
-            with contextlib.suppress(OSError):
-                sock.shutdown(socket.SHUT_RDWR)
+    def _watch(self, conn: http.client.HTTPConnection, done: threading.Event) -> None:
+        step = ABORT_POLL_S if self.abort is not None else None
+        while not done.wait(min(step or math.inf, max(0.0, self.end - self.clock()))):
+            if self.abort is not None and self.abort():
+                self.aborted = True
+            elif self.clock() < self.end:
+                continue
+            self.passed = True
+            if conn.sock is not None:
+                with contextlib.suppress(OSError):
+                    conn.sock.shutdown(socket.SHUT_RDWR)
+            return
 
     def left(self) -> float:
         """Seconds left, never below a millisecond."""
         return max(0.001, self.end - self.clock())
+
+    def late(self, url: str) -> OutboundError:
+        if self.aborted:
+            return OutboundError(url, "stopped waiting for the answer: the service is stopping")
+        return OutboundError(url, f"no whole answer within {self.seconds:g} s")
 
     def run(self, step: Callable[[], bytes], url: str) -> bytes:
         """One blocking step of the exchange, within the time left."""
@@ -201,17 +212,15 @@ class _Deadline:
             out = step()
         except (OSError, http.client.HTTPException) as exc:
             if self.passed or isinstance(exc, TimeoutError) or self.clock() >= self.end:
-                raise OutboundError(url, f"no whole answer within {self.seconds:g} s") from None
+                raise self.late(url) from None
             raise OutboundError(url, f"broke off: {_reason(exc)}") from None
         if self.passed:
-            raise OutboundError(url, f"no whole answer within {self.seconds:g} s")
+            raise self.late(url)
         return out
 
     def cancel(self) -> None:
         """Stop the watchdog."""
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
+        self._done.set()
 
 
 def _reason(exc: BaseException) -> str:
@@ -222,10 +231,11 @@ def _reason(exc: BaseException) -> str:
 
 def request(method: str, url: str, *, body: bytes | None = None, headers: Mapping[str, str] | None = None,
             limits: Limits = Limits(), clock: Callable[[], float] = time.monotonic,
-            connect: Connector = connect) -> Response:
+            connect: Connector = connect, abort: Callable[[], bool] | None = None) -> Response:
     """Send one request and return its final answer (redirects to the same origin followed, any other refused);
-    HTTP error statuses are returned, not raised. Close the response (it is a context manager)."""
-    deadline = _Deadline(limits.deadline_s, clock)
+    HTTP error statuses are returned, not raised. Close the response (it is a context manager). `abort`, when
+    given, is asked every ABORT_POLL_S: true ends the request at once (a service stopping)."""
+    deadline = _Deadline(limits.deadline_s, clock, abort)
     sent = dict(headers or {})
     for _hop in range(limits.max_redirects + 1):
         scheme, host, port = origin(url)
@@ -240,7 +250,7 @@ def request(method: str, url: str, *, body: bytes | None = None, headers: Mappin
                 conn.connect()
             except OSError as exc:
                 if deadline.passed:
-                    raise OutboundError(url, f"no whole answer within {limits.deadline_s:g} s") from None
+                    raise deadline.late(url) from None
                 raise OutboundError(url, _reason(exc)) from None
             raw = _exchange(deadline, conn, method, target, body, sent, url)
         except BaseException:

@@ -7,7 +7,7 @@ the same origin (`collectors.outbound`), so $HETPOOL_SCRAPE_TOKEN never reaches 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from urllib.parse import urlparse
 
 from collectors.exceptions import CollectorError
@@ -36,15 +36,18 @@ def url_host(url: str) -> str:
 
 
 def scrape(url: str, *, timeout: float = DEADLINE_S, max_bytes: int = MAX_BODY_BYTES, chunk_bytes: int = CHUNK_BYTES,
-           env: Mapping[str, str] = os.environ, connect: Connector = default_connect) -> Iterator[bytes]:
+           env: Mapping[str, str] = os.environ, connect: Connector = default_connect,
+           abort: Callable[[], bool] | None = None) -> Iterator[bytes]:
     """GET the endpoint (with $HETPOOL_SCRAPE_TOKEN as a bearer token when set) and yield its (decompressed)
-    body in chunks; the whole scrape within `timeout` seconds and at most `max_bytes` of body."""
+    body in chunks; the whole scrape within `timeout` seconds and at most `max_bytes` of body, ended at once
+    when `abort()` turns true."""
     sent = {"Accept": ACCEPT, "Accept-Encoding": "gzip", "User-Agent": "hetpool"}
     token = env.get(ENV_TOKEN, "").strip()
     if token:
         sent["Authorization"] = f"Bearer {token}"
     try:
-        response = request("GET", check_url(url), headers=sent, limits=Limits(timeout, max_bytes), connect=connect)
+        response = request("GET", check_url(url), headers=sent, limits=Limits(timeout, max_bytes), connect=connect,
+                           abort=abort)
     except OutboundError as exc:
         raise CollectorError(f"cannot scrape {url}: {exc.why}") from None
     with response:

@@ -70,6 +70,7 @@ class Trickler:
         self.sock = socket.create_server((host, 0))
         self.url = f"http://{host}:{self.sock.getsockname()[1]}/metrics"
         self.closed = threading.Event()
+        self.accepted = 0
         threading.Thread(target=self._accept, daemon=True).start()
 
     def _accept(self) -> None:
@@ -78,6 +79,7 @@ class Trickler:
                 conn, _ = self.sock.accept()
             except OSError:
                 return
+            self.accepted += 1
             threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
 
     def _serve(self, conn: socket.socket) -> None:

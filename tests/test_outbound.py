@@ -161,3 +161,15 @@ def test_a_gzip_bomb_is_refused_as_it_inflates(here: Recording) -> None:
         b"".join(scrape(f"{here.origin}/metrics", max_bytes=1 << 20))
     here.routes["/metrics"] = (200, {"Content-Encoding": "gzip"}, gzip.compress(b"a 1\n" * 1000))
     assert b"".join(scrape(f"{here.origin}/metrics")) == b"a 1\n" * 1000
+
+
+def test_an_abort_ends_a_scrape_waiting_on_a_trickle_at_once() -> None:
+    slow = Trickler(b"HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n", b"x" * 1000, every_s=0.5)
+    stop_at = time.monotonic() + 0.5
+    try:
+        began = time.monotonic()
+        with pytest.raises(CollectorError, match="stopped waiting for the answer: the service is stopping"):
+            b"".join(scrape(slow.url, timeout=30.0, abort=lambda: time.monotonic() > stop_at))
+        assert time.monotonic() - began < 10  # not the 30 s deadline
+    finally:
+        slow.close()
