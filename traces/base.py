@@ -8,12 +8,14 @@ into accepted requests and rejects with reasons. Nothing is dropped silently: re
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
 from typing import Protocol
 
 import polars as pl
 
 from canonical.schemas import RECORD_MAX_CHARS
+from canonical.timebounds import DEFAULT_MAX_AGE_DAYS, out_of_bounds
 from canonical.timeunits import DAY_MS, epoch_ms
 
 TRAFFIC_SCHEMA: dict[str, pl.DataType] = {
@@ -39,6 +41,9 @@ class ParseOptions:
     sla_tier: str | None = None
     start_ms: int = epoch_ms(DEFAULT_START)
     time_scale: float = 1.0
+    # arrivals are held to the samples' time bounds (canonical/timebounds.py) around now
+    now_ms: int = field(default_factory=lambda: int(time.time() * 1000))
+    max_age_ms: int = DEFAULT_MAX_AGE_DAYS * DAY_MS
 
 
 @dataclass(frozen=True)
@@ -128,6 +133,7 @@ def finalize(raw: pl.DataFrame, options: ParseOptions, read: int) -> Parsed:
         pl.coalesce(
             pl.col("reason"),
             pl.when(pl.col("arrival_ms").is_null()).then(pl.lit("missing arrival time")),
+            out_of_bounds(pl.col("arrival_ms"), "arrival", options.now_ms, options.max_age_ms),
             pl.when(pl.col("cached_tokens") > pl.col("in_tokens")).then(
                 pl.format("cached_tokens {} exceed in_tokens {}", "cached_tokens", "in_tokens")),
             pl.when(pl.col("max_tokens") < 1).then(
