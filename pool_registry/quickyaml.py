@@ -54,7 +54,10 @@ def plain_value(text: str) -> Any:
         build = _BUILD.get(tag)
         if build is None:  # '<<' and '=' resolve to tags the registry has no use for
             raise Unsupported(text)
-        value = build(_CONSTRUCTOR, ScalarNode(tag, text))
+        try:
+            value = build(_CONSTRUCTOR, ScalarNode(tag, text))
+        except (ValueError, OverflowError):  # an integer too long to read: the positioned reader says where
+            raise Unsupported("a number too long to read") from None
         if len(_seen) < 100_000:
             _seen[text] = value
     return value
