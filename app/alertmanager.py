@@ -1,6 +1,7 @@
 """The Alertmanager v2 API as hetpool uses it: post alerts, read and create silences.
 
-The HTTP call is injected (`Transport`; the production default is urllib) and credentials come from the
+The HTTP call is injected (`Transport`; the production default is the outbound client, which follows a
+redirect only to the same origin and never turns a POST into a GET) and credentials come from the
 environment only: HETPOOL_ALERTMANAGER_TOKEN (a bearer token), or HETPOOL_ALERTMANAGER_USER and
 HETPOOL_ALERTMANAGER_PASSWORD (basic auth). Neither is ever part of a message.
 """
@@ -10,20 +11,21 @@ from __future__ import annotations
 import base64
 import json
 import os
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlparse
 
 from canonical.redact import redact
+from collectors.outbound import Limits, OutboundError, request
 from status.silences import Silence, SilenceError, parse_silences
 
 ENV_URL = "HETPOOL_ALERTMANAGER_URL"
 ENV_TOKEN, ENV_USER, ENV_PASSWORD = ("HETPOOL_ALERTMANAGER_TOKEN", "HETPOOL_ALERTMANAGER_USER",
                                      "HETPOOL_ALERTMANAGER_PASSWORD")
-# (method, url, body, headers, timeout in s) -> (HTTP status, body); raises OSError when nothing answers
+MAX_ANSWER_BYTES = 64 << 20  # silences and acknowledgements: far below this
+# (method, url, body, headers, timeout in s) -> (HTTP status, body); raises OutboundError (or OSError) when
+# nothing answers as it should
 Transport = Callable[[str, str, bytes | None, Mapping[str, str], float], tuple[int, bytes]]
 
 
@@ -31,15 +33,13 @@ class AlertmanagerError(Exception):
     """Alertmanager cannot be reached, refused a request, or answered what the API does not."""
 
 
-def urllib_transport(method: str, url: str, body: bytes | None, headers: Mapping[str, str],
-                     timeout_s: float) -> tuple[int, bytes]:
-    """One HTTP request with urllib; an HTTP error status is returned, not raised."""
-    request = urllib.request.Request(url, data=body, method=method, headers=dict(headers))
-    try:
-        with urllib.request.urlopen(request, timeout=timeout_s) as response:
-            return int(response.status), response.read()
-    except urllib.error.HTTPError as exc:
-        return int(exc.code), exc.read()
+def outbound_transport(method: str, url: str, body: bytes | None, headers: Mapping[str, str],
+                       timeout_s: float) -> tuple[int, bytes]:
+    """One HTTP request within `timeout_s` in all; an HTTP error status is returned, not raised, and a refused
+    redirect, a deadline passed or a body over the cap raise OutboundError."""
+    with request(method, url, body=body, headers=headers, limits=Limits(deadline_s=timeout_s,
+                                                                         max_body_bytes=MAX_ANSWER_BYTES)) as got:
+        return got.status, got.read()
 
 
 @dataclass(frozen=True)
@@ -80,16 +80,18 @@ def check_url(url: str) -> str:
 class Alertmanager:
     """One Alertmanager (or a cluster behind one URL)."""
 
-    def __init__(self, url: str, auth: AmAuth | None = None, *, transport: Transport = urllib_transport,
+    def __init__(self, url: str, auth: AmAuth | None = None, *, transport: Transport = outbound_transport,
                  timeout_s: float = 10.0):
         self.url = check_url(url)
         self.auth = auth if auth is not None else AmAuth.from_env()
         self.transport = transport
         self.timeout_s = timeout_s
 
-    def post_alerts(self, bodies: list[dict[str, Any]] | tuple[dict[str, Any], ...]) -> None:
-        """POST /api/v2/alerts: fire, hold or resolve each alert in one request."""
+    def post_alerts(self, bodies: list[dict[str, Any]] | tuple[dict[str, Any], ...]) -> int:
+        """POST /api/v2/alerts: fire, hold or resolve each alert in one request; how many Alertmanager accepted
+        (it takes a batch whole with a 2xx answer, or none of it)."""
         self._call("POST", "/api/v2/alerts", list(bodies))
+        return len(bodies)
 
     def silences(self) -> tuple[Silence, ...]:
         """GET /api/v2/silences: every silence it keeps (active, pending and expired)."""
@@ -111,10 +113,12 @@ class Alertmanager:
                    **({"Content-Type": "application/json"} if body is not None else {})}
         try:
             status, raw = self.transport(method, self.url + path, body, headers, self.timeout_s)
+        except OutboundError as exc:
+            raise AlertmanagerError(f"cannot reach Alertmanager at {self.url}: {redact(exc.why)}") from None
         except OSError as exc:
             reason = getattr(exc, "reason", None) or exc.strerror or exc
             raise AlertmanagerError(f"cannot reach Alertmanager at {self.url}: {redact(str(reason))}") from None
-        if status >= 300:
+        if not 200 <= status < 300:
             text = redact(raw.decode("utf-8", "replace").strip())[:300]
             raise AlertmanagerError(f"Alertmanager at {self.url} answered HTTP {status} to {method} {path}: {text}")
         if not raw.strip():

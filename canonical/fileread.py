@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import stat
 from pathlib import Path
 
 
@@ -14,10 +15,16 @@ class UnreadableFile(Exception):
 
 
 def read_bytes(path: str | Path, expected: str) -> bytes:
-    """The file's bytes; a missing file, a folder or a file without read permission raises UnreadableFile
-    (`expected` names what should be there: "a YAML file")."""
+    """The file's bytes; a missing file, a folder, a device or FIFO, or a file without read permission raises
+    UnreadableFile (`expected` names what should be there: "a YAML file")."""
     p = Path(path)
     try:
+        kind = p.stat().st_mode
+        if not stat.S_ISREG(kind) and not stat.S_ISDIR(kind):
+            # a device (/dev/zero never ends) or a FIFO (waits for a writer forever) is no file to load
+            what = "a FIFO" if stat.S_ISFIFO(kind) else "a device" if stat.S_ISCHR(kind) or stat.S_ISBLK(kind) \
+                else "a socket" if stat.S_ISSOCK(kind) else "not a regular file"
+            raise UnreadableFile(p, f"is {what}, expected {expected}")
         return p.read_bytes()
     except FileNotFoundError:
         raise UnreadableFile(p, "file not found") from None

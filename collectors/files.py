@@ -24,6 +24,9 @@ from collectors.exceptions import CollectorError
 # Larger chunks mean fewer batches, each with a fixed cost in every stage, but more memory held per batch:
 # 48 MiB measured fastest within the 1 GiB peak RSS target.
 CHUNK_BYTES = 48 << 20
+# Exposition text compresses about 10 to 30 times; a .gz past both of these is a bomb, not a scrape
+INFLATE_RATIO = 200
+INFLATE_FLOOR_BYTES = 256 << 20
 
 
 def _open(p: Path) -> int:
@@ -94,7 +97,14 @@ def read_chunks(path: str | Path, chunk_bytes: int = CHUNK_BYTES) -> Iterator[by
         os.close(fd)
 
 
+def inflate_cap(compressed_bytes: int) -> int:
+    """How large a .gz of this size may inflate to before it is refused as a bomb."""
+    return max(INFLATE_FLOOR_BYTES, INFLATE_RATIO * compressed_bytes)
+
+
 def _gzip_chunks(p: Path, fd: int, chunk_bytes: int, watch: _Watch) -> Iterator[bytes]:
+    cap = inflate_cap(watch.opened.st_size)
+    total = 0
     with gzip.GzipFile(fileobj=os.fdopen(os.dup(fd), "rb")) as f:
         while True:
             try:
@@ -105,4 +115,8 @@ def _gzip_chunks(p: Path, fd: int, chunk_bytes: int, watch: _Watch) -> Iterator[
             watch.check()
             if not data:
                 return
+            total += len(data)
+            if total > cap:
+                raise CollectorError(f"{str(p)!r} inflates to more than {cap >> 20} MiB, {INFLATE_RATIO} times its "
+                                     f"compressed size: a .gz this repetitive is refused rather than read")
             yield data

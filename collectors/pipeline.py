@@ -18,7 +18,8 @@ from pathlib import Path
 import duckdb
 import polars as pl
 
-from canonical.timeunits import DAY_MS
+from canonical.rejectlog import bounded_reason
+from canonical.timebounds import max_age_ms
 from collectors.exceptions import CollectorError
 from collectors.scrape import check_url, scrape, url_host
 from collectors.sources import Chunks, ExpositionSource, OutOfOrder, Source
@@ -33,8 +34,6 @@ from normalizers import (
     load_profiles,
 )
 from normalizers.canonical_in import CanonicalNormalizer
-from normalizers.normalize import DEFAULT_MAX_AGE_DAYS
-from normalizers.reasons import MAX_AGE_ENV
 from store import Access, IngestCounts, IngestRun, commit_run, latest_registry
 from store.error_state import prior_error_state
 from store.ingest import Hook as WriteHook
@@ -60,16 +59,10 @@ class IngestOptions:
 
 def clock_options(default_ts_ms: int, now_ms: int, env: Mapping[str, str] = os.environ) -> Options:
     """The normalizer's clock inputs, with the oldest accepted sample from $HETPOOL_MAX_SAMPLE_AGE_DAYS."""
-    raw = env.get(MAX_AGE_ENV, "").strip()
-    days = float(DEFAULT_MAX_AGE_DAYS)
-    if raw:
-        try:
-            days = float(raw)
-        except ValueError:
-            days = -1.0
-        if not 0 < days < 1e5:
-            raise CollectorError(f"{MAX_AGE_ENV}={raw!r} is not a number of days between 0 and 100000")
-    return Options(default_ts_ms=default_ts_ms, now_ms=now_ms, max_age_ms=int(days * DAY_MS))
+    try:
+        return Options(default_ts_ms=default_ts_ms, now_ms=now_ms, max_age_ms=max_age_ms(env))
+    except ValueError as exc:
+        raise CollectorError(str(exc)) from None
 
 
 @dataclass
@@ -185,13 +178,14 @@ class BatchWriter:
 
     def raw(self, batch: RawBatch) -> None:
         self.run.add_read(batch.reads)
-        self._rejects(batch.rejects)
+        self._rejects(batch.rejects, batch.unkept)
 
-    def _rejects(self, rejects: pl.DataFrame) -> None:
-        if rejects.height:
-            self.run.add_rejects(rejects)
-            for reason, n in rejects.group_by("reason").len().iter_rows():
-                self.report.reasons[reason] += n
+    def _rejects(self, rejects: pl.DataFrame, unkept: Mapping[str, int] | None = None) -> None:
+        if rejects.height or unkept:
+            self.run.add_rejects(rejects, unkept)
+            counts = rejects.group_by("reason").len().iter_rows() if rejects.height else ()
+            for reason, n in (*counts, *(unkept or {}).items()):
+                self.report.reasons[bounded_reason(self.report.reasons, reason)] += n
 
     def normalized(self, out: Normalized) -> None:
         self._rejects(out.rejects)

@@ -13,6 +13,7 @@ from prometheus_api_client import PrometheusConnect
 from urllib3.util.retry import Retry
 
 from collectors.exceptions import CollectorError
+from collectors.outbound import RedirectRefused, redirect_target
 from collectors.promjson import RangeVector, ResponseError, parse_matrix
 
 ENV_TOKEN = "HETPOOL_PROM_TOKEN"
@@ -62,8 +63,28 @@ class RetryPolicy:
     timeout_s: float = 60.0
 
 
+class _Refused(requests.RequestException):
+    """A redirect the outbound rule refuses, raised inside requests so every caller's handling applies."""
+
+
+def same_origin_only(response: requests.Response, *_args: object, **_kwargs: object) -> requests.Response:
+    """A response hook: refuse a redirect to another origin, or one that changes the method, before requests
+    follows it (requests strips the Authorization header across hosts, but not basic auth on a port change,
+    and turns a POST into a GET)."""
+    if response.is_redirect:
+        try:
+            redirect_target(response.url, response.request.method or "GET", response.status_code,
+                            response.headers.get("Location"))
+        except RedirectRefused as exc:
+            response.close()
+            raise _Refused(exc.why) from None
+    return response
+
+
 def _describe(exc: BaseException) -> str:
     text = str(exc)
+    if isinstance(exc, _Refused):
+        return text
     if isinstance(exc, requests.exceptions.SSLError):
         why = "certificate verify failed" if "CERTIFICATE_VERIFY_FAILED" in text else "TLS handshake failed"
         return f"{why}; set {ENV_CA} to the server's CA file (or pass --insecure)"
@@ -91,6 +112,7 @@ class PromClient:
         self.sleep = sleep
         self.session = session or requests.Session()
         self.session.verify = os.environ.get(ENV_CA, verify) if verify is True else verify
+        self.session.hooks["response"].append(same_origin_only)
         # our own loop retries with backoff and accounting, so the library's adapter must not retry too
         self.prom = PrometheusConnect(url=self.url, headers=self.auth.headers(), auth=self.auth.basic(),
                                       session=self.session, retry=Retry(total=0, raise_on_status=False),

@@ -14,12 +14,16 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Protocol
 
+import numpy as np
 import polars as pl
 
 from collectors.exceptions import CollectorError
 from normalizers import ExpositionParser, RawBatch
 from normalizers.typecheck import TypeChecker
 
+# a chunk's lines are parsed as one batch: at most this many (a normal 48 MiB chunk holds about 400,000)
+MAX_LINES_PER_BATCH = 1 << 19
+SCAN_BYTES = 1 << 22
 Chunks = Iterable[bytes | memoryview] | Callable[[], Iterable[bytes | memoryview]]
 
 
@@ -85,7 +89,7 @@ class ExpositionSource:
         """Parse chunk by chunk; the samples of a batch's newest timestamp wait for the next chunk."""
         pieces = self.chunks() if callable(self.chunks) else self.chunks
         parser = ExpositionParser()
-        parsed = (parser.feed(data) for data in pieces)
+        parsed = (parser.feed(data) for data in line_bounded(pieces))
         if self.at_once:
             return typed(one_batch(parsed, parser.finish))
         return self._checked(typed(whole_scrapes(parsed, parser.finish, default_ts_ms)))
@@ -103,6 +107,30 @@ class ExpositionSource:
         return callable(self.chunks) or iter(self.chunks) is not self.chunks
 
 
+def line_bounded(pieces: Iterable[bytes | memoryview], max_lines: int = MAX_LINES_PER_BATCH
+                 ) -> Iterator[bytes | memoryview]:
+    """The chunks, each cut into pieces of at most `max_lines` lines: a batch's memory follows its lines, not its
+    bytes, and a chunk of very short lines (a compressed file of one bad byte per line) would otherwise make
+    millions of rows at once."""
+    for data in pieces:
+        view = memoryview(data).cast("B")
+        start, count, at = 0, 0, 0
+        while at < len(view):  # newlines found a window at a time: never one offset per line of a whole chunk
+            window = np.frombuffer(view[at:at + SCAN_BYTES], dtype=np.uint8)
+            ends = np.flatnonzero(window == 10)
+            while count + len(ends) >= max_lines:
+                cut = at + int(ends[max_lines - count - 1]) + 1
+                yield view[start:cut]
+                ends = ends[max_lines - count:]
+                start, count = cut, 0
+            count += len(ends)
+            at += len(window)
+        if start == 0:
+            yield data
+        elif start < len(view):
+            yield view[start:]
+
+
 def whole_scrapes(batches: Iterable[RawBatch], finish: Callable[[], RawBatch], default_ts_ms: int
                   ) -> Iterator[RawBatch]:
     """Re-cut parsed batches so that each ends on a whole scrape.
@@ -117,7 +145,7 @@ def whole_scrapes(batches: Iterable[RawBatch], finish: Callable[[], RawBatch], d
     for batch in batches:
         series = batch.series or series  # the parser's table of series grows; an empty batch may not carry it
         if not batch.samples.height:  # a chunk that completed no sample line: the held rows still wait
-            yield RawBatch(batch.samples, series, batch.rejects, batch.types)
+            yield replace(batch, series=series)
             continue
         _in_order(batch.samples, newest, default_ts_ms)
         samples = batch.samples if held is None else pl.concat([held, batch.samples])
@@ -128,11 +156,11 @@ def whole_scrapes(batches: Iterable[RawBatch], finish: Callable[[], RawBatch], d
             top = ts.filter(~late).max()
             assert isinstance(top, int)
             newest = top if newest is None else max(newest, top)
-        yield RawBatch(samples, series, batch.rejects, batch.types)
+        yield replace(batch, samples=samples, series=series)
     last = finish()
     _in_order(last.samples, newest, default_ts_ms)
     samples = last.samples if held is None else pl.concat([held, last.samples])
-    yield RawBatch(samples, last.series or series, last.rejects, last.types)
+    yield replace(last, samples=samples, series=last.series or series)
 
 
 def typed(batches: Iterable[RawBatch]) -> Iterator[RawBatch]:
@@ -158,6 +186,6 @@ def one_batch(batches: Iterable[RawBatch], finish: Callable[[], RawBatch]) -> It
         if batch.samples.height:
             held.append(batch.samples)
         series = batch.series or series
-        yield RawBatch(batch.samples.clear(), series, batch.rejects, batch.types)
+        yield replace(batch, samples=batch.samples.clear(), series=series)
     last = finish()
-    yield RawBatch(pl.concat([*held, last.samples]), last.series or series, last.rejects, last.types)
+    yield replace(last, samples=pl.concat([*held, last.samples]), series=last.series or series)

@@ -24,7 +24,7 @@ from canonical.metrics import ERROR_CLASSES, METRICS, SEVERITIES, ErrorClass
 from canonical.prometheus import CREATED_SUFFIX
 from normalizers.normalize import Normalizer, Options
 from normalizers.profile import COUNTER, STICKY, ErrorMap, ValueRule
-from normalizers.series import Context, ErrorUse, Resolution, canonical_json, format_number
+from normalizers.series import Context, ErrorUse, Resolution, canonical_json, format_number, nul_label
 from normalizers.textformat import render_series
 
 PROFILE = "canonical"  # what the runs and rejects of canonical input name as their profile
@@ -36,6 +36,9 @@ _STATS = {"_bucket": "bucket", "_sum": "sum", "_count": "count"}
 
 def resolve_canonical(ctx: Context, name: str, labels: dict[str, str]) -> Resolution:
     """What one canonical series becomes; never raises for bad data, a reason says why it is rejected."""
+    nul = nul_label(labels)
+    if nul is not None:
+        return Resolution(name, nul, PROFILE)
     if name in OWN_SERIES:
         return Resolution(name, None, PROFILE, kind="ignored")
     found = canonical_of(name)

@@ -21,6 +21,7 @@ import polars as pl
 import pyarrow as pa
 
 from canonical.prometheus import family_of
+from canonical.rejectlog import RejectLog
 from canonical.schemas import RECORD_MAX_CHARS, REJECT_SCHEMA
 from normalizers.textformat import SECONDS_BELOW, LineError, parse_line, parse_series, render_series
 
@@ -41,13 +42,14 @@ class RawBatch:
 
     samples: pl.DataFrame                      # RAW_SCHEMA, one row per sample line
     series: dict[str, Series]                  # key -> (name, labels), for every key in samples (and more)
-    rejects: pl.DataFrame                      # REJECT_SCHEMA, lines that are not valid exposition
+    rejects: pl.DataFrame                      # REJECT_SCHEMA, lines that are not valid exposition (examples)
     types: dict[str, str] = field(default_factory=dict)  # metric family -> # TYPE, as seen so far
+    unkept: dict[str, int] = field(default_factory=dict)  # rejects beyond the examples kept, by reason
 
     @property
     def reads(self) -> int:
-        """Sample lines read: every one is either in samples or in rejects."""
-        return self.samples.height + self.rejects.height
+        """Sample lines read: every one is either in samples or in rejects (kept as an example or counted)."""
+        return self.samples.height + self.rejects.height + sum(self.unkept.values())
 
     def to_frame(self) -> pl.DataFrame:
         """The raw sample frame: line, name, labels (list of name/value), value, ts_ms, type."""
@@ -96,7 +98,7 @@ class ExpositionParser:
         `data` is any bytes-like object (bytes, or a memoryview of a memory-mapped file chunk). The batch's
         strings point into it, so it is kept alive by the batch rather than copied.
         """
-        rejects: list[dict[str, object]] = []
+        rejects = RejectLog()
         view = memoryview(data).cast("B")
         arr = np.frombuffer(view, dtype=np.uint8)
         ends = self._newlines(arr)
@@ -129,21 +131,21 @@ class ExpositionParser:
 
     def finish(self) -> RawBatch:
         """Parse the last line when the input did not end with a newline."""
-        rejects: list[dict[str, object]] = []
+        rejects = RejectLog()
         tail, self._carry = self._carry, b""
         if self._skipping or not tail:
             self._skipping = False
             return self._batch(None, rejects)
         return self._batch(self._lines([(tail + b"\n", None)], rejects, _flags(tail)), rejects)
 
-    def _reject_long(self, rejects: list[dict[str, object]], head: bytes) -> None:
+    def _reject_long(self, rejects: RejectLog, head: bytes) -> None:
         self._line += 1
         rejects.append({"line": self._line, "record": head[:RECORD_MAX_CHARS].decode("utf-8", "replace"),
                         "reason": f"line longer than {self.max_line_bytes} bytes"})
         self._carry, self._skipping = b"", True
 
     # -- one block of complete lines -----------------------------------------------------------
-    def _lines(self, blocks: list[tuple[Buffer, np.ndarray | None]], rejects: list[dict[str, object]],
+    def _lines(self, blocks: list[tuple[Buffer, np.ndarray | None]], rejects: RejectLog,
                flags: tuple[bool, bool]) -> _Lines:
         """The lines (each still ending in '\\n') as one string column, whether each is a comment (from its
         first byte, which is cheaper than a string kernel), the first line number, and flags."""
@@ -183,7 +185,7 @@ class ExpositionParser:
             self._buffer = np.empty(n, dtype=bool)
         return self._buffer[:n]
 
-    def _checked_lines(self, block: bytes, rejects: list[dict[str, object]]) -> pa.Array:
+    def _checked_lines(self, block: bytes, rejects: RejectLog) -> pa.Array:
         """Lines of a block that is not all valid UTF-8: the bad lines are rejected one by one."""
         texts: list[str] = []
         for raw in block.split(b"\n")[:-1]:
@@ -196,10 +198,10 @@ class ExpositionParser:
                 texts.append("#\n")  # a placeholder comment keeps the numbering; comments are not reads
         return pa.array(texts, type=pa.large_string())
 
-    def _batch(self, lines: _Lines | None, rejects: list[dict[str, object]]) -> RawBatch:
+    def _batch(self, lines: _Lines | None, rejects: RejectLog) -> RawBatch:
         if lines is None:  # no complete line yet (a small chunk): shared empty frames, nothing to build
-            return RawBatch(_NO_SAMPLES, {}, pl.DataFrame(rejects, schema=REJECT_SCHEMA) if rejects else _NO_REJECTS,
-                            dict(self.types))
+            return RawBatch(_NO_SAMPLES, {}, rejects.frame() if rejects else _NO_REJECTS, dict(self.types),
+                            dict(rejects.unkept))
         texts, comment, first, flags = lines
         frame = _split(pl.DataFrame([texts, comment]), first, flags)
         # most blocks are all samples and comments: filter only for the kinds present
@@ -219,11 +221,9 @@ class ExpositionParser:
         if self._eof is not None:
             fast = self._after_eof(fast, rejects)
         samples = self._resolve(fast, rejects)
-        rej = pl.DataFrame(rejects, schema=REJECT_SCHEMA).sort("line") if rejects else pl.DataFrame(
-            schema=REJECT_SCHEMA)
-        return RawBatch(samples, self._valid, rej, dict(self.types))
+        return RawBatch(samples, self._valid, rejects.frame(), dict(self.types), dict(rejects.unkept))
 
-    def _after_eof(self, fast: pl.DataFrame, rejects: list[dict[str, object]]) -> pl.DataFrame:
+    def _after_eof(self, fast: pl.DataFrame, rejects: RejectLog) -> pl.DataFrame:
         """OpenMetrics ends the exposition at '# EOF': later samples are rejects, not data."""
         late = fast.get_column("line") > self._eof
         if not late.any():
@@ -240,24 +240,35 @@ class ExpositionParser:
             if len(parts) >= 4 and parts[1] == "TYPE":
                 self.types[parts[2]] = parts[3]
 
-    def _slow(self, frame: pl.DataFrame, rejects: list[dict[str, object]]) -> pl.DataFrame:
-        rows: dict[str, list[object]] = {"line": [], "key": [], "value": [], "ts_ms": [], "text": []}
-        for line, text in frame.iter_rows():
+    def _slow(self, frame: pl.DataFrame, rejects: RejectLog) -> pl.DataFrame:
+        """Lines the fast split could not take, parsed one distinct text at a time (a hostile file repeats one
+        bad line millions of times: it is parsed once, and its rejects are counted in bulk)."""
+        parsed_as: dict[str, tuple[str | None, float | None, int | None, str | None]] = {}
+        for text in frame.get_column("text").unique(maintain_order=True):
             body = text.rstrip("\r\n")
             if not body.strip():
+                parsed_as[text] = (None, None, None, None)  # a blank line: neither a sample nor a reject
                 continue
             try:
                 parsed = parse_line(body.strip(" \t"))
             except LineError as exc:
-                rejects.append({"line": line, "record": _record(text), "reason": str(exc)})
+                parsed_as[text] = (None, None, None, str(exc))
                 continue
             key = render_series(parsed.name, parsed.labels)
             self._series.setdefault(key, (parsed.name, parsed.labels))
-            for col, value in zip(rows, (line, key, parsed.value, parsed.ts_ms, text), strict=True):
-                rows[col].append(value)
-        return pl.DataFrame(rows, schema=RAW_SCHEMA)
+            parsed_as[text] = (key, parsed.value, parsed.ts_ms, None)
+        table = pl.DataFrame({"text": list(parsed_as), **{
+            col: [v[i] for v in parsed_as.values()] for i, col in enumerate(("key", "value", "ts_ms", "reason"))}},
+            schema={"text": pl.String, "key": pl.String, "value": pl.Float64, "ts_ms": pl.Int64, "reason": pl.String})
+        joined = frame.join(table, on="text", how="left", maintain_order="left")
+        bad = joined.filter(pl.col("reason").is_not_null())
+        for (reason,), group in bad.group_by("reason", maintain_order=True):
+            rejects.extend(str(reason), group.select("line", "text"), _record)
+        good = joined.filter(pl.col("reason").is_null() & pl.col("key").is_not_null())
+        return good.select(pl.col("line"), pl.col("key").cast(pl.Categorical), "value", "ts_ms", "text").cast(
+            RAW_SCHEMA)  # type: ignore[arg-type]
 
-    def _resolve(self, samples: pl.DataFrame, rejects: list[dict[str, object]]) -> pl.DataFrame:
+    def _resolve(self, samples: pl.DataFrame, rejects: RejectLog) -> pl.DataFrame:
         """Parse each new series text once; drop (and reject) lines whose series text is invalid.
 
         Series texts are told apart by their dictionary code, so only codes never seen before are looked at

@@ -16,6 +16,7 @@ import numpy as np
 import polars as pl
 
 from canonical.schemas import DEVICE_WIDE, REJECT_SCHEMA, VERSION_SCHEMA
+from canonical.timebounds import DEFAULT_MAX_AGE_DAYS, MAX_AHEAD_MS
 from canonical.timeunits import DAY_MS
 from normalizers import bitmask
 from normalizers.exposition import RawBatch
@@ -52,8 +53,6 @@ ROW_SCHEMA: dict[str, pl.DataType] = {
 
 
 
-DEFAULT_MAX_AGE_DAYS = 3650
-
 
 @dataclass(frozen=True)
 class Options:
@@ -61,7 +60,7 @@ class Options:
 
     default_ts_ms: int
     now_ms: int
-    max_ahead_ms: int = DAY_MS
+    max_ahead_ms: int = MAX_AHEAD_MS
     # older than this is a truncated or mis-scaled timestamp, not history (and would spread one run's rollup
     # refresh over decades)
     max_age_ms: int = DEFAULT_MAX_AGE_DAYS * DAY_MS

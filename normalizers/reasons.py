@@ -5,10 +5,10 @@ from __future__ import annotations
 import polars as pl
 
 from canonical.schemas import RECORD_MAX_CHARS, REJECT_SCHEMA
+from canonical.timebounds import ahead_reason, too_old_reason
+from canonical.timeunits import DAY_MS
 from normalizers import bitmask
 from normalizers.ids import Ids
-
-MAX_AGE_ENV = "HETPOOL_MAX_SAMPLE_AGE_DAYS"
 
 # Check codes of a sample; 0 is fine, the first failed check wins.
 (OK, SERIES, DUP, AHEAD, NEGATIVE_TS, NAN, INF, SENTINEL, BELOW, ABOVE, RULE_REJECT, RULE_VALUES, NOT_MASK,
@@ -38,10 +38,9 @@ def spell_out(bad: pl.DataFrame, ids: Ids, max_age_days: float = 0.0) -> pl.Data
         pl.when(code == SERIES).then(pl.col("sreason"))
         .when(code == DUP).then(pl.lit("duplicate series in one scrape: same series and timestamp as an "
                                        "earlier line"))
-        .when(code == AHEAD).then(pl.format("timestamp {} is more than a day ahead of now", iso))
+        .when(code == AHEAD).then(ahead_reason("timestamp", iso))
         .when(code == NEGATIVE_TS).then(pl.format("negative timestamp {}", pl.col("ts")))
-        .when(code == TOO_OLD).then(pl.format(f"timestamp {{}} is more than {max_age_days:g} days before now "
-                                              f"(raise {MAX_AGE_ENV} to keep older samples)", iso))
+        .when(code == TOO_OLD).then(too_old_reason("timestamp", iso, round(max_age_days * DAY_MS)))
         .when(code == NAN).then(pl.lit("value is NaN"))
         .when(code == INF).then(pl.format("value is {}", pl.when(v > 0).then(pl.lit("+Inf")).otherwise(pl.lit("-Inf"))))
         .when(code == SENTINEL).then(pl.format("{} (value {})", pl.col("sent_reason"), v))

@@ -145,8 +145,20 @@ def _attributes(profile: Profile, mapping: MetricMap | None,
     return out, None
 
 
+def nul_label(labels: dict[str, str]) -> str | None:
+    """The reason a series whose label value holds a NUL byte is rejected, or None: no column, feed or scraper
+    downstream takes a NUL in text, and the exposition formats have no escape for one."""
+    for label, value in labels.items():
+        if "\x00" in value:
+            return f"label {label!r} holds a NUL byte; a label value is text without NUL"
+    return None
+
+
 def resolve(ctx: Context, name: str, labels: dict[str, str]) -> Resolution:
     """Resolve one series; never raises for bad data, it returns a Resolution with a reason instead."""
+    nul = nul_label(labels)
+    if nul is not None:
+        return Resolution(name, nul)
     profile = ctx.profile or ctx.profiles.detect(name)
     if profile is None:
         known = ", ".join(sorted(ctx.profiles.profiles))

@@ -276,7 +276,10 @@ class Reader:
             self.fail(node, path, f"expected a number, got {_describe(node)}")
             return 0.0
         else:
-            value = float(self._scalar(node))
+            got = self._digits(node, path)
+            if got is None:
+                return 0.0
+            value = float(got)
         if value != value or value in (float("inf"), float("-inf")):
             self.fail(node, path, f"expected a finite number, got {node.value!r}")
             return 0.0
@@ -290,8 +293,22 @@ class Reader:
         if not isinstance(node, ScalarNode) or node.tag != "tag:yaml.org,2002:int":
             self.fail(node, path, f"expected an integer, got {_describe(node)}")
             return 0
-        value = int(self._scalar(node))
+        got = self._digits(node, path)
+        if got is None:
+            return 0
+        value = int(got)
         return value if self._bounds(node, path, value, gt, ge, le) else 0
+
+    def _digits(self, node: Node, path: str) -> Any:
+        """A number scalar's value, or None (and a problem) for one too long to be a number Python reads: an
+        integer of more than 4,300 digits, or a float whose conversion overflows."""
+        try:
+            return self._scalar(node)
+        except (ValueError, OverflowError):
+            text = str(node.value)
+            shown = text if len(text) <= 40 else f"{text[:20]}...{text[-10:]} ({len(text):,} characters)"
+            self.fail(node, path, f"expected a number, got {shown}, too long to be one")
+            return None
 
     def _bounds(self, node: Node, path: str, value: float, gt: float | None, ge: float | None,
                 le: float | None) -> bool:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import threading
@@ -116,10 +117,30 @@ def transaction(con: duckdb.DuckDBPyConnection) -> Iterator[duckdb.DuckDBPyConne
     con.execute("BEGIN TRANSACTION")
     try:
         yield con
-    except BaseException:
-        con.execute("ROLLBACK")
+    except BaseException as exc:
+        with contextlib.suppress(duckdb.Error):  # a failed commit has ended the transaction already
+            con.execute("ROLLBACK")
+        if isinstance(exc, duckdb.IOException) or _DISK.search(str(exc)):
+            raise StoreError(f"cannot write the database: {_io_reason(exc)}; nothing of this was stored") from None
         raise
-    con.execute("COMMIT")
+    try:
+        con.execute("COMMIT")
+    except duckdb.Error as exc:
+        with contextlib.suppress(duckdb.Error):
+            con.execute("ROLLBACK")
+        raise StoreError(f"cannot commit to the database: {_io_reason(exc)}; nothing of this was stored") from None
+
+
+# what a full disk or a file-size limit says, whichever DuckDB exception carries it
+_DISK = re.compile(r"No space left on device|File too large|Disk quota exceeded|Read-only file system", re.I)
+
+
+def _io_reason(exc: BaseException) -> str:
+    """The operating system's words in a DuckDB I/O error (disk full, file too large), else its first line."""
+    found = _DISK.search(str(exc))
+    if found:
+        return found.group().lower()
+    return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
 
 
 def schema_version(con: duckdb.DuckDBPyConnection) -> int:

@@ -10,13 +10,15 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import json
-from collections.abc import Callable
+from collections import Counter
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 
 import duckdb
 import polars as pl
 
 from canonical.redact import redact
+from canonical.rejectlog import KEEP_PER_REASON, KEEP_PER_RUN, bounded_reason
 from canonical.schemas import DEVICE_WIDE, KEY, RECORD_MAX_CHARS, SAMPLE_COLUMNS, SAMPLE_SCHEMA, VERSION_SCHEMA
 from store.db import Access, fetch_one, transaction
 from store.error_state import record_error_state
@@ -73,6 +75,9 @@ class IngestRun:
         self.run_id = 0
         self._samples: list[tuple[pl.DataFrame, bool]] = []
         self._rejects: list[pl.DataFrame] = []
+        self._kept = 0  # rejects kept as examples
+        self._kept_by: dict[str, int] = {}  # ... per reason, once sampling has begun
+        self._unkept: Counter[str] = Counter()  # rejects counted but not kept, by reason
         self._versions: list[pl.DataFrame] = []
         self._state: list[pl.DataFrame] = []
         self._hooks: list[Hook] = []
@@ -143,15 +148,61 @@ class IngestRun:
         self.widen(int(batch["ts"].min()), int(batch["ts"].max()))  # type: ignore[arg-type]
         self._samples.append((batch, assume_unique))
 
-    def add_rejects(self, frame: pl.DataFrame) -> int:
-        """Keep rejected records with their reason; returns how many."""
+    def add_rejects(self, frame: pl.DataFrame, unkept: Mapping[str, int] | None = None) -> int:
+        """Count rejected records, keeping them with their reason as examples up to the run's caps
+        (canonical/rejectlog.py); `unkept` counts more rejects, by reason, whose examples a reader did not keep.
+        Returns how many were counted."""
+        n = frame.height + sum((unkept or {}).values())
+        self.staged.rejected += n
+        for reason, count in (unkept or {}).items():
+            self._unkept[bounded_reason(self._unkept, reason)] += count
         if frame.height == 0:
-            return 0
-        self._rejects.append(frame.select(
+            return n
+        frame = frame.select(
             pl.col("line").cast(pl.Int64), pl.col("record").cast(pl.String).str.slice(0, RECORD_MAX_CHARS),
-            pl.col("reason").cast(pl.String)))
-        self.staged.rejected += frame.height
-        return frame.height
+            pl.col("reason").cast(pl.String))
+        counts = dict(frame.group_by("reason", maintain_order=True).len().iter_rows())  # in order of first sight
+        if self._kept + frame.height > KEEP_PER_RUN or any(
+                self._kept_by.get(r, 0) + c > KEEP_PER_REASON or bounded_reason(self._kept_by, r) != r
+                for r, c in counts.items()):
+            frame = self._sampled(frame, counts)
+        else:
+            for reason, count in counts.items():
+                self._kept_by[reason] = self._kept_by.get(reason, 0) + count
+        if frame.height:
+            self._rejects.append(frame)
+            self._kept += frame.height
+        return n
+
+    def _sampled(self, frame: pl.DataFrame, counts: dict[str, int]) -> pl.DataFrame:
+        """The rows of `frame` that fit the caps, first come first kept; the rest counted as not kept."""
+        room: dict[str, int] = {}
+        for reason in counts:
+            if bounded_reason(self._kept_by, reason) == reason:
+                self._kept_by.setdefault(reason, 0)
+                room[reason] = KEEP_PER_REASON - self._kept_by[reason]
+            else:
+                room[reason] = 0
+        ranked = frame.with_columns(pl.int_range(pl.len()).over("reason").alias("_n"))
+        fits = ranked.filter(pl.col("_n") < pl.col("reason").replace_strict(room, return_dtype=pl.Int64))
+        fits = fits.head(max(0, KEEP_PER_RUN - self._kept)).drop("_n")
+        kept = dict(fits.group_by("reason").len().iter_rows()) if fits.height else {}
+        for reason, count in counts.items():
+            k = kept.get(reason, 0)
+            if reason in self._kept_by:
+                self._kept_by[reason] += k
+            if count > k:
+                self._unkept[bounded_reason(self._unkept, reason)] += count - k
+        return fits
+
+    def sampled_note(self) -> str | None:
+        """The run's warning when some rejects were counted but not kept as examples."""
+        unkept = sum(self._unkept.values())
+        if not unkept:
+            return None
+        return (f"{self.staged.rejected:,} records rejected: {self.staged.rejected - unkept:,} kept as examples in "
+                f"table rejects (at most {KEEP_PER_REASON:,} per reason, {KEEP_PER_RUN:,} per run); the counts by "
+                f"reason are exact")
 
     def add_versions(self, frame: pl.DataFrame) -> None:
         """Stage observed versions (one row per observation, or first and last seen)."""
@@ -176,6 +227,9 @@ class IngestRun:
         """Store everything staged, inside the caller's transaction; safe to call again after a rollback."""
         self.counts = dataclasses.replace(self.staged)
         self._reset_write()
+        note = self.sampled_note()
+        if note is not None and note not in self.warnings:
+            self.warnings.append(note)
         for check in self._checks:
             check(con, self)
         row = fetch_one(

@@ -96,7 +96,20 @@ def sidecar(db: Path, suffix: str) -> Path:
 
 
 def _open(path: Path) -> int:
-    return os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    try:
+        return os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    except OSError as exc:
+        # the lock file lives beside the database: its folder is the database's
+        db, folder = path.with_suffix(""), path.parent
+        if isinstance(exc, FileNotFoundError):
+            why = f"folder {str(folder)!r} does not exist"
+        elif isinstance(exc, NotADirectoryError):
+            why = f"{str(folder)!r} is not a folder"
+        elif isinstance(exc, PermissionError) or exc.errno == errno.EROFS:
+            why = f"folder {str(folder)!r} is not writable ({exc.strerror})"
+        else:
+            why = exc.strerror or str(exc)
+        raise StoreError(f"cannot use database {str(db)!r}: {why}") from None
 
 
 def _try(fd: int, mode: int) -> bool:

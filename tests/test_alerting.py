@@ -105,7 +105,7 @@ def test_a_down_alertmanager_is_retried_with_backoff_then_gets_what_waited(fleet
     report = sender.report()
     assert report["healthy"] is False and report["failures_since_success"] == 6 and report["firing"] == 0
     assert report["problems"] == [f"6 send(s) failed since the last success, alerts waiting: cannot reach "
-                                  f"Alertmanager at {plan.url}: [Errno 111] Connection refused"]
+                                  f"Alertmanager at {plan.url}: connection refused"]
     assert len(lines) == 1  # said once, not on every retry
     am = AlertmanagerServer(tmp_path, port).start()
     try:

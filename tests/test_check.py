@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import gzip
+import http.client
 import json
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
-import requests
 
 from app.commands.check import check, fetch
+from collectors.outbound import connect
 from tests.cli import run
 from tests.conftest import REPO
 from tests.exporters import Exporter
@@ -128,18 +128,17 @@ def test_a_live_url_served_as_openmetrics(capsys: pytest.CaptureFixture[str], ex
     assert code == 2 and "HTTP 404" in err
 
 
-def test_fetch_takes_a_session(exporter: Exporter) -> None:
+def test_fetch_takes_a_connection_factory(exporter: Exporter) -> None:
     exporter.bodies["/metrics"] = b"a 1\n"
+    made: list[tuple[str, str, int]] = []
 
-    class Counting(requests.Session):
-        calls = 0
+    def counting(scheme: str, host: str, port: int, timeout_s: float) -> http.client.HTTPConnection:
+        made.append((scheme, host, port))
+        return connect(scheme, host, port, timeout_s)
 
-        def get(self, url: Any, **kwargs: Any) -> requests.Response:
-            Counting.calls += 1
-            return super().get(url, **kwargs)
-
-    body, kind = fetch(exporter.url("/metrics"), Counting())
-    assert (body, kind, Counting.calls) == (b"a 1\n", "text/plain; version=0.0.4", 1)
+    body, kind = fetch(exporter.url("/metrics"), counting)
+    assert (body, kind) == (b"a 1\n", "text/plain; version=0.0.4")
+    assert made == [("http", "127.0.0.1", exporter.server.server_address[1])]
 
 
 def test_a_family_of_metadata_only_delivers_nothing(tmp_path: Path) -> None:
@@ -149,3 +148,15 @@ def test_a_family_of_metadata_only_delivers_nothing(tmp_path: Path) -> None:
     assert family == {"name": "DCGM_FI_DEV_GPU_UTIL", "type": "gauge", "samples": 0, "profile": "dcgm",
                       "canonical": [], "status": "mapped", "reason": "no samples"}
     assert "accelerator.utilization" in check(str(path))["missing_core"]
+
+
+def test_a_garbage_input_stops_the_check_at_its_problem_cap(tmp_path: Path) -> None:
+    from normalizers.lint import MAX_PROBLEMS
+    path = tmp_path / "garbage.prom.gz"
+    path.write_bytes(gzip.compress(b"}\n" * (MAX_PROBLEMS + 5_000)))
+    result = check(str(path))
+    errors = result["errors"]
+    assert len(errors) == MAX_PROBLEMS + 1 and not result["valid"]
+    assert errors[-1]["rule"] == "too-many-problems"
+    assert errors[-1]["message"] == (f"the check stopped at line {MAX_PROBLEMS} after {MAX_PROBLEMS:,} problems; "
+                                     "fix these and check again")

@@ -50,3 +50,16 @@ def test_a_hostile_query_string_renders_as_text(demo_db: Path, monkeypatch: pyte
     for text in rendered(at):
         for bad in UNESCAPED:
             assert not bad.search(text), (page, bad.pattern, text)
+
+
+def test_a_rules_file_with_a_huge_number_is_one_error_without_a_traceback(demo_db: Path, tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    rules = tmp_path / "site-rules.yaml"
+    rules.write_text(f"version: 1\ntemperature: {{warning: {'9' * 5000}}}\n")
+    monkeypatch.setenv(ENV_DB, str(demo_db))
+    monkeypatch.setenv("HETPOOL_RULES", str(rules))
+    at = AppTest.from_file(MAIN, default_timeout=90).run()
+    assert not at.exception, at.exception
+    (error,) = [str(e.value) for e in at.error]
+    assert error.startswith(f"{rules}:2: temperature.warning: expected a number, got 99999999999999999999...")
+    assert "\n" not in error and ".py" not in error and "Traceback" not in error

@@ -250,3 +250,19 @@ def test_a_last_line_older_than_what_went_before_is_taken_in_order(con: duckdb.D
     source = ExpositionSource("file", "x.prom", [text[:len(lines[0]) * 3 + 3], text[len(lines[0]) * 3 + 3:]])
     counts = ingest(Held(con), source, options=OPTIONS, clock=lambda: NOW).counts
     assert counts.as_dict() == {"read": 4, "stored": 3, "rejected": 1, "duplicates": 0, "ignored": 0}
+
+
+def test_a_gz_that_inflates_past_its_cap_is_refused_with_the_reason(tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    from collectors import files
+    from collectors.exceptions import CollectorError
+    monkeypatch.setattr(files, "INFLATE_FLOOR_BYTES", 1 << 20)
+    bomb = tmp_path / "bomb.prom.gz"
+    bomb.write_bytes(gzip.compress(b"a 1\n" * (1 << 20), 9))  # 4 MiB, some 600 times its compressed size
+    with pytest.raises(CollectorError, match=r"bomb\.prom\.gz' inflates to more than 1 MiB, 200 times its "
+                                             r"compressed size: a \.gz this repetitive is refused"):
+        b"".join(files.read_chunks(bomb, chunk_bytes=1 << 18))
+    ordinary = tmp_path / "ok.prom.gz"
+    body = b"".join(b'm{gpu="%d"} %d\n' % (i, i * 7919 % 1000) for i in range(50_000))
+    ordinary.write_bytes(gzip.compress(body))
+    assert b"".join(files.read_chunks(ordinary, chunk_bytes=1 << 18)) == body

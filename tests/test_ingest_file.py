@@ -200,3 +200,29 @@ def test_a_feed_scraped_canonically_stores_what_it_serves(capsys: pytest.Capture
     assert con.execute("SELECT pool, node, device, component, version FROM versions").fetchall() == [
         ("h100-a", "h100-a-01", "", "driver", "550.144.03")]
     con.close()
+
+
+@pytest.mark.parametrize(("text", "flags"), [
+    (b'DCGM_FI_DEV_GPU_UTIL{gpu="0",Hostname="h100-a-001",UUID="GPU-a\x00b"} 40\n'
+     b'DCGM_FI_DEV_GPU_UTIL{gpu="1",Hostname="h100-a-001"} 41\n', ()),
+    (b'accelerator_utilization_ratio{pool="h100-a",node="h100-a-001",device="0",vendor="nvidia",model="m\x00"} 0.4\n'
+     b'accelerator_utilization_ratio{pool="h100-a",node="h100-a-001",device="1",vendor="nvidia"} 0.5\n',
+     ("--canonical",)),
+], ids=["profile", "canonical"])
+def test_a_nul_byte_in_a_label_value_is_a_reject(capsys: pytest.CaptureFixture[str], fleet_db: Path,
+                                                 tmp_path: Path, text: bytes, flags: tuple[str, ...]) -> None:
+    path = tmp_path / "nul.prom"
+    path.write_bytes(text)
+    code, out, err = run(capsys, "--db", str(fleet_db), "--json", "ingest", "file", str(path), *flags)
+    assert code == 0, err
+    got = json.loads(out)
+    assert (got["read"], got["stored"], got["rejected"]) == (2, 1, 1)
+    con = duckdb.connect(str(fleet_db), read_only=True)
+    try:
+        reasons = con.execute("SELECT reason FROM rejects").fetchall()
+        stored = con.execute("SELECT count(*) FROM samples WHERE attributes LIKE '%' || chr(0) || '%' "
+                             "OR device LIKE '%' || chr(0) || '%'").fetchone()
+    finally:
+        con.close()
+    assert len(reasons) == 1 and "holds a NUL byte; a label value is text without NUL" in reasons[0][0]
+    assert stored == (0,)

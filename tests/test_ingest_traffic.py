@@ -57,7 +57,7 @@ def test_a_failure_half_way_leaves_the_store_as_it_was(capsys: pytest.CaptureFix
                                                       tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # the run's requests, rejects and run row are all written, then the commit fails: nothing may remain
     trace = tmp_path / "t.csv"
-    trace.write_text("arrival_ms,in_tokens,out_tokens\n0,10,5\n1,-2,5\n2,30,5\n")
+    trace.write_text("arrival_ms,in_tokens,out_tokens\n1764000000000,10,5\n1764000000001,-2,5\n1764000000002,30,5\n")
     assert run(capsys, "--db", str(db_path), "init")[0] == 0
     written = IngestRun.write
 

@@ -363,7 +363,7 @@ def test_a_timestamp_from_1970_is_rejected_and_the_run_stays_small(con: duckdb.D
     assert (report.counts.stored, report.counts.rejected) == (1, 1)
     reason = con.execute("SELECT reason FROM rejects").fetchall()[0][0]
     assert reason == ("timestamp 1970-01-01T00:00:01Z is more than 3650 days before now "  # read as seconds
-                      "(raise HETPOOL_MAX_SAMPLE_AGE_DAYS to keep older samples)")
+                      "(raise HETPOOL_MAX_SAMPLE_AGE_DAYS to keep older ones)")
     assert con.execute("SELECT min(bucket) FROM rollup_1h").fetchall() == [(AT - AT % 3_600_000,)]
 
 

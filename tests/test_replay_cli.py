@@ -106,7 +106,7 @@ def test_calibrate_from_stored_observations(capsys: pytest.CaptureFixture[str], 
     # measurement noise; the registry says 0.45, 0.75 and 0 ms.
     rng = np.random.default_rng(1)
     n = 1500
-    traffic = pl.DataFrame({"arrival_ms": np.cumsum(rng.exponential(400, n)).astype(np.int64),
+    traffic = pl.DataFrame({"arrival_ms": np.cumsum(rng.exponential(400, n)).astype(np.int64) + 1_735_689_600_000,
                             "in_tokens": rng.integers(50, 6000, n), "out_tokens": rng.integers(2, 400, n),
                             "model": "llama-3.1-70b", "obs_pool": "h100-a"})
     planted = Candidate(name="p", policy="observed", pools={"h100-a": PoolOverride(

@@ -83,7 +83,7 @@ def test_failures_are_the_collectors_status_and_said_once(fleet_db: Path) -> Non
     for _ in range(3):
         runner.run_once(down)
     (status,) = runner.statuses()
-    assert status["failures"] == 3 and "Connection refused" in str(status["last_error"])
+    assert status["failures"] == 3 and "connection refused" in str(status["last_error"])
     assert len(lines) == 1 and lines[0].startswith("down: cannot scrape http://127.0.0.1:9/metrics")
 
 

@@ -25,6 +25,7 @@ from pool_registry import load_registry
 from store import Held, Store, connect, save_registry
 from tests.conftest import FLEET, REPO
 from tests.exporters import LiveExporter
+from tests.loopback import Trickler
 from tests.processes import free_port
 from tests.promserver import STEP_S, FixtureFleet, PrometheusServer
 from tests.test_feed import ROWS as FEED_ROWS
@@ -274,3 +275,28 @@ def test_serve_refuses_an_export_of_a_pool_nobody_knows(capsys: pytest.CaptureFi
     code, _, err = run(capsys, "--db", str(fleet_db), "serve", "--config", str(config))
     assert code == 2 and err.count("\n") == 1 and "unknown pool 'h100-b'; known: " in err
     assert not (tmp_path / "lake").exists()
+
+
+@pytest.mark.slow
+def test_sigterm_stops_serve_at_once_while_a_target_trickles(fleet_db: Path, tmp_path: Path) -> None:
+    # a target that answers its headers, then one byte a second of a body that would take a day
+    trickler = Trickler(b"HTTP/1.1 200 OK\r\nContent-Length: 100000\r\n\r\n", b"a" * 100_000, every_s=1.0,
+                        for_s=120)
+    config = tmp_path / "serve.yaml"
+    config.write_text(f"console: {{enabled: false}}\nhealth: {{enabled: false}}\nfeed: {{enabled: false}}\n"
+                      f"collectors:\n  - {{name: slow, kind: scrape, url: '{trickler.url}', every: 1s}}\n")
+    proc = serve(config, fleet_db)
+    try:
+        wait_for(lambda: trickler.accepted >= 1, 60, "the scrape of the trickling target")
+        time.sleep(0.5)
+        began = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        err = stopped(proc, timeout_s=60)  # the runner's stop timeout: what a scrape that ignores the stop takes
+        took = time.monotonic() - began
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        trickler.close()
+    assert proc.returncode == 0 and "Traceback" not in err, err
+    assert "did not stop in time" not in err, err
+    assert took < 5, f"stopped after {took:.1f} s"  # not the scrape's 10 s deadline: the stop ends it

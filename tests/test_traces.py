@@ -55,3 +55,46 @@ def test_replay_totals_reconcile_with_the_trace(corpus: Path, fleet: Registry, n
     assert s.busy_cost_usd == pytest.approx(result.requests["cost_usd"].sum(), rel=1e-9)
     assert s.busy_cost_usd == pytest.approx(sum(p.busy_cost_usd for p in s.pools.values()), rel=1e-9)
     assert 0 < s.busy_cost_usd <= s.provisioned_cost_usd
+
+
+NOW_MS = 1_796_000_000_000  # 2026-11-30T00:53:20Z
+
+
+@pytest.mark.parametrize(("name", "text", "options"), [
+    ("t.csv", "arrival,in_tokens,out_tokens\n0001-01-01T00:00:00Z,10,5\n2026-11-30T08:00:00Z,10,5\n"
+              "9999-12-31T00:00:00Z,10,5\n2026-12-02T08:00:00Z,10,5\n", ParseOptions(now_ms=NOW_MS)),
+    ("t.jsonl", '{"timestamp": 0, "input_length": 10, "output_length": 5, "hash_ids": [1]}\n'
+                '{"timestamp": 1000, "input_length": 10, "output_length": 5, "hash_ids": [1]}\n',
+     ParseOptions(now_ms=NOW_MS, start_ms=NOW_MS - 3651 * 86_400_000)),
+], ids=["absolute", "relative"])
+def test_arrivals_outside_the_sample_time_bounds_are_rejects(tmp_path: Path, name: str, text: str,
+                                                             options: ParseOptions) -> None:
+    path = tmp_path / name
+    path.write_text(text)
+    _, parsed = read_traffic(path, "auto", options)
+    assert parsed.read == parsed.frame.height + parsed.rejects.height
+    reasons = parsed.rejects["reason"].to_list()
+    if name == "t.csv":
+        assert parsed.frame["arrival_ms"].to_list() == [1_796_025_600_000]
+        assert reasons == [
+            "arrival 0001-01-01T00:00:00Z is more than 3650 days before now (raise HETPOOL_MAX_SAMPLE_AGE_DAYS to "
+            "keep older ones)",
+            "arrival 9999-12-31T00:00:00Z is more than a day ahead of now",
+            "arrival 2026-12-02T08:00:00Z is more than a day ahead of now"]
+    else:  # a relative trace started eleven years ago by --start-at: both arrivals too old
+        assert parsed.frame.height == 0 and len(reasons) == 2
+        assert all("is more than 3650 days before now" in r for r in reasons)
+
+
+def test_the_bounds_follow_the_samples_setting(capsys: pytest.CaptureFixture[str], db_path: Path, tmp_path: Path,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    from tests.cli import run
+    trace = tmp_path / "t.csv"
+    trace.write_text("arrival,in_tokens,out_tokens\n2020-01-01T00:00:00Z,10,5\n")
+    monkeypatch.setenv("HETPOOL_MAX_SAMPLE_AGE_DAYS", "30")
+    code, out, err = run(capsys, "--db", str(db_path), "ingest", "traffic", str(trace))
+    assert code == 0 and "rejected 1" in out and "more than 30 days before now" in out, out + err
+    monkeypatch.setenv("HETPOOL_MAX_SAMPLE_AGE_DAYS", "forever")
+    code, _, err = run(capsys, "--db", str(db_path), "ingest", "traffic", str(trace))
+    assert code == 2 and err.strip() == ("hetpool: error: HETPOOL_MAX_SAMPLE_AGE_DAYS='forever' is not a number of "
+                                         "days between 0 and 100000")

@@ -19,6 +19,8 @@ from traces.exceptions import TrafficError, UnknownFormatError
 FIXTURES = Path(__file__).parent / "fixtures"
 T0 = epoch_ms(dt.datetime(2025, 1, 1, tzinfo=dt.UTC))
 
+B = 1_764_000_000_000  # 2025-11-24: arrivals within the time bounds of now (canonical/timebounds.py)
+
 
 def test_unknown_format_names_the_known_ones() -> None:
     with pytest.raises(UnknownFormatError) as exc:
@@ -125,15 +127,15 @@ def test_bad_rows_of_the_own_csv_format(row: str, reason: str) -> None:
 
 
 def test_time_scale_divides_offsets_from_the_first_arrival() -> None:
-    text = b"arrival_ms,in_tokens,out_tokens\n10000,1,1\n11000,1,1\n13000,1,1\n"
+    text = f"arrival_ms,in_tokens,out_tokens\n{B + 10000},1,1\n{B + 11000},1,1\n{B + 13000},1,1\n".encode()
     _, parsed = parse_traffic(text, "t.csv", options=ParseOptions(time_scale=2.0))
-    assert parsed.frame["arrival_ms"].to_list() == [10000, 10500, 11500]
+    assert parsed.frame["arrival_ms"].to_list() == [B + 10000, B + 10500, B + 11500]
     _, slower = parse_traffic(text, "t.csv", options=ParseOptions(time_scale=0.5))
-    assert slower.frame["arrival_ms"].to_list() == [10000, 12000, 16000]
+    assert slower.frame["arrival_ms"].to_list() == [B + 10000, B + 12000, B + 16000]
 
 
 ROWS = st.lists(st.tuples(
-    st.integers(0, 10**13), st.integers(0, 10**6), st.integers(0, 10**5), st.floats(0, 1),
+    st.integers(B - 10**11, B + 10**10), st.integers(0, 10**6), st.integers(0, 10**5), st.floats(0, 1),
     st.sampled_from(["standard", "premium"]), st.sampled_from(["", "llama"]),
     st.one_of(st.none(), st.floats(0, 100, allow_nan=False)),
 ), min_size=1, max_size=30)
@@ -166,7 +168,8 @@ def test_own_formats_round_trip(rows: list[tuple], fmt: str) -> None:
 
 
 def test_jsonl_lines_that_are_not_objects_are_rejected() -> None:
-    text = b'{"arrival_ms": 1, "in_tokens": 2, "out_tokens": 3}\n[1, 2]\n{oops\n\n{"arrival_ms": 2, "in_tokens": 2}\n'
+    text = (f'{{"arrival_ms": {B + 1}, "in_tokens": 2, "out_tokens": 3}}\n[1, 2]\n{{oops\n\n'
+            f'{{"arrival_ms": {B + 2}, "in_tokens": 2}}\n').encode()
     _, parsed = parse_traffic(text, "t.jsonl")
     assert parsed.read == 4 and parsed.frame.height == 1
     assert [r.split(" (")[0] for r in parsed.rejects["reason"].to_list()] == [
@@ -186,16 +189,17 @@ def test_read_traffic_names_a_missing_file(tmp_path: Path) -> None:
     ("-4", "negative max_tokens -4"),
 ])
 def test_bad_max_tokens_are_rejected_with_reasons(value: str, reason: str) -> None:
-    row = f"2,5,3,{value}"
-    _, parsed = parse_traffic(f"arrival_ms,in_tokens,out_tokens,max_tokens\n1,5,3,8\n{row}\n".encode(), "t.csv")
+    row = f"{B + 2},5,3,{value}"
+    _, parsed = parse_traffic(f"arrival_ms,in_tokens,out_tokens,max_tokens\n{B + 1},5,3,8\n{row}\n".encode(),
+                              "t.csv")
     assert parsed.frame["max_tokens"].to_list() == [8]
     assert parsed.rejects.rows() == [(3, row, reason)]
 
 
 def test_max_tokens_is_kept_where_the_client_sent_one() -> None:
-    text = b'{"arrival_ms": 1, "in_tokens": 9, "out_tokens": 3, "max_tokens": 512}\n' \
-           b'{"arrival_ms": 2, "in_tokens": 9, "out_tokens": 3}\n'
+    text = (f'{{"arrival_ms": {B + 1}, "in_tokens": 9, "out_tokens": 3, "max_tokens": 512}}\n'
+            f'{{"arrival_ms": {B + 2}, "in_tokens": 9, "out_tokens": 3}}\n').encode()
     _, parsed = parse_traffic(text, "t.jsonl")
     assert parsed.frame["max_tokens"].to_list() == [512, None]
-    _, plain = parse_traffic(b"arrival_ms,in_tokens,out_tokens\n1,9,3\n", "t.csv")
+    _, plain = parse_traffic(f"arrival_ms,in_tokens,out_tokens\n{B + 1},9,3\n".encode(), "t.csv")
     assert plain.frame["max_tokens"].to_list() == [None]

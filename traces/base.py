@@ -8,12 +8,14 @@ into accepted requests and rejects with reasons. Nothing is dropped silently: re
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
 from typing import Protocol
 
 import polars as pl
 
 from canonical.schemas import RECORD_MAX_CHARS
+from canonical.timebounds import DEFAULT_MAX_AGE_DAYS, out_of_bounds
 from canonical.timeunits import DAY_MS, epoch_ms
 from traces.exceptions import TrafficError
 
@@ -44,6 +46,9 @@ class ParseOptions:
     start_ms: int = epoch_ms(DEFAULT_START)
     time_scale: float = 1.0
     block_tokens: int | None = None  # tokens per prefix block of the trace's hash_ids (a format may default it)
+    # arrivals are held to the samples' time bounds (canonical/timebounds.py) around now
+    now_ms: int = field(default_factory=lambda: int(time.time() * 1000))
+    max_age_ms: int = DEFAULT_MAX_AGE_DAYS * DAY_MS
 
 
 @dataclass(frozen=True)
@@ -144,6 +149,7 @@ def finalize(raw: pl.DataFrame, options: ParseOptions, read: int) -> Parsed:
         pl.coalesce(
             pl.col("reason"),
             pl.when(pl.col("arrival_ms").is_null()).then(pl.lit("missing arrival time")),
+            out_of_bounds(pl.col("arrival_ms"), "arrival", options.now_ms, options.max_age_ms),
             pl.when(pl.col("cached_tokens") > pl.col("in_tokens")).then(
                 pl.format("cached_tokens {} exceed in_tokens {}", "cached_tokens", "in_tokens")),
             pl.when(pl.col("max_tokens") < 1).then(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -29,7 +30,23 @@ def records(data: bytes, source: str) -> Iterator[tuple[int, str, dict[str, Any]
         if not isinstance(obj, dict):
             yield number, text, None, f"expected a JSON object, got {type(obj).__name__}"
             continue
+        if _SURROGATE.search(text) and not _unicode(obj):
+            # JSON may escape half of a UTF-16 pair alone; no text column can hold it
+            yield number, text, None, "a string with a lone surrogate escape (such as \\ud800): not Unicode text"
+            continue
         yield number, text, obj, None
+
+
+_SURROGATE = re.compile(r"\\u[dD][89a-fA-F]")
+
+
+def _unicode(value: Any) -> bool:
+    """Whether every string in a JSON value (keys too) is Unicode text, without lone surrogates."""
+    try:
+        json.dumps(value, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def as_text(value: Any) -> str | None:

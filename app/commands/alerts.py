@@ -56,12 +56,12 @@ def run(ctx: Context) -> int:
         alerts = alerts_of(statuses, judged.registry, ctx.args.console_url)
         try:
             client = Alertmanager(ctx.args.send)
-            if alerts:
-                client.post_alerts(batch(alerts, {}, int(time.time() * 1000), hold_ms).bodies)
+            # what Alertmanager accepted, not what was built: a refused or redirected post raises instead
+            accepted = client.post_alerts(batch(alerts, {}, int(time.time() * 1000), hold_ms).bodies) if alerts else 0
         except AlertmanagerError as exc:
             raise UsageError(str(exc)) from None
-        data["sent"] = {"url": client.url, "alerts": len(alerts), "hold_s": hold_ms / 1000}
-        lines.append(f"sent {len(alerts)} alerts to {client.url}, held for {ctx.args.hold} unless sent again")
+        data["sent"] = {"url": client.url, "alerts": accepted, "hold_s": hold_ms / 1000}
+        lines.append(f"sent {accepted} alerts to {client.url}, held for {ctx.args.hold} unless sent again")
     ctx.emit(data, "\n".join(lines))
     return 1 if critical else 0
 

@@ -9,14 +9,13 @@ from typing import TYPE_CHECKING, Any
 from app.commands._base import Context, add_command
 
 if TYPE_CHECKING:
-    import requests
-
+    from collectors.outbound import Connector
     from normalizers.coverage import Covered
     from normalizers.lint import Report
 
-# The functions import the layers (and requests) they use, so that `hetpool check --help` loads none of them.
+# The functions import the layers they use, so that `hetpool check --help` loads none of them.
 
-MAX_BYTES = 256 << 20  # an exporter's answer larger than this is refused rather than held in memory
+MAX_BYTES = 256 << 20  # an exporter's answer or a file (decompressed) larger than this is refused, not held
 SHOWN = 50             # problems printed per kind (--json lists them all)
 
 
@@ -38,39 +37,35 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
                    help="check the input as OpenMetrics even without a '# EOF' line")
 
 
-def fetch(url: str, session: requests.Session | None = None, timeout: float = 10.0) -> tuple[bytes, str]:
+def fetch(url: str, connect: Connector | None = None, timeout: float = 10.0) -> tuple[bytes, str]:
     """GET an exporter's /metrics as hetpool's scrape asks for it; the body and its content type."""
-    import requests
-
     from collectors.exceptions import CollectorError
+    from collectors.outbound import Limits, OutboundError, request
+    from collectors.outbound import connect as default_connect
     from collectors.scrape import ACCEPT, check_url
 
-    http = session or requests.Session()
     try:
-        with http.get(check_url(url), headers={"Accept": ACCEPT, "User-Agent": "hetpool"}, timeout=timeout,
-                      stream=True) as response:
-            if response.status_code >= 400:
-                raise CollectorError(f"{url} answered HTTP {response.status_code} {response.reason}")
-            kind = response.headers.get("Content-Type", "")
+        with request("GET", check_url(url), headers={"Accept": ACCEPT, "Accept-Encoding": "gzip",
+                                                     "User-Agent": "hetpool"},
+                     limits=Limits(deadline_s=timeout, max_body_bytes=MAX_BYTES),
+                     connect=connect or default_connect) as response:
+            if response.status >= 400:
+                raise CollectorError(f"{url} answered HTTP {response.status} {response.reason}")
+            kind = response.header("Content-Type")
             if "protobuf" in kind:
                 raise CollectorError(f"{url} answered with {kind}; hetpool reads the text formats only")
-            body = bytearray()
-            for piece in response.iter_content(1 << 20):
-                body += piece
-                if len(body) > MAX_BYTES:
-                    raise CollectorError(f"{url} answered more than {MAX_BYTES >> 20} MiB")
-            return bytes(body), kind
-    except requests.RequestException as exc:
-        raise CollectorError(f"cannot fetch {url}: {exc}") from None
+            return response.read(), kind
+    except OutboundError as exc:
+        raise CollectorError(f"cannot fetch {url}: {exc.why}") from None
 
 
-def read(source: str, session: requests.Session | None = None) -> tuple[bytes, str]:
+def read(source: str, connect: Connector | None = None) -> tuple[bytes, str]:
     """The bytes of a file or URL, and the content type a URL was served with."""
     from collectors.exceptions import CollectorError
     from collectors.files import read_chunks
 
     if source.startswith(("http://", "https://")):
-        return fetch(source, session)
+        return fetch(source, connect)
     body = bytearray()
     for chunk in read_chunks(Path(source)):
         body += chunk
@@ -80,7 +75,7 @@ def read(source: str, session: requests.Session | None = None) -> tuple[bytes, s
 
 
 def check(source: str, *, profile: str | None = None, profiles_dirs: tuple[str, ...] = (), strict: bool = False,
-          session: requests.Session | None = None) -> dict[str, Any]:
+          connect: Connector | None = None) -> dict[str, Any]:
     """The `--json` report of one source."""
     from normalizers import load_profiles
     from normalizers.coverage import cover
@@ -88,7 +83,7 @@ def check(source: str, *, profile: str | None = None, profiles_dirs: tuple[str, 
 
     profiles = load_profiles(profiles_dirs)
     forced = profiles.get(profile) if profile else None
-    data, kind = read(source, session)
+    data, kind = read(source, connect)
     report = lint(data, openmetrics=True if strict else None, content_type=kind)
     families, missing = cover(report.families, profiles, forced)
     return as_json(source, report, families, missing)

@@ -32,6 +32,8 @@ def streamlit_command(port: int, address: str, secrets: Path | None = None) -> l
     return [sys.executable, str(CONSOLE_LAUNCH), "run", str(CONSOLE_MAIN),
             "--server.headless", "true", "--server.port", str(port), "--server.address", address,
             "--browser.gatherUsageStats", "false", "--client.toolbarMode", "minimal",
+            # an unexpected error shows its type in the page; its message and traceback go to the log only
+            "--client.showErrorDetails", "type",
             *(["--secrets.files", str(secrets.resolve())] if secrets else [])]
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -66,10 +67,15 @@ def add_traffic_options(p: argparse.ArgumentParser) -> None:
 
 def parse_options(args: argparse.Namespace) -> ParseOptions:
     """ParseOptions from the shared traffic flags."""
+    from canonical.timebounds import max_age_ms
     from traces import ParseOptions
 
+    try:
+        age_ms = max_age_ms(os.environ)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
     return ParseOptions(model=args.model, sla_tier=args.sla_tier, start_ms=parse_time(args.start_at, "--start-at"),
-                        time_scale=args.time_scale, block_tokens=args.block_tokens)
+                        time_scale=args.time_scale, block_tokens=args.block_tokens, max_age_ms=age_ms)
 
 
 def block_tokens(text: str) -> int:

@@ -11,8 +11,10 @@ A scrape reads the shared store once (a short read under its shared lock) and re
 endpoint holds nothing open between scrapes and never keeps a writer out for longer than one read. What one
 bad source can do to it is bounded: the rendered body is a snapshot that scrapes within `refresh_s` of it
 share (concurrent scrapes wait for one read, not one each); at most `max_series` series are served, and
-`hetpool_feed_series_dropped` says how many more there were; at most MAX_CONNECTIONS connections are open at
-once (more are closed at once); and a client that does not send its request within `timeout_s` is dropped.
+`hetpool_feed_series_dropped` says how many more there were; and app/serve/guard.py bounds the clients: a
+request is gathered without holding a worker and must be whole within `timeout_s` of connecting, a wrong token
+is answered when its header line arrives, and the workers and the heads being gathered are bounded in all and
+per client address.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import math
 import threading
 import time
 from collections.abc import Callable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
@@ -35,6 +37,7 @@ from prometheus_client.core import (
 )
 from prometheus_client.exposition import choose_encoder
 
+from app.serve.guard import GONE, PER_ADDRESS, WORKERS, GuardedServer
 from canonical.feednames import (
     ERRORS_FAMILY,
     ERRORS_SAMPLE,
@@ -54,8 +57,8 @@ ENV_TOKEN = "HETPOOL_FEED_TOKEN"
 DEFAULT_WINDOW_MS = 5 * 60_000
 DEFAULT_MAX_SERIES = 100_000
 DEFAULT_REFRESH_S = 1.0
-MAX_CONNECTIONS = 32
-TIMEOUT_S = 10.0
+TIMEOUT_S = 10.0  # a client's whole request, from connecting (app/serve/guard.py)
+CHALLENGE = 'Bearer realm="hetpool feed"'
 
 # a read gives the series to serve (at most a limit) and how many there were
 Reader = Callable[[int | None], FeedRead]
@@ -165,12 +168,15 @@ class Snapshot:
         self._bodies: dict[tuple[str, bool], bytes] = {}
         self.reads = 0
 
-    def body(self, accept: str, timestamps: bool = False) -> tuple[bytes, str]:
-        """The exposition for an Accept header, from the current snapshot (a new one when it is too old), with
-        each sample's time when `timestamps`."""
+    def body(self, accept: str, timestamps: bool = False, arrived: float | None = None) -> tuple[bytes, str]:
+        """The exposition for an Accept header, from the current snapshot (a new one when it is too old as of
+        `arrived`, when the request came, default now), with each sample's time when `timestamps`."""
         encoder, content_type = choose_encoder(accept)
+        arrived = self.clock() if arrived is None else arrived
         with self._lock:  # one scrape reads and renders; the others wait for it and share what it made
-            if self._read is None or self.clock() - self._at >= self.refresh_s:
+            # fresh is judged when the scrape arrived: a read that ended after that (one in flight meanwhile) is
+            # shared whatever its age now, so a crowd waiting on a slow read and render never reads in turn
+            if self._read is None or arrived - self._at >= self.refresh_s:
                 self._read = self.read(self.max_series)
                 self.reads += 1
                 self._bodies = {}
@@ -206,12 +212,16 @@ class FeedServer:
     def __init__(self, host: str, port: int, read: Reader, token: str | None = None,
                  log: Callable[[str], None] | None = None, *, max_series: int = DEFAULT_MAX_SERIES,
                  refresh_s: float = DEFAULT_REFRESH_S, timeout_s: float = TIMEOUT_S,
-                 max_connections: int = MAX_CONNECTIONS):
+                 max_connections: int = WORKERS, per_address: int = PER_ADDRESS):
         self.snapshot = Snapshot(read, max_series, refresh_s)
-        handler = _handler(self.snapshot, token or None, log or (lambda _m: None), timeout_s)
-        self.httpd = _BoundedServer((host, port), handler, max_connections)
+        say = log or (lambda _m: None)
+        token = token or None
+        self.httpd = GuardedServer((host, port), _handler(self.snapshot, token, say),
+                                   accept=(lambda header: authorized(header, token)) if token else None,
+                                   challenge=CHALLENGE, log=say, workers=max_connections, per_address=per_address,
+                                   deadline_s=timeout_s)
         self.url = f"http://{host}:{self.httpd.server_address[1]}"
-        self._thread = threading.Thread(target=self.httpd.serve_forever, name="feed", daemon=True)
+        self._thread = threading.Thread(target=self.httpd.serve_forever, args=(0.1,), name="feed", daemon=True)
 
     def start(self) -> FeedServer:
         """Serve until stopped."""
@@ -224,47 +234,19 @@ class FeedServer:
         self.httpd.server_close()
 
 
-class _BoundedServer(ThreadingHTTPServer):
-    """A threading server that closes a connection at once when `limit` are already open."""
-
-    daemon_threads = True
-
-    def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler], limit: int):
-        self._slots = threading.BoundedSemaphore(limit)
-        super().__init__(address, handler)
-
-    def process_request(self, request: Any, client_address: Any) -> None:
-        if not self._slots.acquire(blocking=False):
-            self.shutdown_request(request)
-            return
-        try:
-            super().process_request(request, client_address)
-        except BaseException:
-            self._slots.release()
-            raise
-
-    def process_request_thread(self, request: Any, client_address: Any) -> None:
-        try:
-            super().process_request_thread(request, client_address)
-        finally:
-            self._slots.release()
-
-
-def _handler(snapshot: Snapshot, token: str | None, log: Callable[[str], None],
-             timeout_s: float) -> type[BaseHTTPRequestHandler]:
+def _handler(snapshot: Snapshot, token: str | None, log: Callable[[str], None]) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
-        timeout = timeout_s  # a client that sends nothing for this long is dropped
-
         def do_GET(self) -> None:
             if not authorized(self.headers.get("Authorization"), token):
                 self._send(401, b"401 unauthorized: send 'Authorization: Bearer <token>'\n", "text/plain",
-                           {"WWW-Authenticate": 'Bearer realm="hetpool feed"'})
+                           {"WWW-Authenticate": CHALLENGE})
                 return
             if self.path.split("?")[0] not in ("/", "/metrics"):
                 self._send(404, b"404 not found; try /metrics\n", "text/plain")
                 return
             try:
-                body, content_type = snapshot.body(self.headers.get("Accept", ""), _timestamps(self.path))
+                body, content_type = snapshot.body(self.headers.get("Accept", ""), _timestamps(self.path),
+                                                   getattr(self, "arrived", None))
             except Exception as exc:  # a store that is busy or missing: say so, keep serving
                 message = redact(f"{type(exc).__name__}: {exc}")
                 log(f"scrape failed: {message}")
@@ -273,13 +255,20 @@ def _handler(snapshot: Snapshot, token: str | None, log: Callable[[str], None],
             self._send(200, body, content_type)
 
         def _send(self, code: int, body: bytes, content_type: str, headers: dict[str, str] | None = None) -> None:
+            start_sending = getattr(self, "start_sending", None)
+            if start_sending is not None:
+                start_sending()
             self.send_response(code)
             self.send_header("Content-Type", content_type)
             self.send_header("Content-Length", str(len(body)))
             for key, value in (headers or {}).items():
                 self.send_header(key, value)
             self.end_headers()
-            self.wfile.write(body)
+            try:
+                self.wfile.write(body)
+            except GONE:
+                self.close_connection = True
+                log(f"client {self.client_address[0]} went away before the answer's end")
 
         def log_message(self, format: str, *args: Any) -> None:
             return  # no access log: request lines and headers stay out of the logs, credentials included

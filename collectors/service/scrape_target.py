@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from pathlib import Path
 
 from collectors.pipeline import IngestOptions, ingest_scrapes
+from collectors.scrape import scrape
 from collectors.service.base import Outcome, StopCheck
 from store import Access
 
@@ -34,7 +36,8 @@ class ScrapeTarget:
         """One scrape, one ingest run."""
         options = IngestOptions(pool=self.pool, profile=self.profile, profiles_dirs=self.profiles_dirs, node=self.node,
                                 canonical=self.canonical)
-        (report,) = ingest_scrapes(store, self.url, options, count=1)
+        # a stop ends a scrape waiting on a slow target at once, not at its deadline
+        (report,) = ingest_scrapes(store, self.url, options, count=1, fetch=functools.partial(scrape, abort=stop))
         c = report.counts
         return Outcome(c.read, c.stored, c.rejected, c.duplicates, 1, None, tuple(report.warnings), c.ignored,
                        report.folded)

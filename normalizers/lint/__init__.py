@@ -11,6 +11,7 @@ millisecond timestamps, the same value rules. Every problem has its line, its ru
 
 from __future__ import annotations
 
+import io
 import re
 from dataclasses import dataclass, field
 
@@ -22,6 +23,8 @@ OM_TYPES = ("counter", "gauge", "histogram", "gaugehistogram", "stateset", "info
 PROM_TYPES = ("counter", "gauge", "histogram", "summary", "untyped")
 TEXT_CHARS = 200  # offending text kept per problem
 SERIES_KEPT = 64  # label sets kept per sample name, for the profile coverage
+MAX_PROBLEMS = 10_000  # a check stops here: past it the input is garbage, and listing more costs without telling
+TEXTS_KEPT = 100_000  # line texts kept for problems found at a family's end
 _OM_META = re.compile(r"# (HELP|TYPE|UNIT) ([^ ]*) (.*)")
 _EOF_LIKE = re.compile(r"[ \t]*#[ \t]*(?i:eof)[ \t\r]*")  # what was meant as '# EOF' (and tells OpenMetrics)
 _EOF_BYTES = re.compile(rb"(?mi)^[ \t]*#[ \t]*eof[ \t\r]*$")
@@ -93,9 +96,15 @@ class Linter:
         self._entry_samples, self._entry_line = 0, 0  # samples of the family since it was (re)entered
         self._text: dict[int, str] = {}  # line -> its text, for problems found at a family's end
 
+    @property
+    def full(self) -> bool:
+        """True once MAX_PROBLEMS are recorded: the check stops reading."""
+        return len(self.errors) + len(self.warnings) >= MAX_PROBLEMS
+
     def problem(self, line: int | None, rule: str, text: str, message: str, *, warning: bool = False) -> None:
-        """Record one problem."""
-        (self.warnings if warning else self.errors).append(Problem(line, rule, text[:TEXT_CHARS], message))
+        """Record one problem (past MAX_PROBLEMS, none: the check has stopped)."""
+        if not self.full:
+            (self.warnings if warning else self.errors).append(Problem(line, rule, text[:TEXT_CHARS], message))
 
     # -- lines ------------------------------------------------------------------------------------
     def line(self, n: int, text: str) -> None:
@@ -104,7 +113,8 @@ class Linter:
             self._late = self._late or (n, text)
             self._late_count += 1
             return
-        self._text[n] = text[:TEXT_CHARS]
+        if len(self._text) < TEXTS_KEPT:
+            self._text[n] = text[:TEXT_CHARS]
         if self.om and text.endswith("\r"):
             self.problem(n, "syntax", text, "the line ends in CR LF; OpenMetrics lines end in LF alone")
             text = text[:-1]
@@ -200,6 +210,7 @@ class Linter:
                                  f"{family.type} {family.name!r} has samples named {name!r}, as {other.type} "
                                  f"{owner!r} (line {other.line}) has")
         family.ended, self.current = True, None
+        self._text.clear()  # what its problems quote is reported: later lines are another family's
 
     def _report(self, findings: list[Finding]) -> None:
         for line, rule, message, warning in findings:
@@ -273,6 +284,12 @@ class Linter:
         self._group, self._group_ts = group, ts
         self._groups.add(group)
 
+    def stop(self, n: int) -> Report:
+        """End a check that stopped at line `n` with MAX_PROBLEMS found."""
+        self.errors.append(Problem(n, "too-many-problems", "", f"the check stopped at line {n} after "
+                                   f"{MAX_PROBLEMS:,} problems; fix these and check again"))
+        return self._report_of()
+
     def finish(self, lines: int, newline: bool) -> Report:
         """End the input: `lines` read, the last ending in a newline or not."""
         self._end()
@@ -284,6 +301,9 @@ class Linter:
                                                "exposition ends")
         if not self.om and lines and not newline:
             self.problem(lines, "newline", "", "the last line does not end in a line feed")
+        return self._report_of()
+
+    def _report_of(self) -> Report:
         errors = sorted(self.errors, key=lambda p: (p.line or 0))
         return Report("openmetrics" if self.om else "prometheus", errors,
                       sorted(self.warnings, key=lambda p: (p.line or 0)), list(self.families.values()))
@@ -300,15 +320,15 @@ def lint(data: bytes, *, openmetrics: bool | None = None, content_type: str = ""
     """Check one exposition; `openmetrics` None: told from the input (see `is_openmetrics`)."""
     om = is_openmetrics(data, content_type) if openmetrics is None else openmetrics
     linter = Linter(om)
-    raw = data.split(b"\n")
-    newline = raw[-1] == b""
-    if newline:
-        raw.pop()
-    for n, chunk in enumerate(raw, 1):
+    n = 0
+    for n, chunk in enumerate(io.BytesIO(data), 1):  # line by line: never a list of every line at once
+        chunk = chunk.removesuffix(b"\n")
         try:
             text = chunk.decode("utf-8")
         except UnicodeDecodeError as exc:
             linter.problem(n, "utf8", chunk.decode("utf-8", "replace"), f"not UTF-8 (byte {exc.start + 1})")
             continue
         linter.line(n, text)
-    return linter.finish(len(raw), newline)
+        if linter.full:
+            return linter.stop(n)
+    return linter.finish(n, data.endswith(b"\n") or not data)

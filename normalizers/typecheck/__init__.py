@@ -10,6 +10,8 @@ whole (every bucket, `_sum` and `_count` line of that label set at that timestam
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import polars as pl
 
@@ -81,7 +83,7 @@ class TypeChecker:
             pl.col("line").replace_strict(bad, return_dtype=pl.String).alias("reason"))
         kept = samples.filter(~hit)
         merged = pl.concat([batch.rejects, rejects]).sort("line")
-        return RawBatch(kept, batch.series, merged, batch.types)
+        return replace(batch, samples=kept, rejects=merged)
 
     def _kinds(self, codes: np.ndarray, samples: pl.DataFrame, batch: RawBatch) -> np.ndarray:
         """The kind of each sample, learning the series never seen before."""
