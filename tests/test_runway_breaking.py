@@ -150,3 +150,20 @@ def test_the_calibrations_step_time_error_widens_the_band() -> None:
     # a 20 % slower or faster step moves the load the pool holds by 1.2: ln 1.2 / ln 1.1 = 1.9 weeks either way
     assert (b.breaks_on_low - w.breaks_on_low).days >= 7 and (w.breaks_on_high - b.breaks_on_high).days >= 7
     assert any("the calibration's ±20% on the step time" in n for n in w.notes)
+
+
+@pytest.mark.slow  # an overloaded queue replayed at 8 times a week's load
+def test_the_search_stops_where_the_window_would_be_scaled_past_eight_times() -> None:
+    frame = history(6, days=7)
+    # 30 %/week for 26 weeks is 920 times the load; the M/M/4 pool breaks long before 8 times
+    runway = compute_runway(KNOWING, frame, MM4, {"p": given_growth(0.30)}, start_ms=END_MS - WEEK_MS,
+                            end_ms=END_MS, pools=["p"], tolerance=0.01, horizon_weeks=26)
+    (p,) = runway.pools
+    assert p.breaks_on is not None and max(f for _, f, _ in p.curve) <= 8.0
+    assert any("(8 times the window's load; not the horizon)" in n for n in p.notes)
+    # a pool that holds 8 times its load is said to hold only that far
+    loose = Candidate(name="t", policy="cost_min", predictor=PredictorSpec("oracle"),
+                      sla_tiers={"standard": SlaTier(ttft_s=10**6)})
+    held = compute_runway(loose, frame, MM4, {"p": given_growth(0.30)}, start_ms=END_MS - WEEK_MS,
+                          end_ms=END_MS, pools=["p"], tolerance=0.01, horizon_weeks=26).pools[0]
+    assert held.breaks_on is None and any("where the load reaches 8 times" in n for n in held.notes)
