@@ -33,6 +33,9 @@ from replay.fleet import PoolSpec, pools_by_id
 from replay.runway.growth import NO_GROWTH, Growth, day_of
 from replay.runway.scale import ORIGIN, scaled, scaler
 
+# breaks within the horizon; holds through it; holds as far as the load cap (MAX_LOAD) reaches; gets no date for
+# want of growth, or of requests routed to it
+STATUSES = ("breaks", "holds", "holds_to_cap", "no_growth", "too_few")
 Z = 1.96                                  # two-sided 95 %, as the growth's interval
 MONTH_S = 365.25 / 12 * 86_400            # an average month
 FLEET = ""                                # the growth key of requests observed on no pool
@@ -58,6 +61,7 @@ class PoolRunway:
     notes: tuple[str, ...] = ()
     curve: tuple[tuple[int, float, float], ...] = ()   # evaluated (day from today, load factor, violation rate)
     per_day: float = 0.0                               # requests a day of its growth's origin in the replayed window
+    status: str = "holds"                              # one of STATUSES
 
     def data(self) -> dict[str, object]:
         """The JSON record of the pool."""
@@ -235,7 +239,9 @@ def compute_runway(candidate: Candidate, window: pl.DataFrame, registry: Registr
             notes.append("no request names the pool it was served on: the fleet's growth applies to every pool")
         low = high = None
         day = breaking_day.get(p)
+        status = "breaks" if day is not None else "holds"
         if p in few:
+            status = "too_few"
             notes.append(f"only {first.counts[p]} of the replayed requests reach it under this candidate at today's "
                          f"load: too few (under {MIN_REQUESTS}) to tell a violation rate from noise, so no date")
         elif day == 0:
@@ -247,8 +253,10 @@ def compute_runway(candidate: Candidate, window: pl.DataFrame, registry: Registr
                                     (spreads or {}).get(p))
             notes.append(band)
         elif not g.detected:
+            status = "no_growth"
             notes.append(NO_GROWTH)
         elif last_day < horizon_days:
+            status = "holds_to_cap"
             notes.append(f"holds to {today + dt.timedelta(days=last_day)} ({last.rates[p]:.2%} of its requests miss "
                          f"their SLA), where the load reaches {MAX_LOAD:g} times the replayed window's; the search "
                          "stops there, since so scaled the window is no sample of the traffic: shorten --horizon")
@@ -270,7 +278,7 @@ def compute_runway(candidate: Candidate, window: pl.DataFrame, registry: Registr
             pool=p, growth=g, breaks_on=today + dt.timedelta(days=day) if day is not None else None,
             breaks_on_low=low, breaks_on_high=high, violation_rate_now=first.rates[p],
             replicas_to_add=k if day is not None else None, added_cost_per_month_usd=cost, notes=tuple(notes),
-            curve=curve, per_day=float((origins == _origin_of(p, growths)).sum()) / span))
+            curve=curve, per_day=float((origins == _origin_of(p, growths)).sum()) / span, status=status))
     replayed = f"{window.height:,} requests of the {span:.1f} days to {today} ({steps[0]} replays)"
     return Runway(today=today, horizon_weeks=horizon_weeks, tolerance=tolerance, replayed=replayed, pools=tuple(out))
 
