@@ -65,6 +65,6 @@ def rows(runway: Runway, candidate: str) -> list[dict[str, Any]]:
     for p in runway.pools:
         d = p.data()
         out.append({**d, "today": runway.today, "horizon_weeks": runway.horizon_weeks,
-                    "tolerance": runway.tolerance, "candidate": candidate,
+                    "tolerance": runway.tolerance, "candidate": candidate, "status": p.status,
                     **{k: getattr(p, k) for k in ("breaks_on", "breaks_on_low", "breaks_on_high")}})
     return out

@@ -10,7 +10,7 @@ import polars as pl
 
 FIELDS = ("pool", "today", "horizon_weeks", "tolerance", "candidate", "growth_per_week", "growth_low", "growth_high",
           "breaks_on", "breaks_on_low", "breaks_on_high", "violation_rate_now", "replicas_to_add",
-          "added_cost_per_month_usd", "notes")
+          "added_cost_per_month_usd", "status", "notes")
 
 
 def save_runway(con: duckdb.DuckDBPyConnection, computed_ms: int, rows: list[dict[str, Any]]) -> int:

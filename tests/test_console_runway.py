@@ -92,12 +92,14 @@ def test_a_bad_growth_is_one_line_on_the_tab(db: Path, monkeypatch: pytest.Monke
     assert len(at.error) == 1 and "pass --growth R%/week" in at.error[0].value
 
 
-@pytest.mark.parametrize(("breaks_on", "computed_ago_ms", "expected"), [
-    (dt.date(2026, 12, 21), 3 * 3_600_000, "SLA runway ~3 weeks, to 2026-12-21 (computed 3 h ago)"),
-    (None, 2 * 86_400_000, "SLA runway: holds through its 26-week horizon (computed 2 days ago)"),
-    (dt.date(2026, 11, 30), 5 * 60_000, "SLA runway ~0 weeks, to 2026-11-30 (computed 5 min ago)"),
+@pytest.mark.parametrize(("breaks_on", "status", "computed_ago_ms", "expected"), [
+    (dt.date(2026, 12, 21), "breaks", 3 * 3_600_000, "SLA runway ~3 weeks, to 2026-12-21 (computed 3 h ago)"),
+    (None, "holds", 2 * 86_400_000, "SLA runway: holds through its 26-week horizon (computed 2 days ago)"),
+    (dt.date(2026, 12, 1), "breaks", 5 * 60_000, "SLA runway under a week, to 2026-12-01 (computed 5 min ago)"),
+    (None, "too_few", 0, "SLA runway: no date (too few requests reach it under the candidate) (computed 0 min ago)"),
+    (None, "no_growth", 0, "SLA runway: no growth detected: holds at today's load (computed 0 min ago)"),
 ])
-def test_the_runway_in_words(breaks_on: dt.date | None, computed_ago_ms: int, expected: str) -> None:
+def test_the_runway_in_words(breaks_on: dt.date | None, status: str, computed_ago_ms: int, expected: str) -> None:
     row = {"computed_ms": 1_000_000_000_000, "today": dt.date(2026, 11, 30), "breaks_on": breaks_on,
-           "horizon_weeks": 26.0}
+           "horizon_weeks": 26.0, "status": status}
     assert runway_said(row, 1_000_000_000_000 + computed_ago_ms) == expected

@@ -79,7 +79,7 @@ def test_the_breaking_date_is_erlang_cs_within_a_week_and_inside_its_band() -> N
     assert p.breaks_on_low <= erlang_date <= p.breaks_on_high, (p.breaks_on_low, erlang_date, p.breaks_on_high)
     # today the pool runs at a sixth of its breaking load's violations: well inside the tolerance
     assert p.violation_rate_now < 0.01 / 2
-    assert runway.breaking == (p,)
+    assert runway.breaking == (p,) and p.status == "breaks"
     # the horizon's load is 1.1^12 / 1.1^6 = 1.77 times the breaking one: Erlang-C says how many servers hold it
     lam_h = LAM_END * (1 + GROWTH) ** 12
     need = next(c for c in range(C, 40) if c > lam_h * SERVICE_S and erlang_c(c, lam_h * SERVICE_S)
@@ -100,7 +100,7 @@ def test_a_pool_without_growth_holds_and_says_why() -> None:
                             pools=["p"], tolerance=0.01, horizon_weeks=4)
     (p,) = runway.pools
     assert p.breaks_on is None and p.breaks_on_low is None and p.replicas_to_add is None
-    assert NO_GROWTH in p.notes and runway.breaking == ()
+    assert NO_GROWTH in p.notes and runway.breaking == () and p.status == "no_growth"
 
 
 def test_a_pool_over_the_tolerance_today_breaks_today() -> None:
@@ -150,3 +150,21 @@ def test_the_calibrations_step_time_error_widens_the_band() -> None:
     # a 20 % slower or faster step moves the load the pool holds by 1.2: ln 1.2 / ln 1.1 = 1.9 weeks either way
     assert (b.breaks_on_low - w.breaks_on_low).days >= 7 and (w.breaks_on_high - b.breaks_on_high).days >= 7
     assert any("the calibration's ±20% on the step time" in n for n in w.notes)
+
+
+@pytest.mark.slow  # an overloaded queue replayed at 8 times a week's load
+def test_the_search_stops_where_the_window_would_be_scaled_past_eight_times() -> None:
+    frame = history(6, days=7)
+    # 30 %/week for 26 weeks is 920 times the load; the M/M/4 pool breaks long before 8 times
+    runway = compute_runway(KNOWING, frame, MM4, {"p": given_growth(0.30)}, start_ms=END_MS - WEEK_MS,
+                            end_ms=END_MS, pools=["p"], tolerance=0.01, horizon_weeks=26)
+    (p,) = runway.pools
+    assert p.breaks_on is not None and max(f for _, f, _ in p.curve) <= 8.0
+    assert any("(8 times the window's load; not the horizon)" in n for n in p.notes)
+    # a pool that holds 8 times its load is said to hold only that far
+    loose = Candidate(name="t", policy="cost_min", predictor=PredictorSpec("oracle"),
+                      sla_tiers={"standard": SlaTier(ttft_s=10**6)})
+    held = compute_runway(loose, frame, MM4, {"p": given_growth(0.30)}, start_ms=END_MS - WEEK_MS,
+                          end_ms=END_MS, pools=["p"], tolerance=0.01, horizon_weeks=26).pools[0]
+    assert held.breaks_on is None and any("where the load reaches 8 times" in n for n in held.notes)
+    assert held.status == "holds_to_cap"

@@ -60,6 +60,7 @@ def test_a_short_runway_fires_and_resolves_when_replicas_make_it_hold(
     RunwaySchedule(store, RunwayPlan(candidate=grown, horizon_weeks=12), clock=lambda: NOW + 86_400).run_once()
     latest = latest_runways(connect(mm4_db, read_only=True))
     assert latest["breaks_on"].to_list() == [None] and latest["candidate"].to_list() == ["knowing"]
+    assert latest["status"].to_list() == ["holds"]
     sender.run_once()
     assert alertmanager.alerts() == []
     assert sender.report()["resolved"] == 1

@@ -120,7 +120,7 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
                                                   "(default 1 %%)")
     p.add_argument("--window", type=duration_ms, default="28d", metavar="DAYS",
                    help="history the growth is fitted over, in whole days (default 28d)")
-    p.add_argument("--growth", default="auto", metavar="auto|R%%/week",
+    p.add_argument("--growth", default="auto", metavar="auto|R%/week",
                    help="fit the growth from the window (default), or take this weekly rate for every pool")
     p.add_argument("--horizon", type=duration_ms, default="26w", metavar="WEEKS",
                    help="how far ahead to look (default 26w)")

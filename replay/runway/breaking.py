@@ -33,9 +33,13 @@ from replay.fleet import PoolSpec, pools_by_id
 from replay.runway.growth import NO_GROWTH, Growth, day_of
 from replay.runway.scale import ORIGIN, scaled, scaler
 
+# breaks within the horizon; holds through it; holds as far as the load cap (MAX_LOAD) reaches; gets no date for
+# want of growth, or of requests routed to it
+STATUSES = ("breaks", "holds", "holds_to_cap", "no_growth", "too_few")
 Z = 1.96                                  # two-sided 95 %, as the growth's interval
 MONTH_S = 365.25 / 12 * 86_400            # an average month
 FLEET = ""                                # the growth key of requests observed on no pool
+MAX_LOAD = 8.0                            # the most times the replay scales the window
 MIN_REQUESTS = 200                        # a pool judged on fewer requests than this gets no date
 BATCHES = 7                               # spans of the window whose rates give the sampling error
 ADD_STEPS = 5                             # replays spent finding enough replicas to add, doubling them
@@ -57,6 +61,7 @@ class PoolRunway:
     notes: tuple[str, ...] = ()
     curve: tuple[tuple[int, float, float], ...] = ()   # evaluated (day from today, load factor, violation rate)
     per_day: float = 0.0                               # requests a day of its growth's origin in the replayed window
+    status: str = "holds"                              # one of STATUSES
 
     def data(self) -> dict[str, object]:
         """The JSON record of the pool."""
@@ -162,7 +167,11 @@ def compute_runway(candidate: Candidate, window: pl.DataFrame, registry: Registr
         weeks = (end_ms + day * DAY_MS - mid_ms) / WEEK_MS
         return {o: (1.0 + r) ** weeks for o, r in rates_of.items()}
 
-    top = max(factors_at(horizon_days).values())
+    # the replay scales the window at most MAX_LOAD times: past that the search stops, and says so
+    last_day = horizon_days
+    while last_day > 1 and max(factors_at(last_day).values()) > MAX_LOAD:
+        last_day -= 1
+    top = max(factors_at(last_day).values())
     draws = scaler(window, start_ms, end_ms, top, seed)
     cache: dict[tuple[int | None, tuple[tuple[str, int], ...]], _Eval] = {}
     steps = [0]
@@ -190,13 +199,13 @@ def compute_runway(candidate: Candidate, window: pl.DataFrame, registry: Registr
         cache[key] = _Eval(rates, se, f, counts)
         return cache[key]
 
-    first, last = evaluate(0), evaluate(horizon_days)
+    first, last = evaluate(0), evaluate(last_day)
     # a rate over a handful of requests is noise: such a pool is said to be so, never given a date
     few = {p for p in pools if first.counts[p] < MIN_REQUESTS}
     brackets: dict[str, tuple[int, int]] = {}
     for p in pools:
         if first.rates[p] <= tolerance < last.rates[p] and _grows(p, growths) and p not in few:
-            brackets[p] = (0, horizon_days)
+            brackets[p] = (0, last_day)
     while True:
         open_ = [(hi - lo, p) for p, (lo, hi) in brackets.items() if hi - lo > 1]
         if not open_:
@@ -217,7 +226,7 @@ def compute_runway(candidate: Candidate, window: pl.DataFrame, registry: Registr
             breaking_day[p] = 0
         elif p in brackets:
             breaking_day[p] = brackets[p][1]
-    added, short = _replicas_to_add(evaluate, breaking_day, horizon_days, factors_at, specs, tolerance,
+    added, short = _replicas_to_add(evaluate, breaking_day, last_day, factors_at, specs, tolerance,
                                     {p: _origin_of(p, growths) for p in pools})
     out = []
     span = (end_ms - start_ms) / DAY_MS
@@ -230,7 +239,9 @@ def compute_runway(candidate: Candidate, window: pl.DataFrame, registry: Registr
             notes.append("no request names the pool it was served on: the fleet's growth applies to every pool")
         low = high = None
         day = breaking_day.get(p)
+        status = "breaks" if day is not None else "holds"
         if p in few:
+            status = "too_few"
             notes.append(f"only {first.counts[p]} of the replayed requests reach it under this candidate at today's "
                          f"load: too few (under {MIN_REQUESTS}) to tell a violation rate from noise, so no date")
         elif day == 0:
@@ -242,10 +253,16 @@ def compute_runway(candidate: Candidate, window: pl.DataFrame, registry: Registr
                                     (spreads or {}).get(p))
             notes.append(band)
         elif not g.detected:
+            status = "no_growth"
             notes.append(NO_GROWTH)
+        elif last_day < horizon_days:
+            status = "holds_to_cap"
+            notes.append(f"holds to {today + dt.timedelta(days=last_day)} ({last.rates[p]:.2%} of its requests miss "
+                         f"their SLA), where the load reaches {MAX_LOAD:g} times the replayed window's; the search "
+                         "stops there, since so scaled the window is no sample of the traffic: shorten --horizon")
         else:
             notes.append(f"holds through the horizon: {last.rates[p]:.2%} of its requests miss their SLA at the "
-                         f"load of {today + dt.timedelta(days=horizon_days)} (limit {tolerance:.2%})")
+                         f"load of {today + dt.timedelta(days=last_day)} (limit {tolerance:.2%})")
         k = added.get(p) if p not in short else None
         cost = provisioned_cost(dataclasses.replace(specs[p], replicas=k), MONTH_S) if k else None
         if p in short:
@@ -253,13 +270,15 @@ def compute_runway(candidate: Candidate, window: pl.DataFrame, registry: Registr
                          "this candidate's routing: more replicas draw more of the fleet's traffic to it, or its "
                          "requests miss their tier for want of speed; try the candidate's routing or tiers")
         elif k:
+            until = "the horizon" if last_day == horizon_days else \
+                f"{today + dt.timedelta(days=last_day)} ({MAX_LOAD:g} times the window's load; not the horizon)"
             notes.append(f"{k} more replica(s) of {specs[p].devices_per_replica} device(s) hold the SLA through "
-                         f"the horizon, at ${cost:,.0f} a month")
+                         f"{until}, at ${cost:,.0f} a month")
         out.append(PoolRunway(
             pool=p, growth=g, breaks_on=today + dt.timedelta(days=day) if day is not None else None,
             breaks_on_low=low, breaks_on_high=high, violation_rate_now=first.rates[p],
             replicas_to_add=k if day is not None else None, added_cost_per_month_usd=cost, notes=tuple(notes),
-            curve=curve, per_day=float((origins == _origin_of(p, growths)).sum()) / span))
+            curve=curve, per_day=float((origins == _origin_of(p, growths)).sum()) / span, status=status))
     replayed = f"{window.height:,} requests of the {span:.1f} days to {today} ({steps[0]} replays)"
     return Runway(today=today, horizon_weeks=horizon_weeks, tolerance=tolerance, replayed=replayed, pools=tuple(out))
 

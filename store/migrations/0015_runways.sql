@@ -18,6 +18,7 @@ CREATE TABLE runways (
     violation_rate_now DOUBLE NOT NULL,
     replicas_to_add   INTEGER,
     added_cost_per_month_usd DOUBLE,
+    status            VARCHAR NOT NULL,   -- replay/runway/breaking.STATUSES: breaks, holds, holds_to_cap, ...
     notes             VARCHAR NOT NULL,
     PRIMARY KEY (computed_ms, pool)
 );

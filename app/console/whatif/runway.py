@@ -15,6 +15,7 @@ from app.exceptions import USER_ERRORS
 from app.runway_job import RunwayDone, compute_runway_job, rows
 from pool_registry import Registry
 from replay.candidate import Candidate
+from replay.runway.breaking import MAX_LOAD
 from replay.runway.curves import age_text, load_curve, violation_curve
 from replay.runway.growth import parse_growth
 from replay.runway.stored import RunwayAsk
@@ -29,10 +30,16 @@ INTRO = ("At the growth the stored requests show, on which date does each pool f
 def runway_said(row: dict[str, Any], now_ms: int) -> str:
     """A pool's stored runway in a few words with its age: 'SLA runway ~6 weeks (computed 3 h ago)'."""
     age = age_text(int(row["computed_ms"]), now_ms)
+    status = row.get("status") or "holds"
     if row["breaks_on"] is None:
-        return f"SLA runway: holds through its {row['horizon_weeks']:g}-week horizon ({age})"
+        said = {"too_few": "no date (too few requests reach it under the candidate)",
+                "no_growth": "no growth detected: holds at today's load",
+                "holds_to_cap": f"holds to {MAX_LOAD:g} times today's load, short of its horizon"}.get(
+            status, f"holds through its {row['horizon_weeks']:g}-week horizon")
+        return f"SLA runway: {said} ({age})"
     weeks = max(0.0, (row["breaks_on"] - row["today"]).days / 7)
-    return f"SLA runway ~{weeks:.0f} weeks, to {row['breaks_on']} ({age})"
+    left = "under a week" if weeks < 1 else f"~{weeks:.0f} weeks"
+    return f"SLA runway {left}, to {row['breaks_on']} ({age})"
 
 
 def show(path: str, registry: Registry, candidate: Candidate | None) -> None:
