@@ -20,7 +20,8 @@ from traces.blocks import as_hash_ids, block_sizes, max_blocks, reused_tokens, t
 from traces.exceptions import TrafficError
 
 OPTS = ParseOptions(block_tokens=16)
-ROWS = [(0, 40, 3, [1, 2, 3]), (1, 20, 2, [1, 2]), (2, 9, 1, None)]  # arrival_ms, in, out, blocks
+T0 = 1_793_577_600_000  # 2026-11-01T00:00:00Z: arrivals are held to the samples' time bounds around now
+ROWS = [(T0, 40, 3, [1, 2, 3]), (T0 + 1, 20, 2, [1, 2]), (T0 + 2, 9, 1, None)]  # arrival_ms, in, out, blocks
 
 
 def _csv() -> bytes:
@@ -53,7 +54,7 @@ def test_every_own_format_keeps_the_blocks_with_their_size(name: str, data: byte
 
 
 def test_a_trace_without_blocks_needs_no_block_size() -> None:
-    _, parsed = parse_traffic(b"arrival_ms,in_tokens,out_tokens,cached_tokens\n0,10,2,4\n", "t.csv")
+    _, parsed = parse_traffic(f"arrival_ms,in_tokens,out_tokens,cached_tokens\n{T0},10,2,4\n".encode(), "t.csv")
     assert parsed.frame.select("cached_tokens", "hash_ids", "block_tokens").rows() == [(4, None, None)]
 
 
@@ -71,7 +72,7 @@ def test_blocks_without_a_block_size_refuse_the_file() -> None:
                                  "[1, 2, 3]"),
 ])
 def test_bad_blocks_reject_their_row(value: str, reason: str) -> None:
-    data = f"arrival_ms,in_tokens,out_tokens,hash_ids\n0,40,3,{value}\n1,40,3,1 2\n".encode()
+    data = f"arrival_ms,in_tokens,out_tokens,hash_ids\n{T0},40,3,{value}\n{T0 + 1},40,3,1 2\n".encode()
     _, parsed = parse_traffic(data, "t.csv", options=OPTS)
     assert parsed.rejects.select("line", "reason").rows() == [(2, reason)]
     assert parsed.frame["hash_ids"].to_list() == [[1, 2]]

@@ -25,7 +25,7 @@ SERVICE_S = 30.0      # mean service: out ~ Exp(300,000 tokens) at 1e-4 s a toke
 TTFT_S = 30.0
 GROWTH = 0.10         # a week
 WEEKS_TO_BREAK = 6    # the history ends this many weeks of growth before Erlang-C's breaking load
-END_MS = 1_800_000_000_000 - 1_800_000_000_000 % DAY_MS
+END_MS = 1_790_000_000_000 - 1_790_000_000_000 % DAY_MS  # 2026-09-21: stored arrivals may not be ahead of now
 MM4 = fleet(pool("p", replicas=C, eff=1.0, cost=2.0), chips=(chip(bw_tbps=10.0),),
             models=(flat_model(params_b=1.0, bpp=1.0, max_context=10**9),))
 KNOWING = Candidate(name="t", policy="cost_min", predictor=PredictorSpec("oracle"),

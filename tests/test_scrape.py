@@ -51,8 +51,9 @@ def test_scrape_ingests_corpus_exporters(exporter: Exporter, corpus: Path, con: 
     dcgm = ingest_scrapes(Held(con), exporter.url("/dcgm"), IngestOptions(pool="p"), clock=lambda: 1_795_000_000.0)
     vllm = ingest_scrapes(Held(con), exporter.url("/vllm"), IngestOptions(pool="p"), clock=lambda: 1_795_000_001.0)
     assert dcgm[0].as_dict() == {"read": 25, "stored": 15, "rejected": 4, "duplicates": 4, "ignored": 2}
-    # the docs' TTFT histogram has no +Inf bucket: its 10 lines are rejects
-    assert vllm[0].as_dict() == {"read": 30, "stored": 11, "rejected": 10, "duplicates": 0, "ignored": 9}
+    # the docs' TTFT histogram has no +Inf bucket: its 10 lines are rejects; so is the prefix cache's query count,
+    # whose hit ratio needs the hit count of the same time, which this sample carries only under its deprecated name
+    assert vllm[0].as_dict() == {"read": 30, "stored": 11, "rejected": 11, "duplicates": 0, "ignored": 8}
     # vLLM has no node label: the scrape target's host is the node; samples are stamped with the scrape time
     nodes = con.execute("SELECT DISTINCT node, ts FROM samples WHERE metric LIKE 'serving.%'").fetchall()
     assert nodes == [("127.0.0.1", 1_795_000_001_000)]

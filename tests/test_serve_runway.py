@@ -45,7 +45,8 @@ def test_a_short_runway_fires_and_resolves_when_replicas_make_it_hold(
     sender = AlertSender(store, plan, judge_now=lambda: Judged(MM4, Window(0, 1, ()), ()),
                          more=stored_runway_alerts(store, plan.runway_alert_weeks, plan.console_url, lambda: NOW))
     schedule.run_once()
-    assert schedule.report()["healthy"] and schedule.report()["breaking"] == ["p"]
+    assert schedule.report()["healthy"], (schedule.report(), lines)
+    assert schedule.report()["breaking"] == ["p"]
     assert lines[-1].startswith("runway: 1 pools computed in") and lines[-1].endswith("breaking within the horizon: p")
     sender.run_once()
     (alert,) = alertmanager.alerts()

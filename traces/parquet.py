@@ -47,8 +47,10 @@ def _usable(table: pl.DataFrame) -> pl.DataFrame:
     known = {"arrival", "arrival_ms", *REQUIRED, *OPTIONAL}
     for name, dtype in table.schema.items():
         if name in known and not (dtype.is_numeric() or dtype in (pl.String, pl.Null, pl.Boolean) or
-                                  (name == "arrival" and dtype.is_temporal())):
-            raise TrafficError(f"traffic Parquet: column {name!r} is {dtype}; expected numbers or text")
+                                  (name == "arrival" and dtype.is_temporal()) or
+                                  (name == "hash_ids" and isinstance(dtype, pl.List) and dtype.inner.is_integer())):
+            expected = "a list of integers" if name == "hash_ids" else "numbers or text"
+            raise TrafficError(f"traffic Parquet: column {name!r} is {dtype}; expected {expected}")
     unquotable = [n for n, t in table.schema.items() if n not in known and _binary(t)]
     return table.drop(unquotable) if unquotable else table
 
