@@ -127,3 +127,21 @@ def test_images_sent_to_a_model_without_an_encoder_are_rejected_with_their_reaso
                                  "the registry)")
     tokens_only = run_replay(Candidate(name="c", overflow="reject"), traffic(image_tokens=[40]), fleet(pool("t")))
     assert "carries 40 image tokens" in str(tokens_only.requests["reason"][0])
+
+
+def test_the_replay_text_and_the_replay_pages_pool_table_show_the_encoders_share() -> None:
+    from app.console.whatif.results import pool_table
+    from replay.whatif import summary_lines
+
+    with_images = run_replay(Candidate(name="c"), traffic(images=[2]), vlm_fleet()).summary
+    text_only = run_replay(Candidate(name="c"), traffic(images=[0]), vlm_fleet()).summary
+    lines = summary_lines([("images", with_images)])
+    assert f"{'ttft encode/queue/pf':<22}" + f"{'0.008s/0.000s/0.060s':>18}" in lines
+    # busy: the first pass 0.068672 s and the decode pass 0.01 + 1513 x 40,960 x 5e-13 s = 0.010030986 s
+    share = ENCODER_S / (TTFT_IMAGES + 0.01 + 1513 * 40_960 * 5e-13)
+    assert with_images.pools["v"].encode_share == pytest.approx(share)
+    assert f"{'encoder s / share v':<22}" + f"{'0.008s / ' + format(share * 100, '.1f') + '%':>18}" in lines
+    assert not any(line.startswith("ttft encode") for line in summary_lines([("text", text_only)]))
+    table = pool_table([("images", with_images)])
+    assert table.select("images", "encoder share").row(0) == (2, pytest.approx(share))
+    assert "encoder share" not in pool_table([("text", text_only)]).columns

@@ -227,15 +227,20 @@ def gap_table(gap: dict[str, Any]) -> pl.DataFrame:
 
 def pool_table(runs: list[tuple[str, Summary]]) -> pl.DataFrame:
     """Per pool and run: requests, share of the requests, utilization, KV use (mean, p95 of replica time, peak),
-    busy cost."""
+    busy cost; with images in the traffic, the images encoded, the encoder's mean time per request carrying them
+    and its share of the pool's busy time."""
+    images = any(s.ttft_split for _, s in runs)
     rows = []
     for name, s in runs:
         for pool, p in s.pools.items():
+            encoder = {"images": p.images, "encoder s": _secs(p.encode_s), "encoder share": p.encode_share} \
+                if images else {}
             rows.append({"run": name, "pool": pool, "requests": p.requests,
                          "share": p.requests / s.requests if s.requests else 0.0, "utilization": p.utilization,
                          "KV use": p.kv_use, "KV p95": p.kv_p95, "KV peak": p.kv_peak,
                          "busy cost": _money(p.busy_cost_usd),
-                         "provisioned cost": _money(p.provisioned_cost_usd), "TTFT p99": _secs(p.ttft_p99)})
+                         "provisioned cost": _money(p.provisioned_cost_usd), "TTFT p99": _secs(p.ttft_p99),
+                         **encoder})
     return pl.DataFrame(rows)
 
 
