@@ -79,6 +79,12 @@ class Plan:
         return costmodel.FullBatch(self.pools)
 
     @cached_property
+    def encoder_cost(self) -> np.ndarray:
+        """Per pool, the money of one image patch in its replicas' vision encoder (0 without one)."""
+        return np.array([encode.seconds_per_patch(costmodel.step_model(p), p.model) * p.replica_cost_per_s
+                         for p in self.pools])
+
+    @cached_property
     def limit(self) -> list[int]:
         """Per pool, the most context one request can hold: the model's window and one replica's KV cache."""
         return [int(min(p.model.max_context, p.kv_capacity_tokens)) for p in self.pools]
@@ -102,6 +108,9 @@ class Plan:
         pred = self.pred_out[lo:hi]
         cost, feasible, key = _rank(self.in_tokens[lo:hi], self.cached_tokens[lo:hi], pred.astype(np.float64),
                                     self.max_tokens[lo:hi], self.serves[:, lo:hi], self.pools, self.prices)
+        if self.patches:  # the encoder's busy time on each pool's replica, priced as the prefill's is
+            extra = self.encoder_cost[:, None] * np.asarray(self.patches[lo:hi], dtype=np.float64)[None, :]
+            cost, key = cost + extra, key + extra
         self.rank_cost[:, lo:hi] = cost
         self.feasible[:, lo:hi] = feasible
         orders, code = _order_codes(key, feasible)

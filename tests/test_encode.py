@@ -145,3 +145,17 @@ def test_the_replay_text_and_the_replay_pages_pool_table_show_the_encoders_share
     table = pool_table([("images", with_images)])
     assert table.select("images", "encoder share").row(0) == (2, pytest.approx(share))
     assert "encoder share" not in pool_table([("text", text_only)]).columns
+
+
+def test_routers_rank_a_pool_with_its_encoders_cost_for_the_images_a_request_carries() -> None:
+    """The full-batch cost a router ranks pools by: a request of 1000 text tokens and two images costs what one of
+    1512 text tokens costs, plus its 2048 patches x 4e-6 s of the encoder at the replica's $1/3600 a second."""
+    from replay.engine import prepare_traffic
+    from replay.plan import build_plan
+
+    spec = resolve_pools(vlm_fleet(), Candidate(name="c"))
+    images = build_plan(prepare_traffic(traffic(images=[2])), spec, Candidate(name="c"), np.random.default_rng(0))
+    text = build_plan(prepare_traffic(pl.DataFrame({"arrival_ms": [0], "in_tokens": [1512], "out_tokens": [2]})),
+                      spec, Candidate(name="c"), np.random.default_rng(0))
+    assert images.patches == [2048] and images.in_tokens.tolist() == [1512.0]
+    assert images.rank_cost[0, 0] - text.rank_cost[0, 0] == pytest.approx(2048 * 4e-6 / 3600, rel=1e-9)
