@@ -6,6 +6,7 @@ import math
 
 import pytest
 
+from pool_registry import Registry
 from pool_registry.model import GB
 from replay.planner import Engine, Layout, PlanSettings, memory, memory_wall, plan_model, report_lines
 from tests.planner_fleets import DENSE_70B_FP8, MOE_3T, fleet_with, pool, registry
@@ -115,3 +116,15 @@ def test_a_vision_encoder_that_tips_a_layout_over_is_named_where_it_no_longer_fi
     m_vlm = registry([vlm], [pool()]).model("dense-70b-fp8")
     room = 72 - (1 + 8192 * 8192 * 2 * (2 + 7 / 8) / GB)
     assert memory_wall(m_vlm, chip, Engine(0.9), 8192 * 16, 8) == math.ceil((100 + KV) / room)
+
+
+def test_the_plan_of_a_vision_language_model_names_its_encoders_share_of_the_weights(fleet: Registry) -> None:
+    """Qwen2.5-VL-7B on the example fleet's H100 pool: 7.61e9 x 2 B of decoder and 0.676e9 x 2 B of encoder; at tp 1
+    the device holds 15.22 + 1.352 = 16.572 GB of weights, the encoder 8 % of them."""
+    report = plan_model(fleet, "qwen2.5-vl-7b", pool_ids=("h100-a",), settings=PlanSettings(concurrency=(1,)))
+    tp1 = next(p for p in report.plans if (p.layout.tp, p.layout.pp) == (1, 1))
+    assert (tp1.memory.weights_gb, tp1.memory.encoder_gb) == pytest.approx((16.572, 1.352))
+    text = "\n".join(report_lines(report, top=0))
+    best = report.plans[0]
+    assert (f"vision encoder: {best.memory.encoder_gb:.1f} of {best.memory.weights_gb:.1f} GB of weights per "
+            f"device") in text

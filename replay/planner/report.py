@@ -88,6 +88,11 @@ def report_lines(r: PlanReport, top: int = 20) -> list[str]:
         lines += [HEADER, *(plan_line(p) for p in shown)]
         if len(shown) < len(fitting):
             lines.append(f"... and {len(fitting) - len(shown)} more fitting plans (--top 0 shows all)")
+        best = fitting[0].memory
+        if best.encoder_gb:  # a vision-language model: its encoder's part of the weights each device holds
+            lines.append(f"vision encoder: {best.encoder_gb:.1f} of {best.weights_gb:.1f} GB of weights per device "
+                         f"({best.encoder_gb / best.weights_gb:.0%}) on {fitting[0].layout.label}, first stage; "
+                         "its time per image is priced in a replay, not in these text-only TTFTs")
     else:
         lines.append("no layout fits memory on any pool planned")
     for w in r.walls:
