@@ -6,6 +6,8 @@
                  or the JSON report of `hetpool plan --json` (onboarding.plan_report)
     loss curve   step,loss                           baseline and candidate of the regression item
     benchmark    pool,isl,osl,concurrency,ttft_ms,tpot_ms   the `replay calibrate --bench` table
+    multimodal   modality,requests,errors,ttft_p50_ms        a vision-language model's service, per modality
+                 (text, image): the model loaded and the service started, then requests sent and answered
     metrics      the JSON report of `hetpool check --json` (onboarding.check_report)
 """
 
@@ -164,10 +166,39 @@ def parse_benchmark(text: str, source: str = "<benchmark>") -> pl.DataFrame:
         raise EvidenceError(source, int(found.group(1)), col, message) from None
 
 
+MODALITIES = ("text", "image")
+
+
+def parse_multimodal(text: str, source: str = "<multimodal>") -> pl.DataFrame:
+    """Requests served per modality: modality (text or image, each once), requests and errors (whole, errors at most
+    the requests), ttft_p50_ms (>= 0)."""
+    def modality(v: str, s: str, li: int, c: int, n: str) -> str:
+        if v not in MODALITIES:
+            raise EvidenceError(s, li, c, f"column {n}: expected one of {', '.join(MODALITIES)}, got {_quote(v)}")
+        return v
+
+    def count(v: str, s: str, li: int, c: int, n: str) -> int:
+        return _whole(v, s, li, c, n, 0)
+
+    frame = _frame(text, source, ("modality", "requests", "errors", "ttft_p50_ms"),
+                   {"modality": modality, "requests": count, "errors": count,
+                    "*": lambda v, s, li, c, n: _number(v, s, li, c, n, least=0)})
+    dup = frame.filter(~pl.col("modality").is_first_distinct())
+    if dup.height:
+        raise EvidenceError(source, int(dup["line"][0]), 1, f"column modality: {dup['modality'][0]} appears twice")
+    over = frame.filter(pl.col("errors") > pl.col("requests"))
+    if over.height:
+        header = [h.strip() for h in text.lstrip("\ufeff").splitlines()[0].split(",")]
+        raise EvidenceError(source, int(over["line"][0]), header.index("errors") + 1,
+                            f"column errors: {over['errors'][0]} errors of {over['requests'][0]} requests")
+    return frame
+
+
 # The loader of each (item, role); the benchmark table's own loader names the column by name, not number.
 LOADERS: dict[str, Callable[[str, str], pl.DataFrame]] = {
     "operators": parse_operators, "precision": parse_precision, "parallelism": parse_parallelism,
     "regression": parse_loss_curve, "benchmark": parse_benchmark, "metrics": parse_families,
+    "multimodal": parse_multimodal,
 }
 
 

@@ -125,3 +125,21 @@ def benchmark(table: pl.DataFrame, spec: PoolSpec, tolerance: float) -> tuple[Ou
             f"{worst['ttft_ms']:g} ms against the model's {worst['model_ttft_ms']:.1f}, TPOT {worst['tpot_ms']:g} "
             f"against {worst['model_tpot_ms']:.1f}, off by {worst['error']:.0%} (tolerance {tolerance:.0%})")
     return Outcome(PASS if worst["error"] <= tolerance else FAIL, text), compared
+
+
+def multimodal(frame: pl.DataFrame, max_error_rate: float) -> Outcome:
+    """A vision-language model's service answered both text and image requests, each modality's errors at most
+    max_error_rate of its requests."""
+    rows = {r["modality"]: r for r in frame.iter_rows(named=True)}
+    said = "; ".join(f"{m}: {r['requests']:,} requests, {r['errors']:,} errors, p50 TTFT {r['ttft_p50_ms']:g} ms"
+                     for m, r in rows.items())
+    for m in ("text", "image"):
+        r = rows.get(m)
+        if r is None or r["requests"] - r["errors"] < 1:
+            why = "no row" if r is None else "no request answered"
+            return Outcome(FAIL, f"no {m} request served ({why}); the bring-up serves both text and images"
+                                 + (f" ({said})" if said else ""))
+        if r["errors"] > max_error_rate * r["requests"]:
+            return Outcome(FAIL, f"{m} requests failed {r['errors'] / r['requests']:.1%} (line {r['line']}), above "
+                                 f"max_error_rate {max_error_rate:g}; {said}")
+    return Outcome(PASS, said)

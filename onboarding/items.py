@@ -20,6 +20,13 @@ from replay.candidate import Candidate
 from replay.fleet import pools_by_id
 
 
+def applies(spec: ItemSpec, reg: Registry, pool: Pool) -> bool:
+    """Whether a pool's checklist has the item: the multimodal bring-up only where its model declares `vision`."""
+    if spec.id != "multimodal":
+        return True
+    return pool.serving is not None and reg.model(pool.serving.model).vision is not None
+
+
 def judge(spec: ItemSpec, check: Check | None, reg: Registry, pool: Pool, facts: Facts) -> Outcome:
     """The outcome of one item."""
     params = {**spec.params, **(check.params if check else {})}
@@ -117,6 +124,8 @@ def _files(spec: ItemSpec, check: Check | None, reg: Registry, pool: Pool, facts
             out = judge_plan(frames["file"], reg, pool, params["mfu_target"])
         else:
             out = gates.parallelism(frames["file"], params["mfu_target"])
+    elif spec.id == "multimodal":
+        out = gates.multimodal(frames["file"], params["max_error_rate"])
     elif spec.id == "regression":
         out = gates.regression(frames["baseline"], frames["candidate"], params["tolerance"],
                                check.steps if check else ())

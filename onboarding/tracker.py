@@ -2,7 +2,8 @@
 
 A stage is reached when every item of it and of every earlier stage passes, at the time its last evidence was
 produced (never before the stage ahead of it). The current stage is the first one not reached. Inference
-bring-up is measured against the three-day bar: reached within three days of the start, or not. A pool with no
+bring-up (with the text and image requests served, for a pool whose model declares `vision`) is measured against
+the three-day bar: reached within three days of the start, or not. A pool with no
 checklist at all (no sign-off or evidence file in the registry, none added since) is not tracked: nothing dates
 its stages, so the bar is not judged and its declared stage is what is known (a canary serving traffic is not
 "stuck at device abstraction").
@@ -16,7 +17,7 @@ from dataclasses import dataclass
 from canonical.timeunits import DAY_MS
 from onboarding.facts import Facts
 from onboarding.gates import PASS
-from onboarding.items import judge
+from onboarding.items import applies, judge
 from pool_registry import Registry
 from pool_registry.onboarding import ITEMS, TRACK_STAGES
 
@@ -115,6 +116,8 @@ def track(reg: Registry, pool_id: str, facts: Facts, now_ms: int) -> Track:
     ob = pool.onboarding
     items = []
     for spec in ITEMS:
+        if not applies(spec, reg, pool):  # a text-only model's bring-up has no image pipeline to prove
+            continue
         out = judge(spec, ob.checks.get(spec.id), reg, pool, facts)
         files = tuple((e.role, e.name) for e in facts.files(spec.id).values())
         items.append(Item(spec.id, spec.title, spec.stage, spec.kind, out.status, out.reason, out.at_ms, files))

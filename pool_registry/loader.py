@@ -26,6 +26,7 @@ from pool_registry.model import (
 )
 from pool_registry.onboarding import read_checks
 from pool_registry.versions import SpecifierError, parse_specifier
+from pool_registry.vision import read_vision
 from pool_registry.yamlread import ConfigError, Field, Reader, no_gc_pauses, read_text
 
 _ID = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
@@ -132,7 +133,7 @@ def _model(r: Reader, path: str, node: Node) -> Model:
     f = r.mapping(node, path, required=(
         "id", "total_params_b", "active_params_b", "bytes_per_param", "layers", "kv_heads", "head_dim",
         "max_context",
-    ), optional=("kv_bytes_per_elem", "requires", "dtype", *SHAPE_FIELDS))
+    ), optional=("kv_bytes_per_elem", "requires", "dtype", *SHAPE_FIELDS, "vision"))
     requires: dict[str, str] = r.optional(f, "requires", path, r.string_map, {})
     for component, spec in requires.items():
         try:
@@ -155,6 +156,7 @@ def _model(r: Reader, path: str, node: Node) -> Model:
         attention_heads=r.optional(f, "attention_heads", path, _count(r), 0),
         experts=r.optional(f, "experts", path, _count(r), 0),
         experts_per_token=r.optional(f, "experts_per_token", path, _count(r), 0),
+        vision=r.optional(f, "vision", path, lambda n, p: read_vision(r, n, p), None),
     )
     if model.active_params_b > model.total_params_b > 0:
         r.fail(f["active_params_b"], f"{path}.active_params_b",

@@ -9,6 +9,7 @@ from functools import cached_property
 from typing import TypeVar
 
 from pool_registry.onboarding import Check
+from pool_registry.vision import Vision
 
 DTYPES = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "fp6", "fp4", "int8", "int4")
 # vLLM's --kv-cache-dtype values; "auto" stores the cache in the model's own kv_bytes_per_elem.
@@ -84,6 +85,7 @@ class Model:
     attention_heads: int = 0      # query heads; 0 when not declared
     experts: int = 0              # routed experts per MoE layer; 0 for a dense model or when not declared
     experts_per_token: int = 0    # routed experts each token picks
+    vision: Vision | None = None  # a vision-language model's image encoder (pool_registry/vision.py)
 
     @property
     def hidden(self) -> int:
@@ -99,6 +101,11 @@ class Model:
     def weight_bytes(self) -> float:
         """Bytes of weights: every parameter is resident even when only some are active."""
         return self.total_params_b * 1e9 * self.bytes_per_param
+
+    @property
+    def resident_bytes(self) -> float:
+        """Bytes of weights held in memory: the language model's and its vision encoder's."""
+        return self.weight_bytes + (self.vision.weight_bytes(self.bytes_per_param) if self.vision else 0.0)
 
     @property
     def kv_bytes_per_token(self) -> float:

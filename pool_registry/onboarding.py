@@ -62,6 +62,9 @@ ITEMS = (
     ItemSpec("operators", "inference_bringup", "operators aligned", FILE, ("file",)),
     ItemSpec("benchmark", "inference_bringup", "serving benchmark matches the pool's model", FILE, ("file",),
              {"tolerance": 0.25}),
+    # only for a pool whose model declares `vision` (onboarding/items.applies): text and image requests served
+    ItemSpec("multimodal", "inference_bringup", "text and image requests served", FILE, ("file",),
+             {"max_error_rate": 0.01}),
     ItemSpec("routing", "multi_pool_inference", "in routing", TELEMETRY),
     ItemSpec("replay_gate", "multi_pool_inference", "replay gate passed", TELEMETRY),
     ItemSpec("precision", "single_device_training", "precision", FILE, ("file",), {"max_grad_norm_cv": 0.5}),

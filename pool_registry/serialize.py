@@ -8,6 +8,7 @@ from typing import Any
 from pool_registry.loader import load_registry_text
 from pool_registry.model import Chip, Interconnect, Model, Pool, Registry
 from pool_registry.onboarding import check_to_dict
+from pool_registry.vision import vision_to_dict
 from pool_registry.yamlread import no_gc_pauses
 
 
@@ -42,6 +43,8 @@ def _model(m: Model) -> dict[str, Any]:
     for key in ("hidden_size", "attention_heads", "experts", "experts_per_token"):
         if getattr(m, key):
             out[key] = getattr(m, key)
+    if m.vision is not None:
+        out["vision"] = vision_to_dict(m.vision)
     return out
 
 

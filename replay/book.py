@@ -15,11 +15,12 @@ NAN = float("nan")
 class Book:
     """What every request still has to do and what happened to it so far."""
 
-    __slots__ = ("blocks", "btok", "cached", "cost", "done", "enq", "entry_step", "entry_u", "first", "held",
-                 "holder", "ins", "pfin", "phase", "pleft", "preempted", "rem", "todo", "wait", "where")
+    __slots__ = ("blocks", "btok", "cached", "cost", "done", "enc", "enq", "entry_step", "entry_u", "first", "held",
+                 "holder", "ins", "patches", "pfin", "phase", "pleft", "preempted", "rem", "todo", "wait", "where")
 
     def __init__(self, n: int, cached: list[int], blocks: list[list[int]] | None = None,
-                 btok: list[int] | None = None, ins: list[int] | None = None) -> None:
+                 btok: list[int] | None = None, ins: list[int] | None = None,
+                 patches: list[int] | None = None) -> None:
         # prompt tokens served from the prefix cache: as the trace recorded them for a request without blocks, else
         # as its replica's cache gave them when the prefill that produced its first token started
         self.cached = cached
@@ -42,6 +43,10 @@ class Book:
         self.phase = [WAITING] * n
         self.where = [-1] * n           # replica id it was last admitted on
         self.preempted = [0] * n
+        # image patches its replica's vision encoder still has to compute (0: none, or done), and the encoder
+        # seconds it paid: the pass of its first prompt chunk runs the encoder on them first
+        self.patches: list[int] = patches if patches is not None else [0] * n
+        self.enc = [0.0] * n
 
     def load(self, i: int, prompt: int, context: int, tokens: int, predicted: int) -> None:
         """Set what request i asks of the replica it is sent to next: `tokens` it will generate there, of which

@@ -22,8 +22,8 @@ def needed_context(in_tokens: np.ndarray, max_tokens: np.ndarray) -> np.ndarray:
 
 
 def needed_bytes(context_tokens: np.ndarray, pool: PoolSpec) -> np.ndarray:
-    """Bytes one replica needs for the weights and this request's KV cache."""
-    return pool.model.weight_bytes + pool.kv_bytes_per_token * context_tokens
+    """Bytes one replica needs for the weights (a vision encoder's too) and this request's KV cache."""
+    return pool.model.resident_bytes + pool.kv_bytes_per_token * context_tokens
 
 
 def fits_memory(context_tokens: np.ndarray, pool: PoolSpec) -> np.ndarray:
@@ -46,12 +46,21 @@ def feasible(models: np.ndarray, context_tokens: np.ndarray, pool: PoolSpec) -> 
     return serves_model(models, pool) & fits_context(context_tokens, pool) & fits_memory(context_tokens, pool)
 
 
-def why_not(model: str, prompt: int, max_tokens: int, pools: tuple[PoolSpec, ...]) -> str:
-    """Why no pool can ever take a request, naming the closest miss and what the client sent."""
+def why_not(model: str, prompt: int, max_tokens: int, pools: tuple[PoolSpec, ...],
+            images: tuple[int, int] = (0, 0)) -> str:
+    """Why no pool can ever take a request, naming the closest miss and what the client sent (with its images:
+    their count and the prompt tokens they became, which `prompt` includes)."""
     serving = [p for p in pools if model in ("", p.model.id)]
     if not serving:
         known = ", ".join(sorted({p.model.id for p in pools}))
         return f"no pool serves model '{model}'; served: {known}"
+    if images[0] or images[1]:
+        seeing = [p for p in serving if p.model.vision is not None]
+        if not seeing:
+            what = f"{images[0]} image{'s' if images[0] != 1 else ''}" if images[0] else f"{images[1]} image tokens"
+            names = ", ".join(sorted({p.model.id for p in serving}))
+            return f"the request carries {what}, but model {names} has no vision encoder (no 'vision' in the registry)"
+        serving = seeing
     need = int(needed_context(np.array([prompt]), np.array([max_tokens]))[0])
     sent = (f"prompt of {prompt:,} tokens plus max_tokens {max_tokens:,}" if max_tokens > 0
             else f"prompt of {prompt:,} tokens and one output token")

@@ -77,8 +77,9 @@ class PoolSpec(EngineShape, CostModel):
 
     @property
     def kv_capacity_tokens(self) -> int:
-        """Tokens the KV cache of one replica holds: (usable memory - weights) / KV bytes per token, or 0."""
-        free = self.usable_memory_bytes - self.model.weight_bytes
+        """Tokens the KV cache of one replica holds: (usable memory - weights, a vision encoder's too) / KV bytes
+        per token, or 0."""
+        free = self.usable_memory_bytes - self.model.resident_bytes
         return max(0, int(free // self.kv_bytes_per_token))
 
     @property

@@ -2,9 +2,10 @@
 
 `orders` holds each distinct cost ranking of the statically feasible pools (cheapest first, by
 costmodel.full_batch_cost) and `code[i]` says which one request i has, so no per-request tuple is built.
-Static feasibility is what a gateway can judge (replay/constraints.py): the pool serves the request's model, and
-its prompt plus the client's max_tokens (else one output token) is within the model's window and fits one
-replica's KV cache next to the weights.
+Static feasibility is what a gateway can judge (replay/constraints.py): the pool serves the request's model (with a
+vision encoder, when the request carries images, whose tokens join its prompt: replay/encode.py), and its prompt
+plus the client's max_tokens (else one output token) is within the model's window and fits one replica's KV cache
+next to the weights.
 
 Ranking uses the predicted output length (`pred_out`, from the candidate's predictor), as a router would: pools
 whose window and KV cache hold the prompt plus the predicted output come first, cheapest first, then the others
@@ -21,7 +22,7 @@ from functools import cached_property
 import numpy as np
 import polars as pl
 
-from replay import constraints, costmodel, predictors
+from replay import constraints, costmodel, encode, predictors
 from replay.candidate import Candidate
 from replay.exceptions import ReplayError
 from replay.fleet import PoolSpec
@@ -61,6 +62,11 @@ class Plan:
     # its reuse replayed by the replica its prefill runs on, and its cached_tokens here is 0
     blocks: list[list[int]] = field(default_factory=list)
     block_tokens: list[int] = field(default_factory=list)
+    # per request, the images it carries (a count, 0 when the trace gives only their tokens), the prompt tokens they
+    # became (in in_tokens already) and the patches its replica's encoder computes; empty for a text-only trace
+    images: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    image_tokens: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    patches: list[int] = field(default_factory=list)
 
     @property
     def pred_out(self) -> np.ndarray:
@@ -71,6 +77,12 @@ class Plan:
     def prices(self) -> costmodel.FullBatch:
         """The pools' full-batch cost coefficients, for ranking block after block."""
         return costmodel.FullBatch(self.pools)
+
+    @cached_property
+    def encoder_cost(self) -> np.ndarray:
+        """Per pool, the money of one image patch in its replicas' vision encoder (0 without one)."""
+        return np.array([encode.seconds_per_patch(costmodel.step_model(p), p.model) * p.replica_cost_per_s
+                         for p in self.pools])
 
     @cached_property
     def limit(self) -> list[int]:
@@ -96,6 +108,9 @@ class Plan:
         pred = self.pred_out[lo:hi]
         cost, feasible, key = _rank(self.in_tokens[lo:hi], self.cached_tokens[lo:hi], pred.astype(np.float64),
                                     self.max_tokens[lo:hi], self.serves[:, lo:hi], self.pools, self.prices)
+        if self.patches:  # the encoder's busy time on each pool's replica, priced as the prefill's is
+            extra = self.encoder_cost[:, None] * np.asarray(self.patches[lo:hi], dtype=np.float64)[None, :]
+            cost, key = cost + extra, key + extra
         self.rank_cost[:, lo:hi] = cost
         self.feasible[:, lo:hi] = feasible
         orders, code = _order_codes(key, feasible)
@@ -198,10 +213,16 @@ def _order_codes(cost: np.ndarray, feasible: np.ndarray) -> tuple[list[tuple[int
 
 
 def _serves(traffic: pl.DataFrame, pools: tuple[PoolSpec, ...]) -> np.ndarray:
-    """(pools, requests): the request names the pool's model or none."""
+    """(pools, requests): the request names the pool's model or none, and carries no images unless the model has
+    a vision encoder."""
     model = pl.col("model")
-    return traffic.select(((model == "") | (model == p.model.id)).alias(str(k)) for k, p in enumerate(pools)
-                          ).to_numpy().T
+    serves = traffic.select(((model == "") | (model == p.model.id)).alias(str(k)) for k, p in enumerate(pools)
+                            ).to_numpy().T
+    carries = encode.carries_images(traffic)
+    if carries.any():
+        text_only = np.array([p.model.vision is None for p in pools], dtype=bool)
+        serves = serves & ~(text_only[:, None] & carries[None, :])
+    return serves
 
 
 def _observed(traffic: pl.DataFrame, pools: tuple[PoolSpec, ...]) -> tuple[np.ndarray, np.ndarray]:
@@ -256,6 +277,14 @@ def build_plan(traffic: pl.DataFrame, pools: tuple[PoolSpec, ...], candidate: Ca
     t0 = int(arrival_ms[0]) if arrival_ms.size else 0
     in_t = traffic["in_tokens"].to_numpy().astype(np.float64)
     out_t = traffic["out_tokens"].to_numpy().astype(np.float64)
+    image_tokens, patches = encode.image_load(traffic, {p.model.id: p.model for p in pools})
+    images = np.zeros(0, dtype=np.int64)
+    if encode.carries_images(traffic).any():  # the images' tokens join the prompt: its prefill and its KV
+        in_t = in_t + image_tokens
+        images = (traffic["images"].fill_null(0).to_numpy().astype(np.int64) if "images" in traffic.columns
+                  else np.zeros(traffic.height, dtype=np.int64))
+    else:
+        image_tokens = np.zeros(0, dtype=np.int64)
     blocks, block_tokens = prefix_blocks(traffic)
     cached = traffic["cached_tokens"].to_numpy().astype(np.float64)
     if blocks:  # a request with blocks reuses what its replica's cache holds, not what the trace recorded
@@ -273,7 +302,8 @@ def build_plan(traffic: pl.DataFrame, pools: tuple[PoolSpec, ...], candidate: Ca
                 obs_pool=obs_pool, obs_replica=obs_replica, code=[0] * n, rng=rng, forecast=forecast,
                 serves=_serves(traffic, pools), predictor=predictors.label(candidate.predictor),
                 predictor_note=predictors.note(candidate.predictor), pred_list=forecast.pred.tolist(),
-                blocks=blocks, block_tokens=block_tokens)
+                blocks=blocks, block_tokens=block_tokens, images=images, image_tokens=image_tokens,
+                patches=patches.tolist() if image_tokens.size else [])
     # A predictor that learns predicts each later block anew when the run reaches it (refresh), which ranks it.
     plan.rank(0, forecast.next_block)
     return plan

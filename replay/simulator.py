@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from replay import costmodel
+from replay import costmodel, encode
 from replay.book import Book
 from replay.constraints import why_not
 from replay.costmodel import step_model
@@ -66,12 +66,14 @@ class Raw:
     cached: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))  # per request: prompt tokens
     #                                                   reused (replayed for a request with blocks, else recorded)
     evicted: list[int] = field(default_factory=list)         # per pool: prefix blocks evicted from its caches
+    encode: np.ndarray = field(default_factory=lambda: np.zeros(0))  # per request: vision encoder seconds it paid
 
 
 def reject_reason(plan: Plan, i: int, flag: int, policy: Policy) -> str:
     """Why request i was not served."""
-    if flag == UNFIT:  # as a gateway judges it: from the prompt and the client's max_tokens
-        return why_not(str(plan.models[i]), int(plan.in_tokens[i]), int(plan.max_tokens[i]), plan.pools)
+    if flag == UNFIT:  # as a gateway judges it: from the prompt, its images and the client's max_tokens
+        images = (int(plan.images[i]), int(plan.image_tokens[i])) if plan.image_tokens.size else (0, 0)
+        return why_not(str(plan.models[i]), int(plan.in_tokens[i]), int(plan.max_tokens[i]), plan.pools, images)
     what = "the SLA and queue limits" if policy.sla_aware else "the queue limits"
     return f"overflow: no pool met {what} of policy {policy.name}"
 
@@ -89,11 +91,12 @@ def build_replicas(plan: Plan, book: Book, noise: float, rng: np.random.Generato
         slow = 1.0 / speed[p] if speed is not None and speed[p] != 1.0 else 1.0
         reps = []
         for r in range(spec.replicas):
-            reps.append(Replica(rid, p, r, step_model(spec, float(speeds[r]) * slow),
-                                max_concurrency=spec.max_concurrency,
+            step = step_model(spec, float(speeds[r]) * slow)
+            reps.append(Replica(rid, p, r, step, max_concurrency=spec.max_concurrency,
                                 budget=spec.max_num_batched_tokens, kv_capacity=spec.kv_capacity_tokens,
                                 rate=spec.replica_cost_per_s, book=book, loads=loads, queues=queues, events=events,
-                                prefill_first=spec.schedule == "prefill_first"))
+                                prefill_first=spec.schedule == "prefill_first",
+                                s_per_patch=encode.seconds_per_patch(step, spec.model)))
             rid += 1
         out.append(reps)
     return out, loads, queues
@@ -118,7 +121,7 @@ def _simulate(plan: Plan, policy: Policy, options: dict[str, tuple[str, ...]], o
               noise: float, faults: list[PoolFaultModel] | None, fault_seed: int) -> Raw:
     n: int = plan.n
     book = Book(n, plan.cached_tokens.astype(np.int64).tolist(), plan.blocks or None, plan.block_tokens or None,
-                plan.in_list)
+                plan.in_list, list(plan.patches) or None)
     heap: list[tuple[float, int, int]] = []
     speed = [f.speed for f in faults] if faults is not None else None
     replicas, loads, queues = build_replicas(plan, book, noise, plan.rng, heap, speed)
@@ -282,6 +285,7 @@ class Outage:
                  heap: list[tuple[float, int, int]]) -> None:
         self.state, self.heap = state, heap
         self.failures = [0] * len(plan.pools)
+        self.patches = plan.patches
         self.retried = [0] * plan.n
         self.lost_tokens = 0
         self.horizon = float(plan.arrival[-1]) if plan.n else 0.0  # failures strike while traffic arrives
@@ -308,10 +312,12 @@ class Outage:
         heapq.heappush(self.heap, (r.repair_at, REPAIR, r.serial))
         self.failures[r.pool] += 1
         self.lost_tokens += tokens
-        first = r.book.first
+        first, patches = r.book.first, r.book.patches
         for i in lost:
             self.retried[i] += 1
             first[i] = NAN  # the retry streams its tokens again
+            if self.patches:  # and its images are encoded again where it lands
+                patches[i] = self.patches[i]
         return lost
 
     def repaired(self, r: Replica, t: float) -> None:
@@ -372,4 +378,4 @@ def _outcome(plan: Plan, policy: Policy, book: Book, pool_l: list[int], rep_l: l
                cost=np.where(served, np.array(book.cost, dtype=np.float64), nan),
                preempted=np.array(book.preempted, dtype=np.int64), flag=flag, reasons=reasons, spans=spans,
                kv_time=kv_time, kv_peak=kv_peak, kv_hist=kv_hist, cached=np.array(book.cached, dtype=np.int64),
-               evicted=evicted)
+               evicted=evicted, encode=np.array(book.enc, dtype=np.float64) if plan.patches else np.zeros(0))

@@ -55,6 +55,9 @@ class PoolSummary:
     blocks_evicted: int = 0              # prefix blocks its replicas' caches evicted
     ttft_saved_s: float | None = None    # mean prefill compute per request the reuse skipped: the TTFT it saved
     busy_cost_saved_usd: float = 0.0     # the busy cost of that compute
+    images: int = 0                      # images its prefills encoded (served requests)
+    encode_s: float | None = None        # mean vision encoder seconds of a served request carrying images
+    encode_share: float = 0.0            # the encoder's seconds over the pool's busy seconds
 
 
 @dataclass(frozen=True)
@@ -110,6 +113,9 @@ class Summary:
     reuse: float | None = None               # prompt tokens served from prefix caches over all routed prompt tokens
     reuse_source: str = "recorded"           # replayed (blocks cached per replica), recorded (the trace's
     #                                          cached_tokens, taken as given), or mixed (some requests had blocks)
+    # mean seconds of a served request's TTFT spent encoding its images, queued and in prefill (with its first
+    # token's pass), when the traffic carries images; empty for text-only traffic
+    ttft_split: dict[str, float] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain data for JSON."""
@@ -207,6 +213,13 @@ def build(plan: Plan, raw: Raw, traffic: pl.DataFrame, *, candidate: str, policy
         labels.select("sla_met", "overflow", "outcome"),
         reasons.to_frame(),
     ], how="horizontal")
+    encode = raw.encode if raw.encode.size else np.zeros(n)
+    if plan.image_tokens.size:  # TTFT in its parts: the encoder, the queues, the prefill with its first token
+        frame = frame.with_columns(pl.Series("images", plan.images, dtype=pl.Int64),
+                                   pl.Series("image_tokens", plan.image_tokens, dtype=pl.Int64),
+                                   pl.Series("encode_s", np.where(served, encode, nan)).fill_nan(None),
+                                   pl.Series("prefill_s", np.where(served, raw.ttft - raw.wait - encode, nan)
+                                             ).fill_nan(None))
     cached = raw.cached.astype(np.float64) if raw.cached.size else plan.cached_tokens
     prices = plan.prices
     saved_s = np.zeros(n)
@@ -237,7 +250,8 @@ def build(plan: Plan, raw: Raw, traffic: pl.DataFrame, *, candidate: str, policy
             reuse=float(cached[mine].sum() / plan.in_tokens[mine].sum()) if plan.in_tokens[mine].sum() else None,
             blocks_evicted=int(raw.evicted[k]) if raw.evicted else 0,
             ttft_saved_s=float(saved_s[mine].mean()) if mine.any() else None,
-            busy_cost_saved_usd=float(saved_s[mine].sum() * spec.replica_cost_per_s))
+            busy_cost_saved_usd=float(saved_s[mine].sum() * spec.replica_cost_per_s),
+            **_encoder(plan, encode, served_here, float(busy[k])))
     served_in, served_out = int(plan.in_tokens[served].sum()), int(out_tokens[served].sum())
     busy_cost = float(sum(p.busy_cost_usd for p in pool_rows.values()))
     decided = int(served.sum() + rejected.sum())
@@ -270,8 +284,22 @@ def build(plan: Plan, raw: Raw, traffic: pl.DataFrame, *, candidate: str, policy
         work_lost_tokens=int(raw.lost_tokens),
         reuse=float(cached[routed].sum() / plan.in_tokens[routed].sum()) if plan.in_tokens[routed].sum() else None,
         reuse_source=reuse_source(plan),
+        ttft_split={"encode_s": float(encode[served].mean()), "queue_s": float(raw.wait[served].mean()),
+                    "prefill_s": float((raw.ttft - raw.wait - encode)[served].mean())}
+        if plan.image_tokens.size and served.any() else {},
     )
     return frame, summary
+
+
+def _encoder(plan: Plan, encode: np.ndarray, served: np.ndarray, busy_s: float) -> dict[str, Any]:
+    """A pool's vision encoder figures: images its served requests carried, their mean encoder seconds, and the
+    encoder's share of its busy time."""
+    if not plan.image_tokens.size:
+        return {}
+    seeing = served & (plan.image_tokens > 0)
+    return {"images": int(plan.images[served].sum()),
+            "encode_s": float(encode[seeing].mean()) if seeing.any() else None,
+            "encode_share": float(encode[served].sum() / busy_s) if busy_s > 0 else 0.0}
 
 
 def reuse_source(plan: Plan) -> str:

@@ -368,6 +368,14 @@ def summary_lines(runs: list[tuple[str, Summary]]) -> list[str]:
         lines.append(f"{'saved ttft/cost ' + pool:<22}" + "".join(
             f"{fmt_s(p.ttft_saved_s) + ' / $' + format(p.busy_cost_saved_usd, ',.2f'):>18}"
             for p in (s.pools.get(pool) for _, s in runs) if p is not None))
+    if any(s.ttft_split for _, s in runs):  # traffic with images: TTFT in its parts, and each pool's encoder
+        lines.append(f"{'ttft encode/queue/pf':<22}" + "".join(
+            f"{'/'.join(fmt_s(s.ttft_split.get(k)) for k in ('encode_s', 'queue_s', 'prefill_s')):>18}"
+            for _, s in runs))
+        for pool in runs[0][1].pools:
+            lines.append(f"{'encoder s / share ' + pool:<22}" + "".join(
+                f"{fmt_s(p.encode_s) + ' / ' + fmt_share(p.encode_share):>18}"
+                for p in (s.pools.get(pool) for _, s in runs) if p is not None))
     lines += sorted({f"note: {REUSE_SAID[s.reuse_source]}" for _, s in runs if s.reuse_source in REUSE_SAID})
     if any(overflow_said(s) for _, s in runs):
         lines.append(f"note: {OVERFLOW_SAID}")

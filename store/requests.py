@@ -12,7 +12,8 @@ REQUEST_COLUMNS: dict[str, pl.DataType] = {
     "trace": pl.String(), "seq": pl.Int64(), "arrival_ms": pl.Int64(), "in_tokens": pl.Int32(),
     "out_tokens": pl.Int32(), "cached_tokens": pl.Int32(), "sla_tier": pl.String(), "model": pl.String(),
     "obs_pool": pl.String(), "obs_ttft_s": pl.Float64(), "obs_e2e_s": pl.Float64(), "outcome": pl.String(),
-    "max_tokens": pl.Int32(), "hash_ids": pl.List(pl.Int64()), "block_tokens": pl.Int32(),
+    "max_tokens": pl.Int32(), "hash_ids": pl.List(pl.Int64()), "block_tokens": pl.Int32(), "images": pl.Int32(),
+    "image_tokens": pl.Int32(),
 }
 _COLS = ", ".join(REQUEST_COLUMNS)
 
@@ -22,6 +23,7 @@ def add_requests(run: IngestRun, trace: str, frame: pl.DataFrame) -> None:
     if frame.height == 0:
         return
     absent = [pl.lit(None, REQUEST_COLUMNS[c]).alias(c) for c in ("hash_ids", "block_tokens") if c not in frame.columns]
+    absent += [pl.lit(0, REQUEST_COLUMNS[c]).alias(c) for c in ("images", "image_tokens") if c not in frame.columns]
     try:
         batch = frame.with_columns(pl.lit(trace).alias("trace"), *absent).select(
             [pl.col(c).cast(t) for c, t in REQUEST_COLUMNS.items()])
@@ -61,6 +63,7 @@ def read_requests(con: duckdb.DuckDBPyConnection, *, trace: str | None = None, s
     frame = con.sql(f"SELECT {_COLS} FROM requests {clause} ORDER BY arrival_ms, trace, seq", params=params).pl()
     return frame.with_columns(*(pl.col(c).cast(pl.Int64) for c in ("in_tokens", "out_tokens", "cached_tokens",
                                                                     "max_tokens", "block_tokens")),
+                              *(pl.col(c).fill_null(0).cast(pl.Int64) for c in ("images", "image_tokens")),
                               pl.col("hash_ids").cast(pl.List(pl.Int64)))
 
 

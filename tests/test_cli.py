@@ -56,7 +56,7 @@ def test_init_twice_and_json(capsys: pytest.CaptureFixture[str], db_path: Path) 
 
 def test_validate_load_show(capsys: pytest.CaptureFixture[str], db_path: Path) -> None:
     code, out, _ = run(capsys, "registry", "validate", str(FLEET))
-    assert code == 0 and "valid (5 chips, 3 models, 5 pools)" in out
+    assert code == 0 and "valid (5 chips, 4 models, 5 pools)" in out
     code, out, _ = run(capsys, "--db", str(db_path), "--json", "registry", "load", str(FLEET))
     assert code == 0 and json.loads(out) == {"snapshot_id": 1, "created": True, "pools": 5, "evidence_files": 5,
                                              "evidence_stored": 5}

@@ -100,3 +100,18 @@ def test_max_tokens_is_stored_and_read_back(capsys: pytest.CaptureFixture[str], 
         assert read_requests(con)["max_tokens"].to_list() == [64, None]
     finally:
         con.close()
+
+
+def test_images_are_stored_and_read_back(capsys: pytest.CaptureFixture[str], db_path: Path, tmp_path: Path) -> None:
+    trace = tmp_path / "images.csv"
+    trace.write_text("arrival_ms,in_tokens,out_tokens,images,image_tokens\n1735689600000,10,5,2,\n"
+                     "1735689601000,10,5,,300\n1735689602000,10,5,-1,\n")
+    code, _, _ = run(capsys, "--db", str(db_path), "ingest", "traffic", str(trace))
+    assert code == 0
+    code, _, _ = run(capsys, "--db", str(db_path), "ingest", "traffic", str(trace))  # again: nothing new
+    con = connect(db_path, read_only=True)
+    try:
+        got = read_requests(con)
+        assert got["images"].to_list() == [2, 0] and got["image_tokens"].to_list() == [0, 300]
+    finally:
+        con.close()

@@ -6,6 +6,7 @@ import math
 
 import pytest
 
+from pool_registry import Registry
 from pool_registry.model import GB
 from replay.planner import Engine, Layout, PlanSettings, memory, memory_wall, plan_model, report_lines
 from tests.planner_fleets import DENSE_70B_FP8, MOE_3T, fleet_with, pool, registry
@@ -88,3 +89,42 @@ def test_the_wall_of_a_pool_that_has_the_devices() -> None:
     # (70 + 42.950) GB over 72 - 1 - 8192 x 8192 x 2 x (2 + 7/8) B per device at a node-wide tp 8
     room = 72 - 1 - 8192 * 8192 * 2 * (2 + 7 / 8) / GB
     assert memory_wall(model, chip, Engine(), 8192 * 16, 8) == math.ceil((70 + KV) / room) == 2
+
+
+def test_a_vision_encoder_that_tips_a_layout_over_is_named_where_it_no_longer_fits() -> None:
+    """The 70B FP8 model at tp 2 uses 58.213 of 72 GB (above). A 15B-parameter BF16 vision encoder adds 30 GB,
+    split by tp: 15 GB per device, 73.213 GB > 72 GB, short by 1.213 GB; at tp 4 it is 17.5 + 7.5 + 10.737 + 1.503
+    = 37.240 GB and fits."""
+    vlm = {**DENSE_70B_FP8, "vision": {"encoder_params_b": 15, "encoder_layers": 48, "hidden_size": 4096,
+                                       "patch_size": 14, "image_size": 448, "tokens_per_image": 256,
+                                       "bytes_per_param": 2}}
+    settings = PlanSettings(context=8192, concurrency=(16,))
+    without = plan_model(registry([DENSE_70B_FP8], [pool()]), "dense-70b-fp8", settings=settings)
+    with_encoder = plan_model(registry([vlm], [pool()]), "dense-70b-fp8", settings=settings)
+    fits = {(p.layout.tp, p.layout.pp): (p.fits, p.memory) for p in with_encoder.plans}
+    assert {(p.layout.tp, p.layout.pp): p.fits for p in without.plans}[(2, 1)] is True
+    tp2_fits, tp2 = fits[(2, 1)]
+    assert tp2_fits is False
+    assert (tp2.weights_gb, tp2.encoder_gb) == pytest.approx((35.0 + 15.0, 15.0))
+    assert tp2.shortfall_gb == pytest.approx(35 + 15 + KV / 2 + WORK[2] - 72)
+    assert fits[(4, 1)][0] is True and fits[(4, 1)][1].encoder_gb == pytest.approx(7.5)
+    text = "\n".join(report_lines(with_encoder, top=0))
+    assert "h100-x tp2 pp1 at concurrency 16: 50.0 (of which the vision encoder 15.0) + 21.5 + 1.7 GB > 72.0 GB " \
+           "usable, short by 1.2 GB" in text
+    # the memory wall counts it too: 70 + 30 + 42.95 GB over what a device of a node-wide group has room for
+    chip = registry([vlm], [pool()]).chip("h100-sxm")
+    m_vlm = registry([vlm], [pool()]).model("dense-70b-fp8")
+    room = 72 - (1 + 8192 * 8192 * 2 * (2 + 7 / 8) / GB)
+    assert memory_wall(m_vlm, chip, Engine(0.9), 8192 * 16, 8) == math.ceil((100 + KV) / room)
+
+
+def test_the_plan_of_a_vision_language_model_names_its_encoders_share_of_the_weights(fleet: Registry) -> None:
+    """Qwen2.5-VL-7B on the example fleet's H100 pool: 7.61e9 x 2 B of decoder and 0.676e9 x 2 B of encoder; at tp 1
+    the device holds 15.22 + 1.352 = 16.572 GB of weights, the encoder 8 % of them."""
+    report = plan_model(fleet, "qwen2.5-vl-7b", pool_ids=("h100-a",), settings=PlanSettings(concurrency=(1,)))
+    tp1 = next(p for p in report.plans if (p.layout.tp, p.layout.pp) == (1, 1))
+    assert (tp1.memory.weights_gb, tp1.memory.encoder_gb) == pytest.approx((16.572, 1.352))
+    text = "\n".join(report_lines(report, top=0))
+    best = report.plans[0]
+    assert (f"vision encoder: {best.memory.encoder_gb:.1f} of {best.memory.weights_gb:.1f} GB of weights per "
+            f"device") in text

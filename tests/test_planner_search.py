@@ -9,7 +9,8 @@ from replay.planner import PlanError, PlanSettings, Targets, plan_model
 
 
 @pytest.mark.parametrize(("model", "pools", "settings", "message"), [
-    ("nope", (), PlanSettings(), "unknown model 'nope'; known: llama-3.1-70b, qwen3-235b-a22b, qwen3-30b-a3b"),
+    ("nope", (), PlanSettings(), "unknown model 'nope'; known: llama-3.1-70b, qwen3-235b-a22b, qwen3-30b-a3b, "
+                                 "qwen2.5-vl-7b"),
     ("llama-3.1-70b", ("h100-a", "x"), PlanSettings(),
      "unknown pool 'x'; known: h100-a, mi300x-a, ascend-a, gaudi3-a, mlu370-a"),
     ("llama-3.1-70b", (), PlanSettings(osl=0), "plan needs isl >= 0 and osl >= 1; got isl 1024, osl 0"),

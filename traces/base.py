@@ -23,10 +23,12 @@ TRAFFIC_SCHEMA: dict[str, pl.DataType] = {
     "seq": pl.Int64(), "arrival_ms": pl.Int64(), "in_tokens": pl.Int64(), "out_tokens": pl.Int64(),
     "cached_tokens": pl.Int64(), "sla_tier": pl.String(), "model": pl.String(), "obs_pool": pl.String(),
     "obs_ttft_s": pl.Float64(), "obs_e2e_s": pl.Float64(), "outcome": pl.String(), "max_tokens": pl.Int64(),
-    "hash_ids": pl.List(pl.Int64()), "block_tokens": pl.Int64(),
+    "hash_ids": pl.List(pl.Int64()), "block_tokens": pl.Int64(), "images": pl.Int64(), "image_tokens": pl.Int64(),
 }
 # `hash_ids` (the prompt's prefix blocks, traces/blocks.py) and `block_tokens` (their size) are null for a request
-# whose trace has no blocks: its recorded cached_tokens is then what the replay takes.
+# whose trace has no blocks: its recorded cached_tokens is then what the replay takes. `images` (how many the request
+# carries) and `image_tokens` (the prompt tokens they become, when the trace knows it) are 0 for a text request;
+# `in_tokens` counts its text, and the replay adds the images' tokens to it (replay/plan.py).
 
 # Relative-time traces (Mooncake, BurstGPT) start here unless told otherwise, so re-ingest is idempotent.
 DEFAULT_START = dt.datetime(2025, 1, 1, tzinfo=dt.UTC)
@@ -117,7 +119,7 @@ def _ensure(raw: pl.DataFrame) -> pl.DataFrame:
     need = {"arrival_ms": pl.Int64(), "cached_tokens": pl.String(), "sla_tier": pl.String(),
             "model": pl.String(), "obs_pool": pl.String(), "obs_ttft_s": pl.String(),
             "obs_e2e_s": pl.String(), "outcome": pl.String(), "max_tokens": pl.String(), "reason": pl.String(),
-            "hash_ids": pl.List(pl.Int64())}
+            "hash_ids": pl.List(pl.Int64()), "images": pl.String(), "image_tokens": pl.String()}
     missing = [pl.lit(None, dtype).alias(c) for c, dtype in need.items() if c not in raw.columns]
     return raw.with_columns(missing) if missing else raw
 
@@ -139,11 +141,14 @@ def finalize(raw: pl.DataFrame, options: ParseOptions, read: int) -> Parsed:
     out_v, out_r = int_check("out_tokens", "out_tokens", required=True, maximum=MAX_TOKENS)
     cached_v, cached_r = int_check("cached_tokens", "cached_tokens", required=False, maximum=MAX_TOKENS)
     max_v, max_r = int_check("max_tokens", "max_tokens", required=False, maximum=MAX_TOKENS)
+    img_v, img_r = int_check("images", "images", required=False, maximum=MAX_TOKENS)
+    imt_v, imt_r = int_check("image_tokens", "image_tokens", required=False, maximum=MAX_TOKENS)
     ttft_v, ttft_r = float_check("obs_ttft_s", "obs_ttft_s")
     e2e_v, e2e_r = float_check("obs_e2e_s", "obs_e2e_s")
     typed = raw.with_columns(
-        pl.coalesce(pl.col("reason"), in_r, out_r, cached_r, max_r, ttft_r, e2e_r).alias("reason"),
+        pl.coalesce(pl.col("reason"), in_r, out_r, cached_r, max_r, ttft_r, e2e_r, img_r, imt_r).alias("reason"),
         in_v.alias("in_tokens"), out_v.alias("out_tokens"), cached_v.fill_null(0).alias("cached_tokens"),
+        img_v.fill_null(0).alias("images"), imt_v.fill_null(0).alias("image_tokens"),
         max_v.alias("max_tokens"), ttft_v.alias("obs_ttft_s"), e2e_v.alias("obs_e2e_s"),
     ).with_columns(
         pl.coalesce(
@@ -181,6 +186,7 @@ def finalize(raw: pl.DataFrame, options: ParseOptions, read: int) -> Parsed:
         pl.col("hash_ids").cast(pl.List(pl.Int64)),
         pl.when(pl.col("hash_ids").is_not_null()).then(pl.lit(block, pl.Int64)).otherwise(pl.lit(None, pl.Int64))
         .alias("block_tokens"),
+        "images", "image_tokens",
     )
     return Parsed(scale_time(frame, options.time_scale), rejects, read)
 

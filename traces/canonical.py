@@ -4,7 +4,9 @@ Columns: `arrival` (ISO 8601; without a zone it is UTC) or `arrival_ms` (epoch m
 `out_tokens` (required); optional `cached_tokens`, `max_tokens` (the output limit the client sent, when it sent
 one), `sla_tier`, `model`, `obs_pool`, `obs_ttft_s`, `obs_e2e_s`, `outcome`, and `hash_ids`: the prompt's prefix
 blocks as a list of integers (a JSON list, in CSV a quoted `"[1, 2, 3]"` or `1 2 3`), whose size in tokens is the
-trace option `block_tokens` (--block-tokens). Unknown columns are ignored.
+trace option `block_tokens` (--block-tokens); `images`, how many images the request carries, and `image_tokens`,
+the prompt tokens they become when the trace knows it (whole numbers; `in_tokens` counts the text alone). Unknown
+columns are ignored.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from traces.exceptions import TrafficError
 
 REQUIRED = ("in_tokens", "out_tokens")
 OPTIONAL = ("cached_tokens", "max_tokens", "sla_tier", "model", "obs_pool", "obs_ttft_s", "obs_e2e_s", "outcome",
-            "hash_ids")
+            "hash_ids", "images", "image_tokens")
 
 
 def _iso_ms(text: str | None) -> int | str:

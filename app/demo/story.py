@@ -63,7 +63,7 @@ def replica_width(chip: Chip, model: Model, serving: Serving, devices_per_pool: 
     power of two that can (never wider than the registry's width)."""
     def holds(width: int) -> bool:
         usable = chip.hbm_capacity_gb * 1e9 * width * serving.gpu_memory_utilization
-        return usable - model.weight_bytes >= model.kv_bytes_per_token * serving.max_num_batched_tokens
+        return usable - model.resident_bytes >= model.kv_bytes_per_token * serving.max_num_batched_tokens
 
     width = min(serving.devices_per_replica, devices_per_pool)
     while not holds(width) and width < serving.devices_per_replica:

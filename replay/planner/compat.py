@@ -24,8 +24,9 @@ def _smallest_first(layout: Layout) -> tuple[int, int, int]:
 
 
 def _needs(m: Memory, tokens: int) -> str:
-    return (f"{m.used_gb:.1f} GB per device (weights {m.weights_gb:.1f}, KV cache of one {tokens:,}-token sequence "
-            f"{m.kv_gb:.1f}, working memory {m.working_gb:.1f}) of {m.usable_gb:.1f} GB usable")
+    enc = f" with the vision encoder's {m.encoder_gb:.1f}" if m.encoder_gb else ""
+    return (f"{m.used_gb:.1f} GB per device (weights {m.weights_gb:.1f}{enc}, KV cache of one {tokens:,}-token "
+            f"sequence {m.kv_gb:.1f}, working memory {m.working_gb:.1f}) of {m.usable_gb:.1f} GB usable")
 
 
 def check(registry: Registry, pool: Pool, model: Model) -> Compat:

@@ -4,6 +4,7 @@ memory, all under gpu_memory_utilization; and the memory wall, the fewest device
 Per device of a layout with tp x pp devices (GB are 1e9 bytes, as chips' spec sheets count them):
 
     weights  = total_params x bytes_per_param / (tp x pp)        every parameter is resident, even a MoE's idle experts
+    encoder  = a vision encoder's weight bytes / tp               on the first stage, split as the decoder's layers
     kv       = tokens x 2 x (layers / pp) x max(1, kv_heads / tp) x head_dim x kv bytes per element
                (tokens = context x concurrent sequences; a KV head is replicated when tp exceeds the KV heads)
     working  = RUNTIME_GB + max_num_batched_tokens x hidden x 2 B x (RESIDUAL_WIDTHS + MLP_WIDTHS / tp)
@@ -14,9 +15,10 @@ is of that order) plus the activations of the largest step it profiles: the resi
 every device, and the MLP's gate and up projections (2 x 3.5 hidden, Llama's ratio) split by tp. A model without
 a declared hidden size counts the runtime alone.
 
-The memory wall is ceil((weights + kv) / (usable - working)) devices, with the whole model's weights and KV and
-the working memory of a node-wide tensor-parallel group: no layout of fewer devices can fit, and a layout of that
-many still has to honour the divisibility rules.
+Every sum counts the first stage's device, the fullest one when a vision encoder sits there. The memory wall is
+ceil((weights + encoder + kv) / (usable - working)) devices, with the whole model's weights and KV and the working
+memory of a node-wide tensor-parallel group: no layout of fewer devices can fit, and a layout of that many still has to
+honour the divisibility rules.
 """
 
 from __future__ import annotations
@@ -48,10 +50,11 @@ class Memory:
     """One device's memory under a layout, in GB, and the KV tokens the replica has room for."""
 
     usable_gb: float
-    weights_gb: float
+    weights_gb: float            # the decoder's and a vision encoder's
     kv_gb: float
     working_gb: float
     kv_tokens_per_replica: int   # tokens of KV cache the replica holds beside weights and working memory
+    encoder_gb: float = 0.0      # of weights_gb, the vision encoder's (0 for a text-only model)
 
     @property
     def used_gb(self) -> float:
@@ -91,12 +94,13 @@ def memory(layout: Layout, model: Model, chip: Chip, engine: Engine, tokens: int
     """Per-device memory of a layout whose replica holds `tokens` tokens of KV cache."""
     tp, pp = layout.tp, layout.pp
     usable = chip.hbm_capacity_gb * GB * engine.gpu_memory_utilization
-    weights = model.weight_bytes / (tp * pp)
+    encoder = (model.resident_bytes - model.weight_bytes) / tp
+    weights = model.weight_bytes / (tp * pp) + encoder
     per_token = kv_bytes_per_token_per_device(model, engine, tp, pp)
     work = working_bytes(model, engine, tp)
     room = usable - weights - work
     return Memory(usable_gb=usable / GB, weights_gb=weights / GB, kv_gb=tokens * per_token / GB,
-                  working_gb=work / GB, kv_tokens_per_replica=max(0, int(room // per_token)))
+                  working_gb=work / GB, kv_tokens_per_replica=max(0, int(room // per_token)), encoder_gb=encoder / GB)
 
 
 def memory_wall(model: Model, chip: Chip, engine: Engine, tokens: int, devices_per_node: int) -> int | None:
@@ -105,5 +109,5 @@ def memory_wall(model: Model, chip: Chip, engine: Engine, tokens: int, devices_p
     room = chip.hbm_capacity_gb * GB * engine.gpu_memory_utilization - working_bytes(model, engine, devices_per_node)
     if room <= 0:
         return None
-    need = model.weight_bytes + tokens * kv_bytes_per_token(model, engine)
+    need = model.resident_bytes + tokens * kv_bytes_per_token(model, engine)
     return max(1, math.ceil(need / room))

@@ -88,6 +88,11 @@ def report_lines(r: PlanReport, top: int = 20) -> list[str]:
         lines += [HEADER, *(plan_line(p) for p in shown)]
         if len(shown) < len(fitting):
             lines.append(f"... and {len(fitting) - len(shown)} more fitting plans (--top 0 shows all)")
+        best = fitting[0].memory
+        if best.encoder_gb:  # a vision-language model: its encoder's part of the weights each device holds
+            lines.append(f"vision encoder: {best.encoder_gb:.1f} of {best.weights_gb:.1f} GB of weights per device "
+                         f"({best.encoder_gb / best.weights_gb:.0%}) on {fitting[0].layout.label}, first stage; "
+                         "its time per image is priced in a replay, not in these text-only TTFTs")
     else:
         lines.append("no layout fits memory on any pool planned")
     for w in r.walls:
@@ -106,9 +111,10 @@ def report_lines(r: PlanReport, top: int = 20) -> list[str]:
         lines.append("does not fit memory (per device: weights + KV + working memory against usable):")
         for p in short if top <= 0 else short[:top]:
             m = p.memory
-            lines.append(f"  {p.layout.pool} {p.layout.label} at concurrency {p.concurrency}: {m.weights_gb:.1f} + "
-                         f"{m.kv_gb:.1f} + {m.working_gb:.1f} GB > {m.usable_gb:.1f} GB usable, short by "
-                         f"{m.shortfall_gb:.1f} GB")
+            enc = f" (of which the vision encoder {m.encoder_gb:.1f})" if m.encoder_gb else ""
+            lines.append(f"  {p.layout.pool} {p.layout.label} at concurrency {p.concurrency}: "
+                         f"{m.weights_gb:.1f}{enc} + {m.kv_gb:.1f} + {m.working_gb:.1f} GB > {m.usable_gb:.1f} GB "
+                         f"usable, short by {m.shortfall_gb:.1f} GB")
         if 0 < top < len(short):
             lines.append(f"  ... and {len(short) - top} more, further short")
     if r.excluded:
@@ -130,8 +136,10 @@ def plans_frame(r: PlanReport) -> pl.DataFrame:
 
 
 def memory_frame(p: Plan) -> pl.DataFrame:
-    """One device's memory under a plan: part and GB (weights, KV cache, working memory, free of the usable)."""
+    """One device's memory under a plan: part and GB (weights, a vision encoder's apart when the model has one, KV
+    cache, working memory, free of the usable)."""
     m = p.memory
-    parts = [("weights", m.weights_gb), ("KV cache", m.kv_gb), ("working memory", m.working_gb),
-             ("free", max(0.0, m.usable_gb - m.used_gb))]
+    encoder = [("vision encoder", m.encoder_gb)] if m.encoder_gb else []
+    parts = [("weights", m.weights_gb - m.encoder_gb), *encoder, ("KV cache", m.kv_gb),
+             ("working memory", m.working_gb), ("free", max(0.0, m.usable_gb - m.used_gb))]
     return pl.DataFrame({"part": [k for k, _ in parts], "gb": [v for _, v in parts]})

@@ -4,7 +4,8 @@ Routers know no request's true output length: a decoding sequence is predicted t
 output length is reached (`predicted_done`, at least one more pass once that is overdue), and a waiting request
 to need its predicted length (`queued_pred`). The true lengths (`decoding`, the book's `todo`) only decide when a
 sequence really finishes. Every pass time here is the step model's (replay/step.py), on the batch the request
-would join: its prompt chunks with the running decoders, then its decode passes at half its predicted output.
+would join: its vision encoder on the images it carries, its prompt chunks with the running decoders, then its
+decode passes at half its predicted output.
 """
 
 from __future__ import annotations
@@ -53,6 +54,8 @@ class Replica(Events):
         else:
             mem, _, comp, _, fixed = step.line(seqs, n_d + 1, n_d + 1, kv, ctx)
             ttft = w + (mem if mem > comp else comp) + fixed
+        if p > 0 and book.patches[i] and self.s_per_patch:  # its images, encoded before its first chunk
+            ttft += book.patches[i] * self.s_per_patch
         if todo <= 1:
             return ttft, ttft
         kv_mid = kv + p + todo / 2.0  # its decode passes, with the running decoders, at half its predicted output

@@ -66,10 +66,13 @@ class Events(Scheduler):
         if not paused:
             self.cost_sum += u
         if self.chunks:
-            rem, cost = book.rem, book.cost
+            rem, cost, patches = book.rem, book.cost, book.patches
             for i, c in self.chunks:
                 rem[i] -= c * j
                 cost[i] += c * u
+                if patches[i] and self.s_per_patch:  # its images were encoded in this run's (one) pass
+                    book.enc[i] += patches[i] * self.s_per_patch
+                    patches[i] = 0
         if self.fresh and not paused:
             first_token = self.run_start + run_seconds(self.mem_s, self.mem_growth_s, self.compute_s, self.fixed_s, 1,
                                                        self.compute_growth_s)

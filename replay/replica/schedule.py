@@ -129,11 +129,19 @@ class Scheduler(ReplicaState):
             return
         n_d = len(dec)
         knd = 1 << 62  # what ends the run other than a sequence finishing
+        enc = 0.0
         if chunks:
             i, c = chunks[0]
             # several chunks means all but the last finish their prompt this pass; one partial chunk keeps
             # taking the whole budget until its remainder fits
             knd = 1 if len(chunks) > 1 or c >= rem[i] else max(1, (rem[i] - 1) // c)
+            if self.s_per_patch:  # the encoder runs on a request's images before its first chunk, in that pass
+                patches = book.patches
+                for i, _ in chunks:
+                    if patches[i]:
+                        enc += patches[i] * self.s_per_patch
+                if enc:
+                    knd = 1
         if n_d and not paused:
             full = (cap - self.kv_held) // n_d
             if full < knd:
@@ -158,6 +166,8 @@ class Scheduler(ReplicaState):
             grow = float(n_d + (chunks[0][1] ** 2 if len(chunks) == 1 else 0))
         # each pass adds its tokens to the KV it reads, and each decoder one token to its context
         mem, mem_g, comp, comp_g, fixed = step.line(n_d + len(chunks), tokens, n_d, kv_run, context, tokens, grow)
+        if enc:  # the encoder's kernels run before the pass's own: nothing of theirs hides under its memory time
+            fixed += enc
         self.mem_s, self.mem_growth_s, self.compute_s, self.compute_growth_s, self.fixed_s = mem, mem_g, comp, comp_g, \
             fixed
         self.run_passes, self.run_start = k, t

@@ -72,6 +72,7 @@ class ReplicaState:
         "run_start",
         "run_tokens",
         "running",
+        "s_per_patch",
         "serial",
         "span_start",
         "spans",
@@ -87,12 +88,13 @@ class ReplicaState:
     def __init__(self, serial: int, pool: int, index: int, step: StepModel, *, max_concurrency: int, budget: int,
                  kv_capacity: int, rate: float, book: Book, loads: list[int], queues: list[int],
                  events: list[tuple[float, int, int]] | None = None, prefill_first: bool = False,
-                 caching: bool = True) -> None:
+                 caching: bool = True, s_per_patch: float = 0.0) -> None:
         self.serial, self.pool, self.index, self.book = serial, pool, index, book
         # the run ends of all of a run's replicas, as a heap the simulator pops; None when nothing pops it (bench)
         self.events = events
         self.loads, self.queues = loads, queues  # per pool: requests outstanding, and waiting
         self.step: StepModel = step            # the pass model (replay/step.py): every pass time comes from it
+        self.s_per_patch: float = s_per_patch  # its vision encoder's seconds per image patch (replay/encode.py)
         # SGLang's schedule (pool_registry.SCHEDULES): a pass of waiting prompts alone whenever there are some
         self.prefill_first: bool = prefill_first
         self.prefill_only = False              # the current run computes prompt chunks only; its decoders wait

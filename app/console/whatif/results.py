@@ -238,10 +238,15 @@ def gap_table(gap: dict[str, Any]) -> pl.DataFrame:
 
 def pool_table(runs: list[tuple[str, Summary]], observed: dict[str, float] | None = None) -> pl.DataFrame:
     """Per pool and run: requests, share of the requests, utilization, KV use (mean, p95 of replica time, peak),
-    busy cost, prefix reuse replayed and (where its engines report it) observed, and what reuse saved."""
+    busy cost, prefix reuse replayed and (where its engines report it) observed, and what reuse saved; with images
+    in the traffic, the images encoded, the encoder's mean time per request carrying them and its share of the
+    pool's busy time."""
+    images = any(s.ttft_split for _, s in runs)
     rows = []
     for name, s in runs:
         for pool, p in s.pools.items():
+            encoder = {"images": p.images, "encoder s": _secs(p.encode_s), "encoder share": p.encode_share} \
+                if images else {}
             rows.append({"run": name, "pool": pool, "requests": p.requests,
                          "share": p.requests / s.requests if s.requests else 0.0, "utilization": p.utilization,
                          "KV use": p.kv_use, "KV p95": p.kv_p95, "KV peak": p.kv_peak,
@@ -249,7 +254,8 @@ def pool_table(runs: list[tuple[str, Summary]], observed: dict[str, float] | Non
                          "provisioned cost": _money(p.provisioned_cost_usd), "TTFT p99": _secs(p.ttft_p99),
                          "prefix reuse": p.reuse, "observed reuse": (observed or {}).get(pool),
                          "blocks evicted": p.blocks_evicted,
-                         "TTFT saved": _secs(p.ttft_saved_s), "busy cost saved": _money(p.busy_cost_saved_usd)})
+                         "TTFT saved": _secs(p.ttft_saved_s), "busy cost saved": _money(p.busy_cost_saved_usd),
+                         **encoder})
     return pl.DataFrame(rows)
 
 
