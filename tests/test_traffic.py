@@ -213,8 +213,8 @@ def test_max_tokens_is_kept_where_the_client_sent_one() -> None:
     ("image_tokens", "1e3", "bad image_tokens '1e3': expected a whole number"),
 ])
 def test_bad_image_counts_are_rejected_with_reasons(column: str, value: str, reason: str) -> None:
-    row = f"2,5,3,{value}"
-    _, parsed = parse_traffic(f"arrival_ms,in_tokens,out_tokens,{column}\n1,5,3,2\n{row}\n".encode(), "t.csv")
+    row = f"{T0 + 2},5,3,{value}"
+    _, parsed = parse_traffic(f"arrival_ms,in_tokens,out_tokens,{column}\n{T0 + 1},5,3,2\n{row}\n".encode(), "t.csv")
     assert parsed.frame[column].to_list() == [2]
     assert parsed.rejects.rows() == [(3, row, reason)]
     assert parsed.read == parsed.frame.height + parsed.rejects.height
@@ -222,15 +222,16 @@ def test_bad_image_counts_are_rejected_with_reasons(column: str, value: str, rea
 
 @pytest.mark.parametrize("fmt", ["csv", "jsonl", "parquet"])
 def test_images_and_their_tokens_are_read_in_every_own_format_and_default_to_none(fmt: str) -> None:
-    frame = pl.DataFrame({"arrival_ms": [1, 2, 3], "in_tokens": [10, 10, 10], "out_tokens": [1, 1, 1],
+    frame = pl.DataFrame({"arrival_ms": [T0 + 1, T0 + 2, T0 + 3], "in_tokens": [10, 10, 10], "out_tokens": [1, 1, 1],
                           "images": [2, None, 0], "image_tokens": [None, 512, 0]})
     buf = io.BytesIO()
     {"csv": frame.write_csv, "jsonl": frame.write_ndjson, "parquet": frame.write_parquet}[fmt](buf)
     _, parsed = parse_traffic(buf.getvalue(), f"t.{fmt}")
     assert parsed.frame["images"].to_list() == [2, 0, 0]
     assert parsed.frame["image_tokens"].to_list() == [0, 512, 0]
-    _, plain = parse_traffic(b"arrival_ms,in_tokens,out_tokens\n1,9,3\n", "t.csv")
+    _, plain = parse_traffic(f"arrival_ms,in_tokens,out_tokens\n{T0 + 1},9,3\n".encode(), "t.csv")
     assert plain.frame["images"].to_list() == [0] and plain.frame["image_tokens"].to_list() == [0]
     # a JSON float is not a count
-    _, floats = parse_traffic(b'{"arrival_ms": 1, "in_tokens": 9, "out_tokens": 3, "images": 1.5}\n', "t.jsonl")
+    _, floats = parse_traffic(f'{{"arrival_ms": {T0 + 1}, "in_tokens": 9, "out_tokens": 3, "images": 1.5}}\n'.encode(),
+                              "t.jsonl")
     assert floats.rejects["reason"].to_list() == ["bad images '1.5': expected a whole number"]
