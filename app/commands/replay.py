@@ -198,6 +198,7 @@ def calibrate_cmd(ctx: Context) -> int:
     import yaml
 
     from replay import calibrate, calibrated_candidate, candidate_to_dict, load_candidate, read_bench_table
+    from replay.calibrate import FITTED
     from replay.whatif import fmt_s as _fmt
     from store import require_registry
 
@@ -218,22 +219,19 @@ def calibrate_cmd(ctx: Context) -> int:
     sources = [s for s in (described, f"benchmark table {args.bench}" if args.bench else "") if s]
     header = [f"# Calibrated from {' and '.join(sources)}."]
     for f in fits:
-        header.append(f"# {f.pool}: mfu {_fmt(f.mfu, '')}, mem_bw_eff {_fmt(f.mem_bw_eff, '')}, step overhead "
-                      f"{_fmt(f.step_overhead_ms, ' ms')}, per sequence {_fmt(f.seq_overhead_us, ' us')}, serial share "
-                      f"{_fmt(f.serial_share, '')}, per "
-                      f"collective hop {_fmt(f.collective_us, ' us')}; TTFT MAPE {_share(f.ttft_mape)} R2 "
-                      f"{_fmt(f.ttft_r2, '')}, TPOT MAPE {_share(f.tpot_mape)} R2 {_fmt(f.tpot_r2, '')} "
-                      f"(n={f.n_ttft}, bench rows {f.n_bench})")
+        coefficients = ", ".join(f"{name} {_fmt(getattr(f, name), '')}" for name in FITTED)
+        header.append(f"# {f.pool}: {coefficients}; TTFT MAPE {_share(f.ttft_mape)} R2 {_fmt(f.ttft_r2, '')}, TPOT "
+                      f"MAPE {_share(f.tpot_mape)} R2 {_fmt(f.tpot_r2, '')} (n={f.n_ttft}, bench rows {f.n_bench})")
     Path(args.out).write_text("\n".join(header) + "\n" + yaml.safe_dump(body, sort_keys=False))
-    lines = [f"{'pool':<12} {'n':>6} {'bench':>5} {'mfu':>6} {'mem_bw':>6} {'ovh ms':>7} {'seq us':>7} "
-             f"{'hop us':>7} {'serial':>6} {'ttft MAPE':>9} {'R2':>6} {'tpot MAPE':>9} {'R2':>6}"]
+    widths = {name: max(7, len(name)) for name in FITTED}
+    lines = [f"{'pool':<12} {'n':>6} {'bench':>5} " + " ".join(f"{name:>{w}}" for name, w in widths.items())
+             + f" {'ttft MAPE':>9} {'R2':>6} {'tpot MAPE':>9} {'R2':>6}"]
     shown: set[tuple[str, ...]] = set()
     for f in fits:
-        lines.append(f"{f.pool:<12} {f.n_ttft:>6} {f.n_bench:>5} {_fmt(f.mfu, ''):>6} {_fmt(f.mem_bw_eff, ''):>6} "
-                     f"{_fmt(f.step_overhead_ms, ''):>7} {_fmt(f.seq_overhead_us, ''):>7} "
-                     f"{_fmt(f.collective_us, ''):>7} {_fmt(f.serial_share, ''):>6} {_share(f.ttft_mape):>9} "
-                     f"{_fmt(f.ttft_r2, ''):>6} "
-                     f"{_share(f.tpot_mape):>9} {_fmt(f.tpot_r2, ''):>6}")
+        lines.append(f"{f.pool:<12} {f.n_ttft:>6} {f.n_bench:>5} "
+                     + " ".join(f"{_fmt(getattr(f, name), ''):>{w}}" for name, w in widths.items())
+                     + f" {_share(f.ttft_mape):>9} {_fmt(f.ttft_r2, ''):>6} {_share(f.tpot_mape):>9} "
+                     f"{_fmt(f.tpot_r2, ''):>6}")
         if f.coefficients and f.group not in shown and f.carried_from is None:
             shown.add(f.group)
             together = f" (one fit for {', '.join(f.group)}: same chip and engine)" if len(f.group) > 1 else ""

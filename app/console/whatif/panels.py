@@ -18,6 +18,7 @@ from pool_registry import Registry
 from replay.bench import closed_loop, default_requests
 from replay.benchtable import parse_bench_table
 from replay.calibrate import PoolFit, calibrate
+from replay.calibrate.record import rounded
 from replay.candidate import OVERRIDE_FIELDS, Candidate, PoolOverride
 from replay.editor import check_form, form_of
 from replay.engine import run_replay
@@ -184,10 +185,8 @@ def _scatter(traffic: pl.DataFrame, registry: Registry, base: Candidate, fits: t
 def _use_fitted(fits: tuple[PoolFit, ...]) -> None:
     """Callback: put the fitted coefficients into the editor's pool fields."""
     for f in fits:
-        for name in ("mfu", "mem_bw_eff", "step_overhead_ms", "seq_overhead_us", "collective_us", "serial_share"):
-            value = getattr(f, name)
-            if value is not None:
-                st.session_state[whatif_form.key(f.pool, name)] = float(f"{value:.4g}")
+        for name, value in rounded(f).items():
+            st.session_state[whatif_form.key(f.pool, name)] = value
     st.session_state["wi.fitted_note"] = f"The fitted coefficients of {', '.join(f.pool for f in fits)} are in the " \
                                          "candidate on the What-if tab."
     st.toast(st.session_state["wi.fitted_note"])
