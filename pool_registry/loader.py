@@ -14,6 +14,7 @@ from pool_registry.model import (
     DTYPES,
     KV_CACHE_DTYPES,
     ONBOARDING_STAGES,
+    PEAK_FORMATS,
     SCHEDULES,
     Assignment,
     Chip,
@@ -94,9 +95,8 @@ def _ident(r: Reader, node: Node, path: str) -> str:
 
 def _chip(r: Reader, path: str, node: Node) -> Chip:
     f = r.mapping(node, path, required=(
-        "id", "vendor", "peak_tflops_bf16", "hbm_capacity_gb", "hbm_bw_tbps", "interconnect",
-        "supported_dtypes",
-    ), optional=("name", "thermal"))
+        "id", "vendor", "hbm_capacity_gb", "hbm_bw_tbps", "interconnect", "supported_dtypes",
+    ), optional=("name", "thermal", "peak_tflops_bf16", "peak_tflops"))
     ic = _link(r, f["interconnect"], f"{path}.interconnect") if "interconnect" in f else Interconnect("", 0.0)
     dtypes: tuple[str, ...] = ()
     if "supported_dtypes" in f:
@@ -106,17 +106,43 @@ def _chip(r: Reader, path: str, node: Node) -> Chip:
                 r.fail(r.element(f["supported_dtypes"], i), f"{path}.supported_dtypes[{i}]",
                        f"unknown dtype '{d}'; expected one of: {', '.join(DTYPES)}")
     chip_id = r.optional(f, "id", path, lambda n, p: _ident(r, n, p), "")
+    peaks = _peaks(r, node, f, path, dtypes)
     return Chip(
         id=chip_id,
         vendor=r.optional(f, "vendor", path, r.string, ""),
         name=r.optional(f, "name", path, r.string, chip_id),
-        peak_tflops_bf16=r.optional(f, "peak_tflops_bf16", path, _positive(r), 0.0),
+        peak_tflops_bf16=peaks.pop("bf16", 0.0),
+        peak_tflops=peaks,
         hbm_capacity_gb=r.optional(f, "hbm_capacity_gb", path, _positive(r), 0.0),
         hbm_bw_tbps=r.optional(f, "hbm_bw_tbps", path, _positive(r), 0.0),
         interconnect=ic,
         supported_dtypes=dtypes,
         thermal=r.optional(f, "thermal", path, lambda n, p: _thermal(r, n, p), None),
     )
+
+
+def _peaks(r: Reader, node: Node, f: dict[str, Node], path: str, dtypes: tuple[str, ...]) -> dict[str, float]:
+    """A chip's dense peak TFLOPS per number format: `peak_tflops: {bf16, fp8, fp4, int8}`, with
+    `peak_tflops_bf16` as the bf16 entry; bf16 is required one way or the other, and once."""
+    peaks: dict[str, float] = {}
+    if "peak_tflops" in f:
+        g = r.mapping(f["peak_tflops"], f"{path}.peak_tflops", required=(), optional=PEAK_FORMATS)
+        peaks = {k: r.number(v, f"{path}.peak_tflops.{k}", gt=0) for k, v in g.items()}
+        for k, v in g.items():
+            if dtypes and k not in dtypes:
+                r.fail(v, f"{path}.peak_tflops.{k}", f"a peak for {k}, which supported_dtypes does not list "
+                       f"({', '.join(dtypes)}): add {k} there or drop this peak")
+    if "peak_tflops_bf16" in f:
+        bf16 = r.number(f["peak_tflops_bf16"], f"{path}.peak_tflops_bf16", gt=0)
+        if "bf16" in peaks and peaks["bf16"] != bf16:
+            r.fail(f["peak_tflops_bf16"], f"{path}.peak_tflops_bf16", f"{bf16:g} disagrees with peak_tflops.bf16 "
+                   f"{peaks['bf16']:g}: give the bf16 peak once")
+        peaks["bf16"] = bf16
+    elif "bf16" not in peaks:
+        r.fail(f.get("peak_tflops", node), f"{path}.peak_tflops_bf16" if "peak_tflops" not in f else
+               f"{path}.peak_tflops.bf16", "missing required field (the bf16 peak: peak_tflops_bf16, or bf16 in "
+               "peak_tflops)")
+    return peaks
 
 
 def _link(r: Reader, node: Node, path: str) -> Interconnect:
@@ -172,6 +198,7 @@ def _model(r: Reader, path: str, node: Node) -> Model:
         attention_heads=r.optional(f, "attention_heads", path, _count(r), 0),
         experts=r.optional(f, "experts", path, _count(r), 0),
         experts_per_token=r.optional(f, "experts_per_token", path, _count(r), 0),
+        compute_dtype=r.optional(f, "compute_dtype", path, lambda n, p: r.choice(n, p, PEAK_FORMATS), None),
     )
     if model.active_params_b > model.total_params_b > 0:
         r.fail(f["active_params_b"], f"{path}.active_params_b",
@@ -180,7 +207,7 @@ def _model(r: Reader, path: str, node: Node) -> Model:
     return model
 
 
-SHAPE_FIELDS = ("hidden_size", "attention_heads", "experts", "experts_per_token")
+SHAPE_FIELDS = ("hidden_size", "attention_heads", "experts", "experts_per_token", "compute_dtype")
 
 
 def _check_shape(r: Reader, f: dict[str, Node], path: str, m: Model) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import fnmatch
+import math
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TypeVar
@@ -15,6 +16,11 @@ DTYPES = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "fp6", "fp4", "int8", "
 # How an engine fills a step: decode_first (vLLM) runs every decoder and fills the rest of the token budget with
 # prompt chunks; prefill_first (SGLang) runs a step of prompts alone whenever one waits, and decodes otherwise.
 SCHEDULES = ("decode_first", "prefill_first")
+# The number formats a chip declares a peak for (peak_tflops), and the one a model computes in when its weights'
+# format has no peak of its own: fp16 runs at bf16's rate on every chip we know, and weight-only formats (int4,
+# fp6) are widened to bf16 before their matmuls.
+PEAK_FORMATS = ("bf16", "fp8", "fp4", "int8")
+COMPUTE_OF = {"bf16": "bf16", "fp16": "bf16", "fp8": "fp8", "fp4": "fp4", "int8": "int8"}
 KV_CACHE_DTYPES = {"auto": None, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "fp8_e4m3": 1.0, "fp8_e5m2": 1.0}
 
 # Onboarding stages in order; a chip reaches production only after every earlier stage has evidence.
@@ -63,6 +69,16 @@ class Chip:
     interconnect: Interconnect
     supported_dtypes: tuple[str, ...]
     thermal: Thermal | None = None  # None: the status rules' default limits apply
+    peak_tflops: dict[str, float] = field(default_factory=dict)  # PEAK_FORMATS -> dense TFLOPS; bf16 as above
+
+    def peak(self, fmt: str) -> float | None:
+        """Dense peak TFLOPS in a number format (PEAK_FORMATS), or None when the chip declares none for it."""
+        return self.peak_tflops_bf16 if fmt == "bf16" else self.peak_tflops.get(fmt)
+
+    def compute_peak(self, fmt: str) -> tuple[float, bool]:
+        """(dense peak TFLOPS a model computing in `fmt` runs at, True when that is bf16's for want of fmt's)."""
+        own = self.peak(fmt)
+        return (self.peak_tflops_bf16, True) if own is None else (own, False)
 
 
 @dataclass(frozen=True)
@@ -84,11 +100,30 @@ class Model:
     attention_heads: int = 0      # query heads; 0 when not declared
     experts: int = 0              # routed experts per MoE layer; 0 for a dense model or when not declared
     experts_per_token: int = 0    # routed experts each token picks
+    compute_dtype: str | None = None  # PEAK_FORMATS: the matmuls' format; None: the weights' (COMPUTE_OF)
+
+    @property
+    def compute_format(self) -> str:
+        """The number format the model's matmuls run in: declared, else its weights' where a chip has a peak for
+        it, else bf16."""
+        return self.compute_dtype or COMPUTE_OF.get(self.dtype or "bf16", "bf16")
 
     @property
     def hidden(self) -> int:
-        """Residual width: declared, else attention heads x head dim, else 0 (unknown)."""
-        return self.hidden_size or self.attention_heads * self.head_dim
+        """Residual width: declared, else attention heads x head dim, else estimated (hidden_estimated)."""
+        return self.hidden_size or self.attention_heads * self.head_dim or self.estimated_hidden
+
+    @property
+    def hidden_estimated(self) -> bool:
+        """True when the residual width is not declared (neither hidden_size nor attention_heads) but estimated."""
+        return not (self.hidden_size or self.attention_heads)
+
+    @property
+    def estimated_hidden(self) -> int:
+        """Residual width from the parameter counts: a transformer layer holds about 12 hidden^2 parameters (4 in
+        attention's four projections, 8 in an MLP four times as wide, or SwiGLU's three at 8/3), so hidden is
+        about sqrt(active params / (12 x layers)); the active ones, as a MoE layer runs k experts' MLPs."""
+        return round(math.sqrt(self.active_params_b * 1e9 / (12 * self.layers))) if self.layers > 0 else 0
 
     @property
     def moe(self) -> bool:

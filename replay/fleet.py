@@ -35,14 +35,19 @@ class PoolSpec(EngineShape, CostModel):
         return self.replicas * self.devices_per_replica
 
     @property
+    def peak_flops(self) -> float:
+        """Dense peak FLOP/s of one device in the model's compute format (bf16's when the chip declares none)."""
+        return self.chip.compute_peak(self.model.compute_format)[0] * 1e12
+
+    @property
     def replica_flops(self) -> float:
         """Sustained FLOP/s of one replica: peak x MFU x devices."""
-        return self.chip.peak_tflops_bf16 * 1e12 * self.mfu * self.devices_per_replica
+        return self.peak_flops * self.mfu * self.devices_per_replica
 
     @property
     def replica_decode_flops(self) -> float:
         """Sustained FLOP/s of one replica on decode tokens: peak x mfu_decode (else mfu) x devices."""
-        return self.chip.peak_tflops_bf16 * 1e12 * (self.mfu_decode or self.mfu) * self.devices_per_replica
+        return self.peak_flops * (self.mfu_decode or self.mfu) * self.devices_per_replica
 
     def link(self, across_nodes: bool) -> tuple[float, float]:
         """(B/s per device each way, seconds of latency per collective) of the link a collective group uses:

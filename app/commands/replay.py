@@ -222,16 +222,17 @@ def calibrate_cmd(ctx: Context) -> int:
         coefficients = ", ".join(f"{name} {_fmt(getattr(f, name), '')}" for name in FITTED)
         header.append(f"# {f.pool}: {coefficients}; TTFT MAPE {_share(f.ttft_mape)} R2 {_fmt(f.ttft_r2, '')}, TPOT "
                       f"MAPE {_share(f.tpot_mape)} R2 {_fmt(f.tpot_r2, '')} (n={f.n_ttft}, bench rows {f.n_bench})")
+        header += [f"# {f.pool}: {n}" for n in f.notes if n.startswith(("the model cannot explain", "fitted "))]
     Path(args.out).write_text("\n".join(header) + "\n" + yaml.safe_dump(body, sort_keys=False))
     widths = {name: max(7, len(name)) for name in FITTED}
     lines = [f"{'pool':<12} {'n':>6} {'bench':>5} " + " ".join(f"{name:>{w}}" for name, w in widths.items())
-             + f" {'ttft MAPE':>9} {'R2':>6} {'tpot MAPE':>9} {'R2':>6}"]
+             + f" {'ttft MAPE':>9} {'MdAPE':>6} {'R2':>6} {'tpot MAPE':>9} {'MdAPE':>6} {'R2':>6}"]
     shown: set[tuple[str, ...]] = set()
     for f in fits:
         lines.append(f"{f.pool:<12} {f.n_ttft:>6} {f.n_bench:>5} "
                      + " ".join(f"{_fmt(getattr(f, name), ''):>{w}}" for name, w in widths.items())
-                     + f" {_share(f.ttft_mape):>9} {_fmt(f.ttft_r2, ''):>6} {_share(f.tpot_mape):>9} "
-                     f"{_fmt(f.tpot_r2, ''):>6}")
+                     + f" {_share(f.ttft_mape):>9} {_share(f.ttft_mdape):>6} {_fmt(f.ttft_r2, ''):>6} "
+                     f"{_share(f.tpot_mape):>9} {_share(f.tpot_mdape):>6} {_fmt(f.tpot_r2, ''):>6}")
         if f.coefficients and f.group not in shown and f.carried_from is None:
             shown.add(f.group)
             together = f" (one fit for {', '.join(f.group)}: same chip and engine)" if len(f.group) > 1 else ""
@@ -302,6 +303,7 @@ def sweep_cmd(ctx: Context) -> int:
 def bench_cmd(ctx: Context) -> int:
     """Run the closed-loop benchmark on one replica of a pool at each concurrency."""
     from replay import Candidate, closed_loop, default_requests, load_candidate
+    from replay.assumptions import assumptions
     from replay.fleet import pools_by_id
     from store import require_registry
 
@@ -330,7 +332,9 @@ def bench_cmd(ctx: Context) -> int:
         lines.append(f"{p.concurrency:>11} {p.requests:>8} {p.ttft_ms_mean:>9.1f} {p.ttft_ms_p50:>9.1f} "
                      f"{p.ttft_ms_p99:>9.1f} {_num(p.tpot_ms_mean):>9} {_num(p.tpot_ms_p50):>9} "
                      f"{_num(p.tpot_ms_p99):>9} {p.output_tok_s:>12.1f} {p.req_s:>7.2f}")
-    ctx.emit([p.__dict__ for p in points], "\n".join(lines))
+    notes = assumptions(spec)
+    lines += [f"note: {n}" for n in notes]
+    ctx.emit([{**p.__dict__, "notes": list(notes)} for p in points], "\n".join(lines))
     return 0
 
 

@@ -95,7 +95,12 @@ class Trace:
         self.obs_tpot = ((e2e - ttft) / np.maximum(out - 1, 1))[self.tpot_at]
         self.prompts = prompt[self.ttft_at]
         self.ttft_groups = _groups(prompt[self.ttft_at], GROUPS)
-        self.tpot_groups = _groups(prompt[self.tpot_at], GROUPS) + _groups(arrival[self.tpot_at], GROUPS)
+        by_prompt = _groups(prompt[self.tpot_at], GROUPS)
+        by_arrival = _groups(arrival[self.tpot_at], GROUPS)
+        self.tpot_groups = by_prompt + by_arrival
+        self.labels = {"TTFT": [_span("prompts of", prompt[self.ttft_at][g], "tokens") for g in self.ttft_groups],
+                       "TPOT": [_span("prompts of", prompt[self.tpot_at][g], "tokens") for g in by_prompt]
+                       + [_span("arrivals at", arrival[self.tpot_at][g] / 1000, "s") for g in by_arrival]}
         self.obs_ttft_means = _log_means(self.obs_ttft, self.ttft_groups)
         self.obs_tpot_means = _log_means(self.obs_tpot, self.tpot_groups)
 
@@ -104,6 +109,11 @@ class Trace:
         raw = simulate(dataclasses.replace(self.plan, pools=(spec,)), self.policy, {}, "queue")
         tpot = (raw.e2e - raw.ttft) / np.maximum(self.out - 1, 1)
         return raw.ttft[self.ttft_at], tpot[self.tpot_at]
+
+    def compared(self, ttft: np.ndarray, tpot: np.ndarray) -> dict[str, tuple[np.ndarray, np.ndarray, list[str]]]:
+        """What the fit compares, per kind: (model, observed, label) of each group, as geometric means."""
+        return {"TTFT": (np.exp(_log_means(ttft, self.ttft_groups)), np.exp(self.obs_ttft_means), self.labels["TTFT"]),
+                "TPOT": (np.exp(_log_means(tpot, self.tpot_groups)), np.exp(self.obs_tpot_means), self.labels["TPOT"])}
 
     def residuals(self, spec: PoolSpec) -> np.ndarray:
         """Model minus observed mean log of every group, weighted by the square root of its share."""
@@ -128,6 +138,11 @@ class Bench:
         self.obs_ttft = rows["ttft_ms"].to_numpy() / 1000
         self.obs_tpot = rows["tpot_ms"].to_numpy() / 1000
 
+    def compared(self, ttft: np.ndarray, tpot: np.ndarray) -> dict[str, tuple[np.ndarray, np.ndarray, list[str]]]:
+        """What the fit compares, per kind: (model, observed, label) of each row."""
+        labels = [f"ISL {isl}, OSL {osl} at concurrency {c}" for isl, osl, c in self.rows]
+        return {"TTFT": (ttft, self.obs_ttft, labels), "TPOT": (tpot, self.obs_tpot, labels)}
+
     def residuals(self, spec: PoolSpec) -> np.ndarray:
         """log(model / observed) of every row's TTFT and TPOT."""
         ttft, tpot = self.model(spec)
@@ -139,6 +154,11 @@ class Bench:
                   for (isl, osl, c), a in zip(self.rows, self.arrivals, strict=True)]
         return (np.array([p.ttft_ms_p50 for p in points]) / 1000,
                 np.array([np.nan if p.tpot_ms_p50 is None else p.tpot_ms_p50 for p in points]) / 1000)
+
+
+def _span(what: str, values: np.ndarray, unit: str) -> str:
+    """A group's label: the range its key spans ('prompts of 512-1024 tokens')."""
+    return f"{what} {values.min():.0f}-{values.max():.0f} {unit} ({values.size} requests)"
 
 
 def _log_residual(model: np.ndarray, observed: np.ndarray) -> np.ndarray:

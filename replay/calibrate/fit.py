@@ -8,9 +8,10 @@ from collections.abc import Callable
 import numpy as np
 from scipy.optimize import minimize
 
+from replay.assumptions import assumptions
 from replay.calibrate.evidence import MISS, Bench, Evidence, Trace
-from replay.calibrate.notes import kv_note, typical_note
-from replay.calibrate.record import BenchCheck, PoolFit, errors
+from replay.calibrate.notes import kv_note, typical_note, unexplained_note, unphysical_note
+from replay.calibrate.record import EXPLAINS, PHYSICAL_MIN, BenchCheck, PoolFit, errors
 from replay.calibrate.start import hops_us, start_values, undeclared_hop
 from replay.costmodel import step_model
 from replay.fitting import Coefficient, apply, fit
@@ -62,33 +63,68 @@ def fit_group(specs: list[PoolSpec], evidence: dict[str, Evidence]) -> list[Pool
 
 
 def fit_record(spec: PoolSpec, best: PoolSpec, report: list[Coefficient], group: tuple[str, ...],
-            parts: list[Trace | Bench] | tuple[()], notes: list[str], trace: Trace | None, table: Bench | None,
-            carried: str | None) -> PoolFit:
-    """One pool's fit record at the group's coefficients."""
+               parts: list[Trace | Bench] | tuple[()], notes: list[str], trace: Trace | None, table: Bench | None,
+               carried: str | None) -> PoolFit:
+    """One pool's fit record at the group's coefficients: its in-sample errors, whether the model explains its
+    rows (naming the worst when not), and which coefficients lie outside what silicon sustains."""
     models = [p.model(best) for p in parts]
-    if models:
-        ttft_mape, ttft_r2 = errors(np.concatenate([m[0] for m in models]),
-                                     np.concatenate([p.obs_ttft for p in parts]))
-        tpot_mape, tpot_r2 = errors(np.concatenate([m[1] for m in models]),
-                                     np.concatenate([p.obs_tpot for p in parts]))
-    else:
-        ttft_mape = ttft_r2 = tpot_mape = tpot_r2 = None
+    ttft_mape = ttft_r2 = tpot_mape = tpot_r2 = ttft_md = tpot_md = None
+    explains: bool | None = None
     checks: tuple[BenchCheck, ...] = ()
+    compared = [p.compared(*m) for p, m in zip(parts, models, strict=True)]
+    if models:
+        ttft_mape, ttft_r2, _ = errors(np.concatenate([m[0] for m in models]),
+                                       np.concatenate([p.obs_ttft for p in parts]))
+        tpot_mape, tpot_r2, _ = errors(np.concatenate([m[1] for m in models]),
+                                       np.concatenate([p.obs_tpot for p in parts]))
+        # the median over what the fit compares: benchmark rows, and a trace's groups of similar requests
+        ttft_md, tpot_md = (errors(np.concatenate([c[kind][0] for c in compared]),
+                                   np.concatenate([c[kind][1] for c in compared]))[2] for kind in ("TTFT", "TPOT"))
+        explains = all(md is None or md <= EXPLAINS[k] for k, md in (("TTFT", ttft_md), ("TPOT", tpot_md)))
     if table is not None:
         notes = [*notes, *kv_note(spec, table.rows)]
-        model_ttft, model_tpot = table.model(best)
+        model_ttft, model_tpot = models[parts.index(table)]
         checks = tuple(BenchCheck(spec.id, isl, osl, c, float(t * 1000), float(mt * 1000), float(p * 1000),
                                   float(mp * 1000))
                        for (isl, osl, c), t, mt, p, mp in zip(table.rows, table.obs_ttft, model_ttft, table.obs_tpot,
                                                              model_tpot, strict=True))
+    unphysical = tuple(k for k, least in PHYSICAL_MIN.items()
+                       if carried is None and models and (v := getattr(best, k)) is not None and v < least)
+    if explains is False:
+        worst = worst_rows(compared)
+        notes = [*notes, unexplained_note(spec.id, ttft_md, tpot_md, worst)]
+    notes += [unphysical_note(k, getattr(best, k)) for k in unphysical]
+    notes = [*notes, *(n for n in assumptions(best) if n not in notes)]
     return PoolFit(pool=spec.id, n_ttft=int(trace.ttft_at.size) if trace else 0,
                    n_tpot=int(trace.tpot_at.size) if trace else 0, n_bench=len(table.rows) if table else 0,
                    mfu=best.mfu, mem_bw_eff=best.mem_bw_eff, step_overhead_ms=best.step_overhead_ms,
                    ttft_mape=ttft_mape, ttft_r2=ttft_r2, tpot_mape=tpot_mape, tpot_r2=tpot_r2, notes=tuple(notes),
                    seq_overhead_us=best.seq_overhead_us, collective_us=best.collective_us,
                    mfu_decode=best.mfu_decode, serial_share=best.serial_share, coefficients=tuple(report),
-                   group=group, checks=checks,
-                   carried_from=carried)
+                   group=group, checks=checks, carried_from=carried, ttft_mdape=ttft_md, tpot_mdape=tpot_md,
+                   explains=explains, unphysical=unphysical)
+
+
+def worst_rows(compared: list[dict[str, tuple[np.ndarray, np.ndarray, list[str]]]],
+               count: int = 3) -> list[tuple[float, str]]:
+    """The `count` rows (or groups) the model misses most, as (log miss, the row and how far off it is)."""
+    rows: list[tuple[float, str]] = []
+    for part in compared:
+        for kind, (model, observed, labels) in part.items():
+            with np.errstate(divide="ignore", invalid="ignore"):
+                miss = np.abs(np.log(model / observed))
+            miss = np.where(np.isfinite(miss), miss, np.inf)
+            rows += [(float(miss[i]), f"{labels[i]}: {kind} {_ms(model[i])} modelled, {_ms(observed[i])} measured "
+                                      f"({_change(model[i], observed[i])})") for i in np.argsort(-miss)[:count]]
+    return sorted(rows, key=lambda r: -r[0])[:count]
+
+
+def _ms(seconds: float) -> str:
+    return "none" if not np.isfinite(seconds) else f"{seconds * 1000:.3g} ms"
+
+
+def _change(model: float, observed: float) -> str:
+    return "not served" if not np.isfinite(model) else f"{(model / observed - 1) * 100:+.0f} %"
 
 
 def _core(spec: PoolSpec, p: dict[str, float | None], residuals: Callable[[dict[str, float | None]], np.ndarray],

@@ -8,7 +8,7 @@ import dataclasses
 import polars as pl
 
 from replay.calibrate.evidence import MIN_GROUP, kv_bound
-from replay.calibrate.record import PoolFit
+from replay.calibrate.record import EXPLAINS, PHYSICAL_MIN, PoolFit
 from replay.calibrate.start import tp_of, undeclared_hop
 from replay.costmodel import step_model
 from replay.fitting import apply
@@ -117,3 +117,18 @@ def sequence_band(src: PoolFit, spec: PoolSpec, from_tp: int) -> str:
 
 def pct(x: float | None) -> str:
     return "-" if x is None else f"{x * 100:.1f} %"
+
+
+def unexplained_note(pool: str, ttft_md: float | None, tpot_md: float | None, worst: list[tuple[float, str]]) -> str:
+    """That the model cannot explain a pool's own rows, with the medians against their limits and the worst rows."""
+    medians = ", ".join(f"{kind} {pct(md)} (limit {pct(EXPLAINS[kind])})"
+                        for kind, md in (("TTFT", ttft_md), ("TPOT", tpot_md)) if md is not None)
+    return (f"the model cannot explain {pool}'s own rows: in-sample median error {medians}; its coefficients "
+            f"describe the miss, not the machine. Worst: {'; '.join(text for _, text in worst)}")
+
+
+def unphysical_note(name: str, value: float) -> str:
+    """A fitted coefficient below what silicon sustains, reported as the sign of a missing term it is."""
+    return (f"fitted {name} {value:.3g} is below {PHYSICAL_MIN[name]:g}, a share of peak no working engine runs "
+            "at: a sign of a term the model lacks (engine time, a collective, arrivals or the schedule) folded into "
+            f"{name}, not a measurement of the chip")

@@ -49,6 +49,10 @@ class PoolFit:
     group: tuple[str, ...] = ()          # the pools fitted together (one chip and engine)
     checks: tuple[BenchCheck, ...] = ()
     carried_from: str | None = None      # the fitted pool whose coefficients a pool without evidence took
+    ttft_mdape: float | None = None      # in-sample median absolute error of TTFT, as a share of the observed
+    tpot_mdape: float | None = None
+    explains: bool | None = None         # in-sample medians within EXPLAINS; None: nothing to explain (carried)
+    unphysical: tuple[str, ...] = ()     # fitted coefficients below PHYSICAL_MIN: a sign of a missing term
 
     def values(self) -> dict[str, float]:
         """The fitted coefficients a candidate takes."""
@@ -56,17 +60,24 @@ class PoolFit:
 
 
 FITTED = ("mfu", "mem_bw_eff", "mfu_decode", "step_overhead_ms", "seq_overhead_us", "collective_us", "serial_share")
+# the in-sample median error beyond which a model cannot explain a pool's rows: a fit that misses its own evidence
+# by more has found the wrong shape, and its coefficients describe the miss, not the machine
+EXPLAINS = {"TTFT": 0.20, "TPOT": 0.10}
+# shares of the datasheet's peak no serving engine runs below on silicon that works: a fit that lands there has
+# folded a term the model lacks (an engine's time, a collective, a schedule) into an efficiency
+PHYSICAL_MIN = {"mfu": 0.05, "mem_bw_eff": 0.3}
 
 
-def errors(model: np.ndarray, observed: np.ndarray) -> tuple[float | None, float | None]:
-    """MAPE and R^2 of model against observed values."""
+def errors(model: np.ndarray, observed: np.ndarray) -> tuple[float | None, float | None, float | None]:
+    """MAPE, R^2 and the median absolute percentage error of model against observed values."""
     keep = np.isfinite(model) & np.isfinite(observed) & (observed > 0)
     m, o = model[keep], observed[keep]
     if o.size == 0:
-        return None, None
-    mape = float(np.mean(np.abs(m - o) / o))
+        return None, None, None
+    share = np.abs(m - o) / o
     ss_tot = float(np.sum((o - o.mean()) ** 2))
-    return mape, (1.0 - float(np.sum((o - m) ** 2)) / ss_tot if ss_tot > 0 else None)
+    return (float(np.mean(share)), 1.0 - float(np.sum((o - m) ** 2)) / ss_tot if ss_tot > 0 else None,
+            float(np.median(share)))
 
 
 def calibrated_candidate(fits: tuple[PoolFit, ...], name: str = "calibrated",

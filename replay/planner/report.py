@@ -40,11 +40,11 @@ def compat_dict(c: Compat) -> dict[str, Any]:
 
 
 def report_dict(r: PlanReport) -> dict[str, Any]:
-    """{"model", "plans", "excluded", "min_devices", "compatibility"}: the JSON of `hetpool plan --json`."""
+    """{"model", "plans", "excluded", "min_devices", "compatibility", "notes"}: the JSON of `hetpool plan --json`."""
     return {"model": r.model, "plans": [plan_dict(p) for p in r.plans],
             "excluded": [excluded_dict(e) for e in r.excluded],
             "min_devices": {w.pool: w.min_devices for w in r.walls},
-            "compatibility": [compat_dict(c) for c in r.compat]}
+            "compatibility": [compat_dict(c) for c in r.compat], "notes": list(r.notes)}
 
 
 def compat_line(c: Compat) -> str:
@@ -98,6 +98,7 @@ def report_lines(r: PlanReport, top: int = 20) -> list[str]:
                 f"the pool has {w.devices}"
             lines.append(f"memory wall on {w.pool}: nothing fits; the model needs {need}; {has}")
     lines += [f"targets missed: {m}" for m in r.misses]
+    lines += [f"note: {n}" for n in r.notes]
     if r.compat:
         lines.append(f"compatibility at {r.model}'s full context, one sequence (as hetpool versions):")
         lines += [f"  {compat_line(c)}" for c in r.compat]

@@ -84,11 +84,11 @@ def calibration(path: str, registry: Registry, pick: Pick | None, pools: tuple[s
              "step overhead ms (configured)": configured[f.pool].step_overhead_ms,
              "step overhead ms (fitted)": f.step_overhead_ms, "per-sequence µs (fitted)": f.seq_overhead_us,
              "hop latency µs (fitted)": f.collective_us, "serial share (fitted)": f.serial_share,
-             "TTFT MAPE": f.ttft_mape, "TTFT R²": f.ttft_r2,
-             "TPOT MAPE": f.tpot_mape, "TPOT R²": f.tpot_r2,
+             "TTFT MAPE": f.ttft_mape, "TTFT median error": f.ttft_mdape, "TTFT R²": f.ttft_r2,
+             "TPOT MAPE": f.tpot_mape, "TPOT median error": f.tpot_mdape, "TPOT R²": f.tpot_r2,
              "notes": "; ".join(f.notes)} for f in fits]
     st.dataframe(pl.DataFrame(rows), hide_index=True, width="stretch", column_config={
-        c: st.column_config.NumberColumn(format="percent" if "MAPE" in c else "%.3f") for c in rows[0]
+        c: st.column_config.NumberColumn(format="percent" if "MAPE" in c or "median" in c else "%.3f") for c in rows[0]
         if c not in ("pool", "notes", "observed requests", "benchmark rows")})
     st.caption("MAPE: mean absolute error over observed, per request or row, as a percentage of it. R²: share of "
                "the observed variation the model explains (1 = all).")
@@ -97,6 +97,10 @@ def calibration(path: str, registry: Registry, pick: Pick | None, pools: tuple[s
             st.info(f"**{f.pool}** has no evidence of its own: {f.notes[0] if f.notes else ''}")
         elif f.mfu is None and f.notes:
             st.warning(f"**{f.pool}** was not fitted: {f.notes[0]}")
+        else:  # a fit that misses its own rows, or lands outside physics, is no fit to use unread
+            for n in f.notes:
+                if n.startswith(("the model cannot explain", "fitted ")) and (f.explains is False or f.unphysical):
+                    st.warning(f"**{f.pool}**: {n}")
     _coefficients(fits, configured)
     checks = [c for f in fits for c in f.checks]
     if checks:
