@@ -199,6 +199,9 @@ def _model(r: Reader, path: str, node: Node) -> Model:
         experts=r.optional(f, "experts", path, _count(r), 0),
         experts_per_token=r.optional(f, "experts_per_token", path, _count(r), 0),
         compute_dtype=r.optional(f, "compute_dtype", path, lambda n, p: r.choice(n, p, PEAK_FORMATS), None),
+        kv_lora_rank=r.optional(f, "kv_lora_rank", path, _count(r), 0),
+        qk_rope_head_dim=r.optional(f, "qk_rope_head_dim", path, _count(r), 0),
+        full_attention_layers=r.optional(f, "full_attention_layers", path, _count(r), 0),
     )
     if model.active_params_b > model.total_params_b > 0:
         r.fail(f["active_params_b"], f"{path}.active_params_b",
@@ -207,11 +210,18 @@ def _model(r: Reader, path: str, node: Node) -> Model:
     return model
 
 
-SHAPE_FIELDS = ("hidden_size", "attention_heads", "experts", "experts_per_token", "compute_dtype")
+SHAPE_FIELDS = ("hidden_size", "attention_heads", "experts", "experts_per_token", "compute_dtype", "kv_lora_rank",
+                "qk_rope_head_dim", "full_attention_layers")
 
 
 def _check_shape(r: Reader, f: dict[str, Node], path: str, m: Model) -> None:
     """The optional shape fields agree with each other and with the parameter counts."""
+    if m.full_attention_layers > m.layers > 0:
+        r.fail(f["full_attention_layers"], f"{path}.full_attention_layers",
+               f"{m.full_attention_layers} full-attention layers exceed the model's {m.layers} layers")
+    if m.qk_rope_head_dim and not m.kv_lora_rank:
+        r.fail(f["qk_rope_head_dim"], f"{path}.kv_lora_rank", "qk_rope_head_dim is MLA's: give kv_lora_rank, the "
+               "latent's width, too")
     if m.attention_heads and m.kv_heads and m.attention_heads % m.kv_heads:
         r.fail(f["attention_heads"], f"{path}.attention_heads",
                f"{m.attention_heads} attention heads are not a multiple of the {m.kv_heads} KV heads")

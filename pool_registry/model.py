@@ -101,6 +101,9 @@ class Model:
     experts: int = 0              # routed experts per MoE layer; 0 for a dense model or when not declared
     experts_per_token: int = 0    # routed experts each token picks
     compute_dtype: str | None = None  # PEAK_FORMATS: the matmuls' format; None: the weights' (COMPUTE_OF)
+    kv_lora_rank: int = 0         # MLA: the latent KV's width per token and layer; 0 for GQA/MHA
+    qk_rope_head_dim: int = 0     # MLA: the rotary key dims kept beside the latent
+    full_attention_layers: int = 0  # layers whose KV grows with the context; 0: all (sliding/linear keep none)
 
     @property
     def compute_format(self) -> str:
@@ -136,9 +139,35 @@ class Model:
         return self.total_params_b * 1e9 * self.bytes_per_param
 
     @property
+    def mla(self) -> bool:
+        """True for multi-head latent attention (DeepSeek-V2/V3): one latent KV vector per token and layer."""
+        return self.kv_lora_rank > 0
+
+    @property
+    def kv_layers(self) -> int:
+        """Layers that keep a KV growing with the context: declared full-attention layers, else all of them."""
+        return self.full_attention_layers or self.layers
+
+    @property
     def kv_bytes_per_token(self) -> float:
-        """KV cache bytes per token: K and V, per layer, per KV head."""
-        return 2.0 * self.layers * self.kv_heads * self.head_dim * self.kv_bytes_per_elem
+        """KV cache bytes per token, one copy: per layer that keeps a growing KV, MLA's latent (kv_lora_rank +
+        qk_rope_head_dim), else K and V of every KV head."""
+        per_layer = self.kv_lora_rank + self.qk_rope_head_dim if self.mla else 2 * self.kv_heads * self.head_dim
+        return float(per_layer * self.kv_layers * self.kv_bytes_per_elem)
+
+    def kv_copies(self, tp: int) -> float:
+        """Copies of each token's KV a tensor-parallel group of `tp` holds: MLA's latent is one vector every head
+        reads, so each device keeps it whole (tp copies); GQA's KV heads split over the group (one copy)."""
+        return float(tp) if self.mla else 1.0
+
+    @property
+    def attention_flops(self) -> float:
+        """Attention's FLOPs per token and context token it attends to, over the layers that attend to the whole
+        context: GQA 4 x heads x head dim a layer (QK^T and AV), MLA with its projections absorbed (as engines
+        decode) 2 x heads x (kv_lora_rank + rope dims) for the scores and 2 x heads x kv_lora_rank for the values."""
+        if self.mla:
+            return 2.0 * self.kv_layers * self.attention_heads * (2 * self.kv_lora_rank + self.qk_rope_head_dim)
+        return 4.0 * self.kv_layers * self.attention_heads * self.head_dim
 
 
 @dataclass(frozen=True)

@@ -45,6 +45,12 @@ class PoolSpec(EngineShape, CostModel):
         return self.peak_flops * self.mfu * self.devices_per_replica
 
     @property
+    def replica_attention_flops(self) -> float:
+        """Sustained FLOP/s of one replica on attention over the context, which engines run in bf16 whatever the
+        weights' format: bf16 peak x MFU x devices."""
+        return self.chip.peak_tflops_bf16 * 1e12 * self.mfu * self.devices_per_replica
+
+    @property
     def replica_decode_flops(self) -> float:
         """Sustained FLOP/s of one replica on decode tokens: peak x mfu_decode (else mfu) x devices."""
         return self.peak_flops * (self.mfu_decode or self.mfu) * self.devices_per_replica
@@ -76,15 +82,20 @@ class PoolSpec(EngineShape, CostModel):
 
     @property
     def kv_bytes_per_token(self) -> float:
-        """KV cache bytes per token in the cache's dtype ('auto' keeps the model's)."""
+        """KV bytes per token in the cache's dtype ('auto' keeps the model's), one copy (what a transfer moves)."""
         per_elem = KV_CACHE_DTYPES.get(self.kv_cache_dtype) or self.model.kv_bytes_per_elem
         return self.model.kv_bytes_per_token / self.model.kv_bytes_per_elem * per_elem
+
+    @property
+    def kv_bytes_held_per_token(self) -> float:
+        """KV bytes a replica holds and reads per token: every copy its TP group keeps (MLA: one per device)."""
+        return self.kv_bytes_per_token * self.model.kv_copies(self.tp)
 
     @property
     def kv_capacity_tokens(self) -> int:
         """Tokens the KV cache of one replica holds: (usable memory - weights) / KV bytes per token, or 0."""
         free = self.usable_memory_bytes - self.model.weight_bytes
-        return max(0, int(free // self.kv_bytes_per_token))
+        return max(0, int(free // self.kv_bytes_held_per_token))
 
     @property
     def replica_cost_per_s(self) -> float:
