@@ -296,7 +296,7 @@ def _assign(r: Reader, node: Node, path: str) -> Assignment:
 
 
 ENGINE_FIELDS = ("pp", "max_num_batched_tokens", "gpu_memory_utilization", "kv_cache_dtype", "step_overhead_ms",
-                 "seq_overhead_us", "ep", "schedule")
+                 "seq_overhead_us", "chunk_overhead_us", "ep", "schedule")
 
 
 SERVING_FIELDS = (
@@ -307,7 +307,8 @@ SERVING_FIELDS = (
     Field("gpu_memory_utilization", "number", 0.9, gt=0, le=1),
     Field("kv_cache_dtype", "choice", "auto", options=tuple(KV_CACHE_DTYPES)),
     Field("step_overhead_ms", "number", 0.0, ge=0), Field("seq_overhead_us", "number", 0.0, ge=0),
-    Field("ep", "integer", 1, gt=0), Field("schedule", "choice", "decode_first", options=SCHEDULES),
+    Field("chunk_overhead_us", "number", 0.0, ge=0), Field("ep", "integer", 1, gt=0),
+    Field("schedule", "choice", "decode_first", options=SCHEDULES),
 )
 SERVING_KEYS = tuple(fd.key for fd in SERVING_FIELDS)  # Serving's own field names
 

@@ -208,6 +208,7 @@ class EngineShape:
     kv_cache_dtype: str = "auto"
     step_overhead_ms: float = 0.0
     seq_overhead_us: float = 0.0  # engine time per running sequence per step (scheduling, sampling, detokenizing)
+    chunk_overhead_us: float = 0.0  # engine time per prompt chunk in a step (admitting, preparing a prefill's inputs)
     ep: int = 1                   # expert-parallel degree of a MoE model's expert layers within the replica
     schedule: str = "decode_first"  # SCHEDULES: what a step runs when prompts wait
 

@@ -81,6 +81,8 @@ def _pool(p: Pool) -> dict[str, Any]:
         }
         if s.seq_overhead_us:
             out["serving"]["seq_overhead_us"] = s.seq_overhead_us
+        if s.chunk_overhead_us:
+            out["serving"]["chunk_overhead_us"] = s.chunk_overhead_us
         if s.ep != 1:
             out["serving"]["ep"] = s.ep
         if s.schedule != "decode_first":

@@ -16,7 +16,7 @@ INT_OVERRIDES = ("replicas", "max_concurrency", "devices_per_replica", "max_queu
                  "ep")
 RATIO_OVERRIDES = ("mfu", "mem_bw_eff", "gpu_memory_utilization", "mfu_decode")
 POSITIVE_OVERRIDES = ("hourly_cost_per_device", "replicas_scale")
-NONNEGATIVE_OVERRIDES = ("step_overhead_ms", "seq_overhead_us", "collective_us")
+NONNEGATIVE_OVERRIDES = ("step_overhead_ms", "seq_overhead_us", "chunk_overhead_us", "collective_us")
 SHARE_OVERRIDES = ("serial_share",)  # 0 to 1, both ends included
 OVERRIDE_FIELDS = (*INT_OVERRIDES, *RATIO_OVERRIDES, *POSITIVE_OVERRIDES, *NONNEGATIVE_OVERRIDES, *SHARE_OVERRIDES,
                    "kv_cache_dtype", "schedule", "enabled")
@@ -47,6 +47,7 @@ class PoolOverride:
     ep: int | None = None
     mfu_decode: float | None = None
     seq_overhead_us: float | None = None
+    chunk_overhead_us: float | None = None
     collective_us: float | None = None
     schedule: str | None = None
     serial_share: float | None = None

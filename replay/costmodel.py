@@ -6,7 +6,7 @@ One engine step (a pass: every running sequence advances by one token) of a repl
     memory_s  = pp x (weight bytes read + KV bytes the running sequences read / m) / (hbm_bw x mem_bw_eff x devices)
     compute_s = pp x (2 x active_params x (prefill tokens / mfu + decode tokens / mfu_decode)
                       + attention FLOPs x context products / mfu) / m / (peak_flops x devices)
-    engine_s  = step_overhead + seq_overhead x running sequences
+    engine_s  = step_overhead + seq_overhead x running sequences + chunk_overhead x prompt chunks
 
 (the sequences and tokens of the pass: under the prefill_first schedule a pass of prompts has no decoders)
 
@@ -139,6 +139,7 @@ def step_model(pool: PoolSpec, speed: float = 1.0) -> StepModel:
                      overhead_s=speed * pool.step_overhead_ms / 1000.0,
                      s_per_token_decode=speed * flops / pool.replica_decode_flops, dense_bytes=dense,
                      seq_overhead_s=speed * pool.seq_overhead_us / 1e6,
+                     chunk_overhead_s=speed * pool.chunk_overhead_us / 1e6,
                      s_per_ctx=speed * m.attention_flops / pool.replica_attention_flops,
                      comm_s=speed * comm.fixed_s, comm_s_per_token=speed * comm.s_per_token,
                      serial_share=pool.serial_share,

@@ -59,6 +59,7 @@ def registry_values(registry: Registry) -> dict[str, dict[str, Any]]:
                         "max_num_batched_tokens": s.max_num_batched_tokens,
                         "gpu_memory_utilization": s.gpu_memory_utilization, "kv_cache_dtype": s.kv_cache_dtype,
                         "step_overhead_ms": s.step_overhead_ms, "seq_overhead_us": s.seq_overhead_us,
+                        "chunk_overhead_us": s.chunk_overhead_us,
                         "collective_us": _hop(pool.cost_model.collective_us, registry.chip_of(pool).interconnect),
                         "mfu": pool.cost_model.mfu, "mfu_decode": pool.cost_model.mfu_decode,
                         "mem_bw_eff": pool.cost_model.mem_bw_eff, "serial_share": pool.cost_model.serial_share,

@@ -355,8 +355,7 @@ def test_calibration_from_a_benchmark_table_shows_each_coefficients_status(db: P
     shown = [d.value for d in at.dataframe if "coefficient" in d.value.columns]
     assert len(shown) == 1
     table = shown[0].set_index("coefficient")
-    assert list(table.index) == ["mfu", "mem_bw_eff", "mfu_decode", "step_overhead_ms", "seq_overhead_us",
-                                 "collective_us", "serial_share"]
+    assert list(table.index) == list(FITTED)
     # rows planted from the roofline's full overlap: the evidence asks for no serial share
     assert table.loc["serial_share", "status"] == "at bound" and table.loc["serial_share", "fitted"] == 0.0
     assert table.loc["mfu", "status"] == "fitted"

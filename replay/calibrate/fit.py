@@ -99,7 +99,8 @@ def fit_record(spec: PoolSpec, best: PoolSpec, report: list[Coefficient], group:
                    n_tpot=int(trace.tpot_at.size) if trace else 0, n_bench=len(table.rows) if table else 0,
                    mfu=best.mfu, mem_bw_eff=best.mem_bw_eff, step_overhead_ms=best.step_overhead_ms,
                    ttft_mape=ttft_mape, ttft_r2=ttft_r2, tpot_mape=tpot_mape, tpot_r2=tpot_r2, notes=tuple(notes),
-                   seq_overhead_us=best.seq_overhead_us, collective_us=best.collective_us,
+                   seq_overhead_us=best.seq_overhead_us, chunk_overhead_us=best.chunk_overhead_us,
+                   collective_us=best.collective_us,
                    mfu_decode=best.mfu_decode, serial_share=best.serial_share, coefficients=tuple(report),
                    group=group, checks=checks, carried_from=carried, ttft_mdape=ttft_md, tpot_mdape=tpot_md,
                    explains=explains, unphysical=unphysical)

@@ -42,6 +42,7 @@ class PoolFit:
     tpot_r2: float | None
     notes: tuple[str, ...] = ()
     seq_overhead_us: float | None = None
+    chunk_overhead_us: float | None = None
     collective_us: float | None = None
     mfu_decode: float | None = None
     serial_share: float | None = None
@@ -59,7 +60,8 @@ class PoolFit:
         return {k: v for k in FITTED if (v := getattr(self, k)) is not None}
 
 
-FITTED = ("mfu", "mem_bw_eff", "mfu_decode", "step_overhead_ms", "seq_overhead_us", "collective_us", "serial_share")
+FITTED = ("mfu", "mem_bw_eff", "mfu_decode", "step_overhead_ms", "seq_overhead_us", "chunk_overhead_us",
+          "collective_us", "serial_share")
 # the in-sample median error beyond which a model cannot explain a pool's rows: a fit that misses its own evidence
 # by more has found the wrong shape, and its coefficients describe the miss, not the machine
 EXPLAINS = {"TTFT": 0.20, "TPOT": 0.10}

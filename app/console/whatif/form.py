@@ -27,11 +27,14 @@ from replay.predictors.online import QUANTILE as ONLINE_QUANTILE
 LABELS = {"replicas": "Replicas", "max_concurrency": "Max concurrency", "pp": "Pipeline stages (pp)",
           "max_num_batched_tokens": "Token budget per step", "gpu_memory_utilization": "GPU memory utilization",
           "kv_cache_dtype": "KV cache dtype", "step_overhead_ms": "Step overhead (ms)",
-          "seq_overhead_us": "Overhead per sequence (µs)", "collective_us": "Collective hop latency (µs)", "mfu": "MFU",
+          "seq_overhead_us": "Overhead per sequence (µs)",
+          "chunk_overhead_us": "Overhead per prompt chunk (µs)", "collective_us": "Collective hop latency (µs)",
+          "mfu": "MFU",
           "mfu_decode": "MFU of decode tokens (empty: as MFU)",
           "mem_bw_eff": "Memory bandwidth efficiency", "serial_share": "Serial share of memory and compute",
           "hourly_cost_per_device": "Hourly cost per device ($)"}
 FORMATS = {"gpu_memory_utilization": "%.2f", "step_overhead_ms": "%.2f", "seq_overhead_us": "%.1f",
+           "chunk_overhead_us": "%.1f",
            "collective_us": "%.2f", "mfu": "%.3f", "mfu_decode": "%.3f", "mem_bw_eff": "%.3f", "serial_share": "%.2f",
            "hourly_cost_per_device": "%.2f"}
 GATE_LABELS = {"max_cost_increase_pct": "Busy and provisioned cost may rise at most (%)",
