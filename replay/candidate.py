@@ -51,6 +51,9 @@ class PoolOverride:
     collective_us: float | None = None
     schedule: str | None = None
     serial_share: float | None = None
+    # a calibration's standard error of each fitted coefficient, as a factor (replay.bands): bench and plan show
+    # their predictions with the band it gives
+    spread: dict[str, float] | None = None
 
 
 @dataclass(frozen=True)

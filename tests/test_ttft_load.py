@@ -9,7 +9,7 @@ import dataclasses
 import pytest
 
 from pool_registry import load_registry_text, registry_from_json, registry_to_json
-from replay import Candidate, calibrate, closed_loop, load_candidate_text, parse_bench_table
+from replay import Candidate, CandidateError, calibrate, closed_loop, load_candidate_text, parse_bench_table
 from replay.costmodel import step_model
 from replay.fleet import pools_by_id
 from tests.replay_fleets import flat_model, fleet, pool
@@ -46,7 +46,7 @@ def test_the_field_loads_round_trips_and_a_candidate_overrides_it() -> None:
     assert registry_from_json(registry_to_json(reg)) == reg
     cand = load_candidate_text("name: c\npolicy: round_robin\npools: {p1: {chunk_overhead_us: 120}}\n", reg, "c")
     assert pools_by_id(reg, cand)["p1"].chunk_overhead_us == 120
-    with pytest.raises(Exception, match="chunk_overhead_us"):
+    with pytest.raises(CandidateError, match="chunk_overhead_us"):
         load_candidate_text("name: c\npolicy: round_robin\npools: {p1: {chunk_overhead_us: -1}}\n", reg, "c")
 
 

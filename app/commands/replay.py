@@ -6,7 +6,7 @@ import argparse
 import dataclasses
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from app.commands._base import Context, add_command, add_group
 from app.commands._choices import SWEEP_EXECUTORS
@@ -304,7 +304,8 @@ def bench_cmd(ctx: Context) -> int:
     """Run the closed-loop benchmark on one replica of a pool at each concurrency."""
     from replay import Candidate, closed_loop, default_requests, load_candidate
     from replay.assumptions import assumptions
-    from replay.fleet import pools_by_id
+    from replay.bands import bands
+    from replay.fleet import PoolSpec, pools_by_id
     from store import require_registry
 
     args = ctx.args
@@ -332,15 +333,34 @@ def bench_cmd(ctx: Context) -> int:
         lines.append(f"{p.concurrency:>11} {p.requests:>8} {p.ttft_ms_mean:>9.1f} {p.ttft_ms_p50:>9.1f} "
                      f"{p.ttft_ms_p99:>9.1f} {_num(p.tpot_ms_mean):>9} {_num(p.tpot_ms_p50):>9} "
                      f"{_num(p.tpot_ms_p99):>9} {p.output_tok_s:>12.1f} {p.req_s:>7.2f}")
+    spread = (candidate.override(spec.id).spread if candidate else None) or {}
+    banded: list[dict[str, Any]] = [{} for _ in points]
+    if spread:  # the fit's standard errors carried to each concurrency's median TTFT and TPOT
+        errors = ", ".join(f"{k} x/ {v:g}" for k, v in spread.items())
+        lines.append(f"band within the fit's standard errors ({errors}):")
+        for p, out in zip(points, banded, strict=True):
+            def medians(s: PoolSpec, c: int = p.concurrency) -> tuple[float, float | None]:
+                q = closed_loop(s, c, args.isl, args.osl, args.requests or default_requests(c),
+                                range_ratio=args.random_range_ratio, seed=args.seed, warmups=args.num_warmups,
+                                arrivals=args.arrivals)
+                return q.ttft_ms_p50, q.tpot_ms_p50
+            ttft, tpot = bands(spec, spread, medians)
+            out.update(ttft_ms_p50_band=ttft, tpot_ms_p50_band=tpot)
+            lines.append(f"{p.concurrency:>11}   TTFT p50 {_span(ttft)} ms, TPOT p50 {_span(tpot)} ms")
     notes = assumptions(spec)
     lines += [f"note: {n}" for n in notes]
-    ctx.emit([{**p.__dict__, "notes": list(notes)} for p in points], "\n".join(lines))
+    ctx.emit([{**p.__dict__, **out, "notes": list(notes)} for p, out in zip(points, banded, strict=True)],
+             "\n".join(lines))
     return 0
 
 
 def _share(v: float | None) -> str:
     """A share (a MAPE of 0.123) as a percentage, '12.3%', or '-'."""
     return "-" if v is None else f"{v:.1%}"
+
+
+def _span(band: tuple[float, float] | None) -> str:
+    return "-" if band is None else f"{band[0]:.1f}-{band[1]:.1f}"
 
 
 def _num(v: float | None) -> str:

@@ -9,6 +9,7 @@ import numpy as np
 from scipy.optimize import minimize
 
 from replay.assumptions import assumptions
+from replay.bands import bands, spread_of
 from replay.calibrate.evidence import MISS, Bench, Evidence, Trace
 from replay.calibrate.notes import kv_note, typical_note, unexplained_note, unphysical_note
 from replay.calibrate.record import EXPLAINS, PHYSICAL_MIN, BenchCheck, PoolFit, errors
@@ -84,10 +85,14 @@ def fit_record(spec: PoolSpec, best: PoolSpec, report: list[Coefficient], group:
     if table is not None:
         notes = [*notes, *kv_note(spec, table.rows)]
         model_ttft, model_tpot = models[parts.index(table)]
+        n = len(table.rows)
+        spread = spread_of(report)
+        band = bands(best, spread, lambda s: [float(v) * 1000 for v in np.concatenate(table.model(s))]) \
+            if spread and carried is None else [None] * (2 * n)
         checks = tuple(BenchCheck(spec.id, isl, osl, c, float(t * 1000), float(mt * 1000), float(p * 1000),
-                                  float(mp * 1000))
-                       for (isl, osl, c), t, mt, p, mp in zip(table.rows, table.obs_ttft, model_ttft, table.obs_tpot,
-                                                             model_tpot, strict=True))
+                                  float(mp * 1000), *(band[k] or (None, None)), *(band[n + k] or (None, None)))
+                       for k, ((isl, osl, c), t, mt, p, mp) in enumerate(zip(
+                           table.rows, table.obs_ttft, model_ttft, table.obs_tpot, model_tpot, strict=True)))
     unphysical = tuple(k for k, least in PHYSICAL_MIN.items()
                        if carried is None and models and (v := getattr(best, k)) is not None and v < least)
     if explains is False:

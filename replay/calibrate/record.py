@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from replay.bands import spread_of
 from replay.fitting import Coefficient
 
 
@@ -23,6 +24,10 @@ class BenchCheck:
     ttft_ms_model: float
     tpot_ms: float
     tpot_ms_model: float
+    ttft_ms_low: float | None = None   # the model's band within the fit's standard errors (replay.bands)
+    ttft_ms_high: float | None = None
+    tpot_ms_low: float | None = None
+    tpot_ms_high: float | None = None
 
 
 @dataclass(frozen=True)
@@ -84,7 +89,8 @@ def errors(model: np.ndarray, observed: np.ndarray) -> tuple[float | None, float
 
 def calibrated_candidate(fits: tuple[PoolFit, ...], name: str = "calibrated",
                          base: dict[str, Any] | None = None) -> dict[str, Any]:
-    """A candidate file body with the fitted coefficients (4 significant places) over a base candidate's body;
+    """A candidate file body with the fitted coefficients (4 significant places) and their standard errors as
+    factors (`spread`, for bands) over a base candidate's body;
     without a base, one that replays the observed routing, to check the fit against what was observed."""
     body: dict[str, Any] = dict(base) if base else {"name": name, "policy": "observed"}
     body["name"] = name
@@ -92,6 +98,8 @@ def calibrated_candidate(fits: tuple[PoolFit, ...], name: str = "calibrated",
     for f in fits:
         if values := rounded(f):
             pools[f.pool] = {**pools.get(f.pool, {}), **values}
+            if spread := {k: float(f"{v:.4g}") for k, v in spread_of(f.coefficients).items()}:
+                pools[f.pool]["spread"] = spread
     body["pools"] = pools
     return body
 

@@ -12,12 +12,14 @@ from dataclasses import dataclass, field
 from pool_registry import Model, Pool, Registry
 from pool_registry.compat import Compat
 from replay.assumptions import assumptions
+from replay.bands import bands
 from replay.candidate import Candidate
 from replay.exceptions import ReplayError
+from replay.fleet import PoolSpec
 from replay.planner.compat import check
 from replay.planner.layouts import Excluded, enumerate_layouts
 from replay.planner.memory import memory, memory_wall
-from replay.planner.rank import Plan, Targets, meets, misses, rank
+from replay.planner.rank import Plan, Targets, meets, meets_across_band, misses, rank
 from replay.planner.timing import coefficients_of, engine_of, spec_of, time_layout
 
 DEFAULT_CONCURRENCY = (1, 16, 64)
@@ -121,6 +123,7 @@ def plan_pool(registry: Registry, pool: Pool, model: Model, settings: PlanSettin
     chip = registry.chip_of(pool)
     layouts, excluded = enumerate_layouts(pool, chip, model)
     coefficients = coefficients_of(pool, candidate)
+    spread = (candidate.override(pool.id).spread if candidate else None) or {}
     tokens = settings.tokens_per_sequence
     base = engine_of(pool)
     plans = []
@@ -144,10 +147,25 @@ def plan_pool(registry: Registry, pool: Pool, model: Model, settings: PlanSettin
                     tpot_ms_p50=point.tpot_ms_p50, tpot_ms_p99=point.tpot_ms_p99, output_tok_s_per_device=per_device,
                     usd_per_mtok=cost, mfu=flops / spec.peak_flops)
                 plan = dataclasses.replace(plan, meets_targets=meets(plan, settings.targets))
+                if spread:
+                    plan = _banded(plan, spec, spread, c, settings)
             plans.append(plan)
     most = tokens * max(settings.concurrency)
     wall = PoolWall(pool.id, memory_wall(model, chip, base, most, pool.devices_per_node), pool.devices)
     return plans, excluded, wall, tuple(notes)
+
+
+def _banded(plan: Plan, spec: PoolSpec, spread: dict[str, float], concurrency: int, settings: PlanSettings) -> Plan:
+    """The plan with its p50 TTFT and TPOT bands from the fit's standard errors, marked when it meets the targets
+    only inside them."""
+    def medians(s: PoolSpec) -> tuple[float, float | None]:
+        p = time_layout(s, concurrency, settings.isl, settings.osl, settings.requests)
+        return p.ttft_ms_p50, p.tpot_ms_p50
+
+    ttft, tpot = bands(spec, spread, medians)
+    plan = dataclasses.replace(plan, ttft_band=ttft, tpot_band=tpot)
+    return dataclasses.replace(plan, meets_in_band_only=plan.meets_targets and settings.targets.any
+                               and not meets_across_band(plan, settings.targets))
 
 
 def plan_model(registry: Registry, model_id: str, pool_ids: tuple[str, ...] = (),

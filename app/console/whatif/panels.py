@@ -104,8 +104,11 @@ def calibration(path: str, registry: Registry, pick: Pick | None, pools: tuple[s
     _coefficients(fits, configured)
     checks = [c for f in fits for c in f.checks]
     if checks:
-        charts.show(whatif_charts.bench_fit(pl.DataFrame([dataclasses.asdict(c) for c in checks]),
-                                            [p.id for p in registry.pools]))
+        frame = pl.DataFrame([dataclasses.asdict(c) for c in checks])
+        charts.show(whatif_charts.bench_fit(frame, [p.id for p in registry.pools]))
+        st.dataframe(frame, hide_index=True, width="stretch")
+        st.caption("Each benchmark row: measured and modelled TTFT and TPOT (ms), and the model's band within the "
+                   "fit's standard errors (low, high: each fitted coefficient moved by its error, combined).")
     if scatter.height:
         charts.show(whatif_charts.calibration_scatter(scatter, [p.id for p in registry.pools]))
     st.button("Use fitted coefficients in the candidate", key="wi.use_fitted", on_click=_use_fitted, args=(fits,))
