@@ -296,7 +296,7 @@ def _assign(r: Reader, node: Node, path: str) -> Assignment:
 
 
 ENGINE_FIELDS = ("pp", "max_num_batched_tokens", "gpu_memory_utilization", "kv_cache_dtype", "step_overhead_ms",
-                 "seq_overhead_us", "chunk_overhead_us", "ep", "schedule")
+                 "seq_overhead_us", "chunk_overhead_us", "ep", "attention_dp", "schedule")
 
 
 SERVING_FIELDS = (
@@ -308,6 +308,7 @@ SERVING_FIELDS = (
     Field("kv_cache_dtype", "choice", "auto", options=tuple(KV_CACHE_DTYPES)),
     Field("step_overhead_ms", "number", 0.0, ge=0), Field("seq_overhead_us", "number", 0.0, ge=0),
     Field("chunk_overhead_us", "number", 0.0, ge=0), Field("ep", "integer", 1, gt=0),
+    Field("attention_dp", "integer", 1, gt=0),
     Field("schedule", "choice", "decode_first", options=SCHEDULES),
 )
 SERVING_KEYS = tuple(fd.key for fd in SERVING_FIELDS)  # Serving's own field names
@@ -326,6 +327,10 @@ def check_engine(r: Reader, node: Node, fields: dict[str, Node], path: str, s: S
     if s.pp and s.devices_per_replica and s.devices_per_replica % s.pp:
         r.fail(fields.get("pp", node), f"{path}.pp", f"{s.devices_per_replica} devices per replica do not split into "
                                                f"{s.pp} pipeline stages of equal width")
+    if s.attention_dp > 1 and (s.tp % s.attention_dp or s.ep < 2):
+        r.fail(fields.get("attention_dp", node), f"{path}.attention_dp",
+               f"{s.attention_dp} data-parallel attention groups need a TP degree they divide (TP{s.tp}) and "
+               f"expert-parallel experts (ep > 1, got {s.ep})")
     if s.ep > 1 and s.devices_per_replica and s.devices_per_replica % s.ep:
         r.fail(fields.get("ep", node), f"{path}.ep", f"{s.devices_per_replica} devices per replica do not split into "
                                                f"{s.ep} expert-parallel groups of equal size")

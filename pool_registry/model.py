@@ -139,6 +139,16 @@ class Model:
         return self.total_params_b * 1e9 * self.bytes_per_param
 
     @property
+    def dense_weight_bytes(self) -> float:
+        """Bytes of the weights every token reads: all of a dense model's; of a MoE model with expert counts, its
+        active parameters less the k routed experts a token picks (attention, shared experts, embeddings), each
+        routed expert being (total - active) / (E - k) parameters."""
+        if not (self.moe and self.experts and self.experts_per_token):
+            return self.weight_bytes
+        expert = (self.total_params_b - self.active_params_b) / (self.experts - self.experts_per_token)
+        return max(0.0, self.active_params_b - self.experts_per_token * expert) * 1e9 * self.bytes_per_param
+
+    @property
     def mla(self) -> bool:
         """True for multi-head latent attention (DeepSeek-V2/V3): one latent KV vector per token and layer."""
         return self.kv_lora_rank > 0
@@ -210,12 +220,21 @@ class EngineShape:
     seq_overhead_us: float = 0.0  # engine time per running sequence per step (scheduling, sampling, detokenizing)
     chunk_overhead_us: float = 0.0  # engine time per prompt chunk in a step (admitting, preparing a prefill's inputs)
     ep: int = 1                   # expert-parallel degree of a MoE model's expert layers within the replica
+    # data-parallel attention groups within the replica (SGLang's --enable-dp-attention --dp-size, vLLM's
+    # --data-parallel-size with --enable-expert-parallel): each group runs attention for its own sequences on
+    # tp / attention_dp devices, with its own copy of the dense weights, while the experts stay expert-parallel
+    attention_dp: int = 1
     schedule: str = "decode_first"  # SCHEDULES: what a step runs when prompts wait
 
     @property
     def tp(self) -> int:
         """Tensor-parallel degree: devices per pipeline stage."""
         return max(1, self.devices_per_replica // self.pp)
+
+    @property
+    def attention_tp(self) -> int:
+        """Devices one attention group spans: the stage's TP over its data-parallel attention groups."""
+        return max(1, self.tp // max(1, self.attention_dp))
 
 
 @dataclass(frozen=True, kw_only=True)

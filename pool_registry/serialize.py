@@ -85,6 +85,8 @@ def _pool(p: Pool) -> dict[str, Any]:
             out["serving"]["chunk_overhead_us"] = s.chunk_overhead_us
         if s.ep != 1:
             out["serving"]["ep"] = s.ep
+        if s.attention_dp != 1:
+            out["serving"]["attention_dp"] = s.attention_dp
         if s.schedule != "decode_first":
             out["serving"]["schedule"] = s.schedule
     return out

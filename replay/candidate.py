@@ -13,7 +13,7 @@ from typing import Any
 OVERFLOW_MODES = ("queue", "reject", "degrade")
 FAULT_MODES = ("telemetry", "off")
 INT_OVERRIDES = ("replicas", "max_concurrency", "devices_per_replica", "max_queue", "pp", "max_num_batched_tokens",
-                 "ep")
+                 "ep", "attention_dp")
 RATIO_OVERRIDES = ("mfu", "mem_bw_eff", "gpu_memory_utilization", "mfu_decode")
 POSITIVE_OVERRIDES = ("hourly_cost_per_device", "replicas_scale")
 NONNEGATIVE_OVERRIDES = ("step_overhead_ms", "seq_overhead_us", "chunk_overhead_us", "collective_us")
@@ -45,6 +45,7 @@ class PoolOverride:
     kv_cache_dtype: str | None = None
     enabled: bool = True
     ep: int | None = None
+    attention_dp: int | None = None
     mfu_decode: float | None = None
     seq_overhead_us: float | None = None
     chunk_overhead_us: float | None = None

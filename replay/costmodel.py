@@ -97,7 +97,8 @@ class Collectives:
     @classmethod
     def of(cls, pool: PoolSpec) -> Collectives:
         """The collectives of one replica of a pool, from its model's shape, its layout and its links."""
-        m, tp, pp, ep = pool.model, pool.tp, pool.pp, pool.ep
+        # data-parallel attention: each group all-reduces its own share of the tokens over its own devices
+        m, tp, pp, ep, groups = pool.model, pool.attention_tp, pool.pp, pool.ep, pool.attention_dp
         hidden = m.hidden
         if hidden <= 0:
             return cls(0.0, 0.0)
@@ -109,7 +110,7 @@ class Collectives:
             bw, lat = pool.link(tp > per_node)
             n = 1 if expert_parallel else 2
             fixed += m.layers * n * 2 * (tp - 1) * lat
-            per_token += m.layers * n * 2.0 * (tp - 1) / tp * msg / bw
+            per_token += m.layers * n * 2.0 * (tp - 1) / tp * msg / bw / groups
         if expert_parallel:  # an all-to-all: ep - 1 exchanges with the others
             bw, lat = pool.link(ep > per_node)
             k = m.experts_per_token or max(1.0, ep * m.active_params_b / m.total_params_b)
@@ -127,15 +128,16 @@ def step_model(pool: PoolSpec, speed: float = 1.0) -> StepModel:
     m = pool.model
     flops = 2.0 * m.active_params_b * 1e9
     if m.experts and m.experts_per_token and m.moe:
-        expert = (m.total_params_b - m.active_params_b) / (m.experts - m.experts_per_token)
-        dense = max(0.0, m.active_params_b - m.experts_per_token * expert) * 1e9 * m.bytes_per_param
+        # data-parallel attention groups each read their own copy of the dense part; the experts are read once
+        dense = m.dense_weight_bytes * pool.attention_dp
         pick = m.experts_per_token / m.experts
     else:
         dense, pick = 0.0, min(1.0, m.active_params_b / m.total_params_b)
     comm = Collectives.of(pool)
     return StepModel(pp=pool.pp, s_per_byte=speed / pool.replica_bytes_per_s,
                      s_per_token=speed * flops / pool.replica_flops,
-                     kv_bytes=pool.kv_bytes_held_per_token, weight_bytes=m.weight_bytes, pick=pick,
+                     kv_bytes=pool.kv_bytes_held_per_token, weight_bytes=m.weight_bytes + pool.dense_copies_bytes,
+                     pick=pick,
                      overhead_s=speed * pool.step_overhead_ms / 1000.0,
                      s_per_token_decode=speed * flops / pool.replica_decode_flops, dense_bytes=dense,
                      seq_overhead_s=speed * pool.seq_overhead_us / 1e6,

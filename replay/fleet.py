@@ -89,13 +89,19 @@ class PoolSpec(EngineShape, CostModel):
     @property
     def kv_bytes_held_per_token(self) -> float:
         """KV bytes a replica holds and reads per token: every copy its TP group keeps (MLA: one per device)."""
-        return self.kv_bytes_per_token * self.model.kv_copies(self.tp)
+        return self.kv_bytes_per_token * self.model.kv_copies(self.attention_tp)
 
     @property
     def kv_capacity_tokens(self) -> int:
         """Tokens the KV cache of one replica holds: (usable memory - weights) / KV bytes per token, or 0."""
-        free = self.usable_memory_bytes - self.model.weight_bytes
+        free = self.usable_memory_bytes - self.model.weight_bytes - self.dense_copies_bytes
         return max(0, int(free // self.kv_bytes_held_per_token))
+
+    @property
+    def dense_copies_bytes(self) -> float:
+        """Weight bytes data-parallel attention adds: every group beyond the first keeps its own copy of the
+        dense part (attention, shared experts, embeddings: what every token reads)."""
+        return self.model.dense_weight_bytes * (self.attention_dp - 1) if self.attention_dp > 1 else 0.0
 
     @property
     def replica_cost_per_s(self) -> float:
@@ -151,6 +157,12 @@ def _check(p: PoolSpec, candidate: str) -> None:
     if p.devices_per_replica % p.pp:
         raise ReplayError(f"candidate '{candidate}': pool {p.id}: {p.devices_per_replica} devices per replica do "
                           f"not split into {p.pp} pipeline stages of equal width")
+    if p.attention_dp > 1 and not p.model.experts:
+        raise ReplayError(f"candidate '{candidate}': pool {p.id}: data-parallel attention splits a MoE model's dense "
+                          f"part from its experts, but {p.model.id} declares no experts and experts_per_token")
+    if p.attention_dp > 1 and (p.tp % p.attention_dp or p.ep < 2):
+        raise ReplayError(f"candidate '{candidate}': pool {p.id}: {p.attention_dp} data-parallel attention groups "
+                          f"need a TP degree they divide (TP{p.tp}) and expert-parallel experts (ep {p.ep})")
     if p.devices_per_replica % p.ep:
         raise ReplayError(f"candidate '{candidate}': pool {p.id}: {p.devices_per_replica} devices per replica do "
                           f"not split into {p.ep} expert-parallel groups of equal size")
