@@ -45,5 +45,5 @@ def bands(spec: PoolSpec, spread: Mapping[str, float], predict: Callable[[PoolSp
 
 
 def spread_of(coefficients: Sequence[Coefficient]) -> dict[str, float]:
-    """The spreads of a fit's fitted coefficients, by name."""
-    return {c.name: c.spread for c in coefficients if c.status == "fitted" and c.spread}
+    """The spreads of a fit's fitted coefficients, by name (one the evidence leaves unbounded has none to carry)."""
+    return {c.name: c.spread for c in coefficients if c.status == "fitted" and c.spread and math.isfinite(c.spread)}

@@ -88,3 +88,12 @@ def test_the_planner_marks_a_layout_that_meets_a_target_only_inside_its_band() -
     same = next(p for p in aimed.plans if p.layout == first.layout)
     assert same.meets_targets and same.meets_in_band_only
     assert any(line.rstrip().endswith("band") and line.startswith("h100-a") for line in report_lines(aimed))
+
+
+def test_only_fitted_coefficients_with_a_finite_error_carry_a_spread() -> None:
+    from replay.bands import spread_of
+    from replay.fitting import Coefficient
+    got = spread_of([Coefficient("mfu", 0.4, "fitted", 1.05, 0.4), Coefficient("step_overhead_ms", 2.0, "fitted",
+                                                                                math.inf, 0.0),
+                     Coefficient("collective_us", 2.0, "not identifiable", 3.0, 2.0)])
+    assert got == {"mfu": 1.05}
