@@ -65,7 +65,7 @@ def judge_plan(frame: pl.DataFrame, reg: Registry, pool: Pool, mfu_target: float
         model = reg.model(model_id)
     except LookupError as exc:
         return Outcome(FAIL, f"the plan report's model: {exc}")
-    peak = reg.chip_of(pool).peak_tflops_bf16 * 1e12
+    peak = reg.chip_of(pool).compute_peak(model.compute_format)[0] * 1e12
     ok = frame.filter((pl.col("pool") == pool.id) & pl.col("fits") & pl.col("meets_targets")
                       & pl.col("output_tok_s_per_device").is_not_null())
     if ok.is_empty():

@@ -12,6 +12,7 @@ from pool_registry.model import (
     DTYPES,
     KV_CACHE_DTYPES,
     ONBOARDING_STAGES,
+    PEAK_FORMATS,
     SCHEDULES,
     Assignment,
     Chip,
@@ -78,9 +79,8 @@ def _ident(r: Reader, node: Node, path: str) -> str:
 
 def _chip(r: Reader, path: str, node: Node) -> Chip:
     f = r.mapping(node, path, required=(
-        "id", "vendor", "peak_tflops_bf16", "hbm_capacity_gb", "hbm_bw_tbps", "interconnect",
-        "supported_dtypes",
-    ), optional=("name", "thermal"))
+        "id", "vendor", "hbm_capacity_gb", "hbm_bw_tbps", "interconnect", "supported_dtypes",
+    ), optional=("name", "thermal", "peak_tflops_bf16", "peak_tflops"))
     ic = _link(r, f["interconnect"], f"{path}.interconnect") if "interconnect" in f else Interconnect("", 0.0)
     dtypes: tuple[str, ...] = ()
     if "supported_dtypes" in f:
@@ -90,17 +90,43 @@ def _chip(r: Reader, path: str, node: Node) -> Chip:
                 r.fail(r.element(f["supported_dtypes"], i), f"{path}.supported_dtypes[{i}]",
                        f"unknown dtype '{d}'; expected one of: {', '.join(DTYPES)}")
     chip_id = r.optional(f, "id", path, lambda n, p: _ident(r, n, p), "")
+    peaks = _peaks(r, node, f, path, dtypes)
     return Chip(
         id=chip_id,
         vendor=r.optional(f, "vendor", path, r.string, ""),
         name=r.optional(f, "name", path, r.string, chip_id),
-        peak_tflops_bf16=r.optional(f, "peak_tflops_bf16", path, _positive(r), 0.0),
+        peak_tflops_bf16=peaks.pop("bf16", 0.0),
+        peak_tflops=peaks,
         hbm_capacity_gb=r.optional(f, "hbm_capacity_gb", path, _positive(r), 0.0),
         hbm_bw_tbps=r.optional(f, "hbm_bw_tbps", path, _positive(r), 0.0),
         interconnect=ic,
         supported_dtypes=dtypes,
         thermal=r.optional(f, "thermal", path, lambda n, p: _thermal(r, n, p), None),
     )
+
+
+def _peaks(r: Reader, node: Node, f: dict[str, Node], path: str, dtypes: tuple[str, ...]) -> dict[str, float]:
+    """A chip's dense peak TFLOPS per number format: `peak_tflops: {bf16, fp8, fp4, int8}`, with
+    `peak_tflops_bf16` as the bf16 entry; bf16 is required one way or the other, and once."""
+    peaks: dict[str, float] = {}
+    if "peak_tflops" in f:
+        g = r.mapping(f["peak_tflops"], f"{path}.peak_tflops", required=(), optional=PEAK_FORMATS)
+        peaks = {k: r.number(v, f"{path}.peak_tflops.{k}", gt=0) for k, v in g.items()}
+        for k, v in g.items():
+            if dtypes and k not in dtypes:
+                r.fail(v, f"{path}.peak_tflops.{k}", f"a peak for {k}, which supported_dtypes does not list "
+                       f"({', '.join(dtypes)}): add {k} there or drop this peak")
+    if "peak_tflops_bf16" in f:
+        bf16 = r.number(f["peak_tflops_bf16"], f"{path}.peak_tflops_bf16", gt=0)
+        if "bf16" in peaks and peaks["bf16"] != bf16:
+            r.fail(f["peak_tflops_bf16"], f"{path}.peak_tflops_bf16", f"{bf16:g} disagrees with peak_tflops.bf16 "
+                   f"{peaks['bf16']:g}: give the bf16 peak once")
+        peaks["bf16"] = bf16
+    elif "bf16" not in peaks:
+        r.fail(f.get("peak_tflops", node), f"{path}.peak_tflops_bf16" if "peak_tflops" not in f else
+               f"{path}.peak_tflops.bf16", "missing required field (the bf16 peak: peak_tflops_bf16, or bf16 in "
+               "peak_tflops)")
+    return peaks
 
 
 def _link(r: Reader, node: Node, path: str) -> Interconnect:
@@ -157,6 +183,10 @@ def _model(r: Reader, path: str, node: Node) -> Model:
         experts=r.optional(f, "experts", path, _count(r), 0),
         experts_per_token=r.optional(f, "experts_per_token", path, _count(r), 0),
         vision=r.optional(f, "vision", path, lambda n, p: read_vision(r, n, p), None),
+        compute_dtype=r.optional(f, "compute_dtype", path, lambda n, p: r.choice(n, p, PEAK_FORMATS), None),
+        kv_lora_rank=r.optional(f, "kv_lora_rank", path, _count(r), 0),
+        qk_rope_head_dim=r.optional(f, "qk_rope_head_dim", path, _count(r), 0),
+        full_attention_layers=r.optional(f, "full_attention_layers", path, _count(r), 0),
     )
     if model.active_params_b > model.total_params_b > 0:
         r.fail(f["active_params_b"], f"{path}.active_params_b",
@@ -165,11 +195,18 @@ def _model(r: Reader, path: str, node: Node) -> Model:
     return model
 
 
-SHAPE_FIELDS = ("hidden_size", "attention_heads", "experts", "experts_per_token")
+SHAPE_FIELDS = ("hidden_size", "attention_heads", "experts", "experts_per_token", "compute_dtype", "kv_lora_rank",
+                "qk_rope_head_dim", "full_attention_layers")
 
 
 def _check_shape(r: Reader, f: dict[str, Node], path: str, m: Model) -> None:
     """The optional shape fields agree with each other and with the parameter counts."""
+    if m.full_attention_layers > m.layers > 0:
+        r.fail(f["full_attention_layers"], f"{path}.full_attention_layers",
+               f"{m.full_attention_layers} full-attention layers exceed the model's {m.layers} layers")
+    if m.qk_rope_head_dim and not m.kv_lora_rank:
+        r.fail(f["qk_rope_head_dim"], f"{path}.kv_lora_rank", "qk_rope_head_dim is MLA's: give kv_lora_rank, the "
+               "latent's width, too")
     if m.attention_heads and m.kv_heads and m.attention_heads % m.kv_heads:
         r.fail(f["attention_heads"], f"{path}.attention_heads",
                f"{m.attention_heads} attention heads are not a multiple of the {m.kv_heads} KV heads")
@@ -244,7 +281,7 @@ def _assign(r: Reader, node: Node, path: str) -> Assignment:
 
 
 ENGINE_FIELDS = ("pp", "max_num_batched_tokens", "gpu_memory_utilization", "kv_cache_dtype", "step_overhead_ms",
-                 "seq_overhead_us", "ep", "schedule")
+                 "seq_overhead_us", "chunk_overhead_us", "ep", "attention_dp", "schedule")
 
 
 SERVING_FIELDS = (
@@ -255,7 +292,9 @@ SERVING_FIELDS = (
     Field("gpu_memory_utilization", "number", 0.9, gt=0, le=1),
     Field("kv_cache_dtype", "choice", "auto", options=tuple(KV_CACHE_DTYPES)),
     Field("step_overhead_ms", "number", 0.0, ge=0), Field("seq_overhead_us", "number", 0.0, ge=0),
-    Field("ep", "integer", 1, gt=0), Field("schedule", "choice", "decode_first", options=SCHEDULES),
+    Field("chunk_overhead_us", "number", 0.0, ge=0), Field("ep", "integer", 1, gt=0),
+    Field("attention_dp", "integer", 1, gt=0),
+    Field("schedule", "choice", "decode_first", options=SCHEDULES),
 )
 SERVING_KEYS = tuple(fd.key for fd in SERVING_FIELDS)  # Serving's own field names
 
@@ -273,6 +312,10 @@ def check_engine(r: Reader, node: Node, fields: dict[str, Node], path: str, s: S
     if s.pp and s.devices_per_replica and s.devices_per_replica % s.pp:
         r.fail(fields.get("pp", node), f"{path}.pp", f"{s.devices_per_replica} devices per replica do not split into "
                                                f"{s.pp} pipeline stages of equal width")
+    if s.attention_dp > 1 and (s.tp % s.attention_dp or s.ep < 2):
+        r.fail(fields.get("attention_dp", node), f"{path}.attention_dp",
+               f"{s.attention_dp} data-parallel attention groups need a TP degree they divide (TP{s.tp}) and "
+               f"expert-parallel experts (ep > 1, got {s.ep})")
     if s.ep > 1 and s.devices_per_replica and s.devices_per_replica % s.ep:
         r.fail(fields.get("ep", node), f"{path}.ep", f"{s.devices_per_replica} devices per replica do not split into "
                                                f"{s.ep} expert-parallel groups of equal size")

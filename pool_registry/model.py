@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import fnmatch
+import math
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TypeVar
@@ -16,6 +17,11 @@ DTYPES = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "fp6", "fp4", "int8", "
 # How an engine fills a step: decode_first (vLLM) runs every decoder and fills the rest of the token budget with
 # prompt chunks; prefill_first (SGLang) runs a step of prompts alone whenever one waits, and decodes otherwise.
 SCHEDULES = ("decode_first", "prefill_first")
+# The number formats a chip declares a peak for (peak_tflops), and the one a model computes in when its weights'
+# format has no peak of its own: fp16 runs at bf16's rate on every chip we know, and weight-only formats (int4,
+# fp6) are widened to bf16 before their matmuls.
+PEAK_FORMATS = ("bf16", "fp8", "fp4", "int8")
+COMPUTE_OF = {"bf16": "bf16", "fp16": "bf16", "fp8": "fp8", "fp4": "fp4", "int8": "int8"}
 KV_CACHE_DTYPES = {"auto": None, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "fp8_e4m3": 1.0, "fp8_e5m2": 1.0}
 
 # Onboarding stages in order; a chip reaches production only after every earlier stage has evidence.
@@ -64,6 +70,16 @@ class Chip:
     interconnect: Interconnect
     supported_dtypes: tuple[str, ...]
     thermal: Thermal | None = None  # None: the status rules' default limits apply
+    peak_tflops: dict[str, float] = field(default_factory=dict)  # PEAK_FORMATS -> dense TFLOPS; bf16 as above
+
+    def peak(self, fmt: str) -> float | None:
+        """Dense peak TFLOPS in a number format (PEAK_FORMATS), or None when the chip declares none for it."""
+        return self.peak_tflops_bf16 if fmt == "bf16" else self.peak_tflops.get(fmt)
+
+    def compute_peak(self, fmt: str) -> tuple[float, bool]:
+        """(dense peak TFLOPS a model computing in `fmt` runs at, True when that is bf16's for want of fmt's)."""
+        own = self.peak(fmt)
+        return (self.peak_tflops_bf16, True) if own is None else (own, False)
 
 
 @dataclass(frozen=True)
@@ -86,11 +102,33 @@ class Model:
     experts: int = 0              # routed experts per MoE layer; 0 for a dense model or when not declared
     experts_per_token: int = 0    # routed experts each token picks
     vision: Vision | None = None  # a vision-language model's image encoder (pool_registry/vision.py)
+    compute_dtype: str | None = None  # PEAK_FORMATS: the matmuls' format; None: the weights' (COMPUTE_OF)
+    kv_lora_rank: int = 0         # MLA: the latent KV's width per token and layer; 0 for GQA/MHA
+    qk_rope_head_dim: int = 0     # MLA: the rotary key dims kept beside the latent
+    full_attention_layers: int = 0  # layers whose KV grows with the context; 0: all (sliding/linear keep none)
+
+    @property
+    def compute_format(self) -> str:
+        """The number format the model's matmuls run in: declared, else its weights' where a chip has a peak for
+        it, else bf16."""
+        return self.compute_dtype or COMPUTE_OF.get(self.dtype or "bf16", "bf16")
 
     @property
     def hidden(self) -> int:
-        """Residual width: declared, else attention heads x head dim, else 0 (unknown)."""
-        return self.hidden_size or self.attention_heads * self.head_dim
+        """Residual width: declared, else attention heads x head dim, else estimated (hidden_estimated)."""
+        return self.hidden_size or self.attention_heads * self.head_dim or self.estimated_hidden
+
+    @property
+    def hidden_estimated(self) -> bool:
+        """True when the residual width is not declared (neither hidden_size nor attention_heads) but estimated."""
+        return not (self.hidden_size or self.attention_heads)
+
+    @property
+    def estimated_hidden(self) -> int:
+        """Residual width from the parameter counts: a transformer layer holds about 12 hidden^2 parameters (4 in
+        attention's four projections, 8 in an MLP four times as wide, or SwiGLU's three at 8/3), so hidden is
+        about sqrt(active params / (12 x layers)); the active ones, as a MoE layer runs k experts' MLPs."""
+        return round(math.sqrt(self.active_params_b * 1e9 / (12 * self.layers))) if self.layers > 0 else 0
 
     @property
     def moe(self) -> bool:
@@ -108,9 +146,45 @@ class Model:
         return self.weight_bytes + (self.vision.weight_bytes(self.bytes_per_param) if self.vision else 0.0)
 
     @property
+    def dense_weight_bytes(self) -> float:
+        """Bytes of the weights every token reads: all of a dense model's; of a MoE model with expert counts, its
+        active parameters less the k routed experts a token picks (attention, shared experts, embeddings), each
+        routed expert being (total - active) / (E - k) parameters."""
+        if not (self.moe and self.experts and self.experts_per_token):
+            return self.weight_bytes
+        expert = (self.total_params_b - self.active_params_b) / (self.experts - self.experts_per_token)
+        return max(0.0, self.active_params_b - self.experts_per_token * expert) * 1e9 * self.bytes_per_param
+
+    @property
+    def mla(self) -> bool:
+        """True for multi-head latent attention (DeepSeek-V2/V3): one latent KV vector per token and layer."""
+        return self.kv_lora_rank > 0
+
+    @property
+    def kv_layers(self) -> int:
+        """Layers that keep a KV growing with the context: declared full-attention layers, else all of them."""
+        return self.full_attention_layers or self.layers
+
+    @property
     def kv_bytes_per_token(self) -> float:
-        """KV cache bytes per token: K and V, per layer, per KV head."""
-        return 2.0 * self.layers * self.kv_heads * self.head_dim * self.kv_bytes_per_elem
+        """KV cache bytes per token, one copy: per layer that keeps a growing KV, MLA's latent (kv_lora_rank +
+        qk_rope_head_dim), else K and V of every KV head."""
+        per_layer = self.kv_lora_rank + self.qk_rope_head_dim if self.mla else 2 * self.kv_heads * self.head_dim
+        return float(per_layer * self.kv_layers * self.kv_bytes_per_elem)
+
+    def kv_copies(self, tp: int) -> float:
+        """Copies of each token's KV a tensor-parallel group of `tp` holds: MLA's latent is one vector every head
+        reads, so each device keeps it whole (tp copies); GQA's KV heads split over the group (one copy)."""
+        return float(tp) if self.mla else 1.0
+
+    @property
+    def attention_flops(self) -> float:
+        """Attention's FLOPs per token and context token it attends to, over the layers that attend to the whole
+        context: GQA 4 x heads x head dim a layer (QK^T and AV), MLA with its projections absorbed (as engines
+        decode) 2 x heads x (kv_lora_rank + rope dims) for the scores and 2 x heads x kv_lora_rank for the values."""
+        if self.mla:
+            return 2.0 * self.kv_layers * self.attention_heads * (2 * self.kv_lora_rank + self.qk_rope_head_dim)
+        return 4.0 * self.kv_layers * self.attention_heads * self.head_dim
 
 
 @dataclass(frozen=True)
@@ -151,13 +225,23 @@ class EngineShape:
     kv_cache_dtype: str = "auto"
     step_overhead_ms: float = 0.0
     seq_overhead_us: float = 0.0  # engine time per running sequence per step (scheduling, sampling, detokenizing)
+    chunk_overhead_us: float = 0.0  # engine time per prompt chunk in a step (admitting, preparing a prefill's inputs)
     ep: int = 1                   # expert-parallel degree of a MoE model's expert layers within the replica
+    # data-parallel attention groups within the replica (SGLang's --enable-dp-attention --dp-size, vLLM's
+    # --data-parallel-size with --enable-expert-parallel): each group runs attention for its own sequences on
+    # tp / attention_dp devices, with its own copy of the dense weights, while the experts stay expert-parallel
+    attention_dp: int = 1
     schedule: str = "decode_first"  # SCHEDULES: what a step runs when prompts wait
 
     @property
     def tp(self) -> int:
         """Tensor-parallel degree: devices per pipeline stage."""
         return max(1, self.devices_per_replica // self.pp)
+
+    @property
+    def attention_tp(self) -> int:
+        """Devices one attention group spans: the stage's TP over its data-parallel attention groups."""
+        return max(1, self.tp // max(1, self.attention_dp))
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from pool_registry.loader import load_registry_text
+from pool_registry.loader import SHAPE_FIELDS, load_registry_text
 from pool_registry.model import Chip, Interconnect, Model, Pool, Registry
 from pool_registry.onboarding import check_to_dict
 from pool_registry.vision import vision_to_dict
@@ -26,6 +26,8 @@ def _chip(c: Chip) -> dict[str, Any]:
         "interconnect": _link(c.interconnect),
         "supported_dtypes": list(c.supported_dtypes),
     }
+    if c.peak_tflops:
+        out["peak_tflops"] = dict(c.peak_tflops)
     if c.thermal is not None:
         out["thermal"] = {"warning_c": c.thermal.warning_c, "critical_c": c.thermal.critical_c}
     return out
@@ -40,7 +42,7 @@ def _model(m: Model) -> dict[str, Any]:
     }
     if m.dtype is not None:
         out["dtype"] = m.dtype
-    for key in ("hidden_size", "attention_heads", "experts", "experts_per_token"):
+    for key in SHAPE_FIELDS:
         if getattr(m, key):
             out[key] = getattr(m, key)
     if m.vision is not None:
@@ -81,8 +83,12 @@ def _pool(p: Pool) -> dict[str, Any]:
         }
         if s.seq_overhead_us:
             out["serving"]["seq_overhead_us"] = s.seq_overhead_us
+        if s.chunk_overhead_us:
+            out["serving"]["chunk_overhead_us"] = s.chunk_overhead_us
         if s.ep != 1:
             out["serving"]["ep"] = s.ep
+        if s.attention_dp != 1:
+            out["serving"]["attention_dp"] = s.attention_dp
         if s.schedule != "decode_first":
             out["serving"]["schedule"] = s.schedule
     return out

@@ -101,8 +101,9 @@ def service_seconds(pool: PoolSpec, concurrency: int, isl: int, osl: int) -> flo
     with_prompt = min(passes, running * prompt_passes)
     kv = running * (isl + osl / 2.0)
     decoding = running - running * prompt_passes / with_prompt
-    cycle = with_prompt * step.pass_seconds(running, round(running * isl / with_prompt + decoding), kv)
-    return cycle + (passes - with_prompt) * step.pass_seconds(running, running, kv)
+    cycle = with_prompt * step.pass_seconds(running, round(running * isl / with_prompt + decoding), kv,
+                                            round(decoding))
+    return cycle + (passes - with_prompt) * step.pass_seconds(running, running, kv, running)
 
 
 def _check_ratio(range_ratio: float) -> None:

@@ -13,10 +13,10 @@ from typing import Any
 OVERFLOW_MODES = ("queue", "reject", "degrade")
 FAULT_MODES = ("telemetry", "off")
 INT_OVERRIDES = ("replicas", "max_concurrency", "devices_per_replica", "max_queue", "pp", "max_num_batched_tokens",
-                 "ep")
+                 "ep", "attention_dp")
 RATIO_OVERRIDES = ("mfu", "mem_bw_eff", "gpu_memory_utilization", "mfu_decode")
 POSITIVE_OVERRIDES = ("hourly_cost_per_device", "replicas_scale")
-NONNEGATIVE_OVERRIDES = ("step_overhead_ms", "seq_overhead_us", "collective_us")
+NONNEGATIVE_OVERRIDES = ("step_overhead_ms", "seq_overhead_us", "chunk_overhead_us", "collective_us")
 SHARE_OVERRIDES = ("serial_share",)  # 0 to 1, both ends included
 OVERRIDE_FIELDS = (*INT_OVERRIDES, *RATIO_OVERRIDES, *POSITIVE_OVERRIDES, *NONNEGATIVE_OVERRIDES, *SHARE_OVERRIDES,
                    "kv_cache_dtype", "schedule", "enabled")
@@ -45,11 +45,16 @@ class PoolOverride:
     kv_cache_dtype: str | None = None
     enabled: bool = True
     ep: int | None = None
+    attention_dp: int | None = None
     mfu_decode: float | None = None
     seq_overhead_us: float | None = None
+    chunk_overhead_us: float | None = None
     collective_us: float | None = None
     schedule: str | None = None
     serial_share: float | None = None
+    # a calibration's standard error of each fitted coefficient, as a factor (replay.bands): bench and plan show
+    # their predictions with the band it gives
+    spread: dict[str, float] | None = None
 
 
 @dataclass(frozen=True)

@@ -58,6 +58,7 @@ from replay.candidate import (
     SlaTier,
 )
 from replay.exceptions import CandidateError, UnknownNameError
+from replay.fitting import NAMES as FITTED_NAMES
 from replay.policies import get_policy
 from replay.predictors import get_predictor
 
@@ -242,11 +243,19 @@ def _pools(r: Reader, node: Node, path: str, registry: Registry) -> dict[str, Po
             continue
         if registry.pool(pool_id).serving is None:
             r.fail(item, sub, f"pool '{pool_id}' has no serving config in the registry, so it cannot be replayed")
-        g = r.mapping(item, sub, required=(), optional=OVERRIDE_FIELDS)
+        g = r.mapping(item, sub, required=(), optional=(*OVERRIDE_FIELDS, "spread"))
         values = {key: r.optional(g, key, sub, override_value(r, key), None) for key in OVERRIDE_FIELDS
                   if key != "enabled"}
         values["enabled"] = r.optional(g, "enabled", sub, r.boolean, True)
-        out[pool_id] = PoolOverride(**values)
+        out[pool_id] = PoolOverride(**values, spread=r.optional(g, "spread", sub, lambda n, p: _spread(r, n, p), None))
+    return out
+
+
+def _spread(r: Reader, node: Node, path: str) -> dict[str, float]:
+    """A pool's spread: fitted coefficient -> its standard error as a factor (at least 1)."""
+    out = {}
+    for name, value in r.mapping(node, path, required=(), optional=FITTED_NAMES).items():
+        out[name] = r.number(value, f"{path}.{name}", ge=1)
     return out
 
 

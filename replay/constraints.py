@@ -23,7 +23,7 @@ def needed_context(in_tokens: np.ndarray, max_tokens: np.ndarray) -> np.ndarray:
 
 def needed_bytes(context_tokens: np.ndarray, pool: PoolSpec) -> np.ndarray:
     """Bytes one replica needs for the weights (a vision encoder's too) and this request's KV cache."""
-    return pool.model.resident_bytes + pool.kv_bytes_per_token * context_tokens
+    return pool.model.resident_bytes + pool.kv_bytes_held_per_token * context_tokens
 
 
 def fits_memory(context_tokens: np.ndarray, pool: PoolSpec) -> np.ndarray:

@@ -5,8 +5,8 @@ One engine step (a pass: every running sequence advances by one token) of a repl
     pass_s    = max(memory_s, compute_s) + serial_share x min(memory_s, compute_s) + collective_s + engine_s
     memory_s  = pp x (weight bytes read + KV bytes the running sequences read / m) / (hbm_bw x mem_bw_eff x devices)
     compute_s = pp x (2 x active_params x (prefill tokens / mfu + decode tokens / mfu_decode)
-                      + 4 x layers x attention_heads x head_dim x context products / mfu) / m / (peak_flops x devices)
-    engine_s  = step_overhead + seq_overhead x running sequences
+                      + attention FLOPs x context products / mfu) / m / (peak_flops x devices)
+    engine_s  = step_overhead + seq_overhead x running sequences + chunk_overhead x prompt chunks
 
 (the sequences and tokens of the pass: under the prefill_first schedule a pass of prompts has no decoders)
 
@@ -22,8 +22,12 @@ where prompt chunks share a pass with decoders, which it lengthens by u x their 
 with m = min(pp, running sequences) micro-batches in flight: with pp pipeline stages a micro-batch goes through
 the stages one tick each, a tick lasts as long as the slowest in-flight stage, and a sequence advances once
 per full pass of pp ticks. Context products are what attention computes on: a decoding sequence's context,
-and for a prompt chunk of c tokens after r computed ones c x (r + c / 2). Without declared attention heads the
-attention term is 0, as it was before the field existed.
+and for a prompt chunk of c tokens after r computed ones c x (r + c / 2). Attention's FLOPs per context product
+are GQA's 4 x heads x head dim per layer, or MLA's 2 x heads x (2 x kv_lora_rank + rope dims) with its
+projections absorbed, over the layers that attend to the whole context (`full_attention_layers`), at the bf16
+peak whatever the weights' format (pool_registry.Model.attention_flops). Without declared attention heads the
+attention term is 0, as it was before the field existed. The KV a pass reads is what the replica holds:
+MLA's latent once per device of the TP group (`Model.kv_copies`).
 
 Weights. A dense model reads all its weights every step. A mixture-of-experts model with E routed experts of
 which each token picks k reads its dense part (attention, shared experts, embeddings) and the experts its
@@ -93,7 +97,8 @@ class Collectives:
     @classmethod
     def of(cls, pool: PoolSpec) -> Collectives:
         """The collectives of one replica of a pool, from its model's shape, its layout and its links."""
-        m, tp, pp, ep = pool.model, pool.tp, pool.pp, pool.ep
+        # data-parallel attention: each group all-reduces its own share of the tokens over its own devices
+        m, tp, pp, ep, groups = pool.model, pool.attention_tp, pool.pp, pool.ep, pool.attention_dp
         hidden = m.hidden
         if hidden <= 0:
             return cls(0.0, 0.0)
@@ -105,7 +110,7 @@ class Collectives:
             bw, lat = pool.link(tp > per_node)
             n = 1 if expert_parallel else 2
             fixed += m.layers * n * 2 * (tp - 1) * lat
-            per_token += m.layers * n * 2.0 * (tp - 1) / tp * msg / bw
+            per_token += m.layers * n * 2.0 * (tp - 1) / tp * msg / bw / groups
         if expert_parallel:  # an all-to-all: ep - 1 exchanges with the others
             bw, lat = pool.link(ep > per_node)
             k = m.experts_per_token or max(1.0, ep * m.active_params_b / m.total_params_b)
@@ -123,20 +128,21 @@ def step_model(pool: PoolSpec, speed: float = 1.0) -> StepModel:
     m = pool.model
     flops = 2.0 * m.active_params_b * 1e9
     if m.experts and m.experts_per_token and m.moe:
-        expert = (m.total_params_b - m.active_params_b) / (m.experts - m.experts_per_token)
-        dense = max(0.0, m.active_params_b - m.experts_per_token * expert) * 1e9 * m.bytes_per_param
+        # data-parallel attention groups each read their own copy of the dense part; the experts are read once
+        dense = m.dense_weight_bytes * pool.attention_dp
         pick = m.experts_per_token / m.experts
     else:
         dense, pick = 0.0, min(1.0, m.active_params_b / m.total_params_b)
-    attention = 4.0 * m.layers * m.attention_heads * m.head_dim
     comm = Collectives.of(pool)
     return StepModel(pp=pool.pp, s_per_byte=speed / pool.replica_bytes_per_s,
                      s_per_token=speed * flops / pool.replica_flops,
-                     kv_bytes=pool.kv_bytes_per_token, weight_bytes=m.weight_bytes, pick=pick,
+                     kv_bytes=pool.kv_bytes_held_per_token, weight_bytes=m.weight_bytes + pool.dense_copies_bytes,
+                     pick=pick,
                      overhead_s=speed * pool.step_overhead_ms / 1000.0,
                      s_per_token_decode=speed * flops / pool.replica_decode_flops, dense_bytes=dense,
                      seq_overhead_s=speed * pool.seq_overhead_us / 1e6,
-                     s_per_ctx=speed * attention / pool.replica_flops,
+                     chunk_overhead_s=speed * pool.chunk_overhead_us / 1e6,
+                     s_per_ctx=speed * m.attention_flops / pool.replica_attention_flops,
                      comm_s=speed * comm.fixed_s, comm_s_per_token=speed * comm.s_per_token,
                      serial_share=pool.serial_share,
                      whole=pool.max_num_batched_tokens + pool.max_concurrency)

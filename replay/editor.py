@@ -14,14 +14,16 @@ from typing import Any
 import yaml
 
 from pool_registry import Interconnect, Registry
+from replay.calibrate.record import FITTED
 from replay.candidate import Candidate, PredictorSpec
 from replay.candidate_loader import load_candidate_text, predictor_to_data
 from replay.exceptions import CandidateError, ReplayError
 from replay.fleet import pools_by_id, resolve_pools
 
+# the fitted coefficients are calibration's own list, so "Use fitted" can put every one of them in the form
 POOL_FIELDS = ("replicas", "max_concurrency", "pp", "max_num_batched_tokens", "gpu_memory_utilization",
-               "kv_cache_dtype", "step_overhead_ms", "seq_overhead_us", "collective_us", "mfu", "mem_bw_eff",
-               "serial_share", "hourly_cost_per_device")
+               "kv_cache_dtype", *FITTED, "hourly_cost_per_device")
+OPTIONAL_FIELDS = ("mfu_decode",)  # empty means the registry's rule (decode at the prefill's mfu)
 INT_FIELDS = ("replicas", "max_concurrency", "pp", "max_num_batched_tokens")
 # The tiers of examples/candidates: a form starts with them (the registry holds no SLA).
 DEFAULT_TIERS: dict[str, tuple[float | None, float | None]] = {
@@ -57,8 +59,9 @@ def registry_values(registry: Registry) -> dict[str, dict[str, Any]]:
                         "max_num_batched_tokens": s.max_num_batched_tokens,
                         "gpu_memory_utilization": s.gpu_memory_utilization, "kv_cache_dtype": s.kv_cache_dtype,
                         "step_overhead_ms": s.step_overhead_ms, "seq_overhead_us": s.seq_overhead_us,
+                        "chunk_overhead_us": s.chunk_overhead_us,
                         "collective_us": _hop(pool.cost_model.collective_us, registry.chip_of(pool).interconnect),
-                        "mfu": pool.cost_model.mfu,
+                        "mfu": pool.cost_model.mfu, "mfu_decode": pool.cost_model.mfu_decode,
                         "mem_bw_eff": pool.cost_model.mem_bw_eff, "serial_share": pool.cost_model.serial_share,
                         "hourly_cost_per_device": pool.hourly_cost_per_device}
     return out

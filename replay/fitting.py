@@ -39,12 +39,13 @@ BOUNDS: dict[str, tuple[float, float, float]] = {
     "mfu_decode": (0.005, 1.0, 0.4),
     "step_overhead_ms": (1e-3, 500.0, 0.5),
     "seq_overhead_us": (1e-2, 1e5, 1.0),
+    "chunk_overhead_us": (1e-2, 1e6, 100.0),
     "collective_us": (1e-2, 1e4, 0.5),
     "serial_share": (1e-3, 1.0, 0.3),
 }
 NAMES = tuple(BOUNDS)
 # the coefficients whose 0 means "no such time" (searched from a typical size, and 0 when the fit can do without)
-OVERHEADS = ("step_overhead_ms", "seq_overhead_us", "collective_us", "serial_share")
+OVERHEADS = ("step_overhead_ms", "seq_overhead_us", "chunk_overhead_us", "collective_us", "serial_share")
 SPREAD_LIMIT = 1.5    # a coefficient whose standard error is a factor above this is not identifiable
 F_CRITICAL = 4.0      # dropping a coefficient that raises the squared error by more than this many variances hurts
 MAX_MOVE = 0.7       # the longest first step of the search in log space (a factor 2)
@@ -53,7 +54,8 @@ ROUGH = 0.25          # a row whose slope changes by more than this share with t
 MISS = 5.0            # the residual of a time the trial model could not produce
 FLOOR = 0.003         # residuals are not trusted below 0.3 %: a model of a server is not better than that
 # sizes that show an effect
-TYPICAL = {"step_overhead_ms": 2.0, "seq_overhead_us": 20.0, "collective_us": 5.0, "serial_share": 0.3}
+TYPICAL = {"step_overhead_ms": 2.0, "seq_overhead_us": 20.0, "chunk_overhead_us": 500.0, "collective_us": 5.0,
+           "serial_share": 0.3}
 EFFECT = 1e-4         # a coefficient whose 10 % change moves no residual by this much has no effect here
 # A coefficient that only refines the model is taken on when the evidence needs it: fitted with and without it,
 # it is kept only if the fit without it is significantly worse (the F test of a nested model), so that evidence
@@ -65,7 +67,8 @@ NESTED = ("serial_share", "mfu_decode")
 # latency is a datasheet figure, and a fit on one TP degree cannot tell it from the engine's time per step; the
 # roofline's full overlap is what a registry without a serial share means, and one TP degree cannot tell that
 # share from a time per running sequence.
-DROP_ORDER = ("serial_share", "collective_us", "mfu_decode", "seq_overhead_us", "step_overhead_ms", "mem_bw_eff", "mfu")
+DROP_ORDER = ("serial_share", "collective_us", "mfu_decode", "chunk_overhead_us", "seq_overhead_us", "step_overhead_ms",
+              "mem_bw_eff", "mfu")
 STATUSES = ("fitted", "not identifiable", "at bound", "no effect", "registry")
 
 
@@ -109,6 +112,7 @@ def prior(spec: PoolSpec) -> dict[str, float | None]:
     link = spec.chip.interconnect.latency_us
     return {"mfu": spec.mfu, "mem_bw_eff": spec.mem_bw_eff, "mfu_decode": spec.mfu_decode,
             "step_overhead_ms": spec.step_overhead_ms, "seq_overhead_us": spec.seq_overhead_us,
+            "chunk_overhead_us": spec.chunk_overhead_us,
             "collective_us": spec.collective_us if spec.collective_us is not None else link,
             "serial_share": spec.serial_share}
 

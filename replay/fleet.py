@@ -35,14 +35,25 @@ class PoolSpec(EngineShape, CostModel):
         return self.replicas * self.devices_per_replica
 
     @property
+    def peak_flops(self) -> float:
+        """Dense peak FLOP/s of one device in the model's compute format (bf16's when the chip declares none)."""
+        return self.chip.compute_peak(self.model.compute_format)[0] * 1e12
+
+    @property
     def replica_flops(self) -> float:
         """Sustained FLOP/s of one replica: peak x MFU x devices."""
+        return self.peak_flops * self.mfu * self.devices_per_replica
+
+    @property
+    def replica_attention_flops(self) -> float:
+        """Sustained FLOP/s of one replica on attention over the context, which engines run in bf16 whatever the
+        weights' format: bf16 peak x MFU x devices."""
         return self.chip.peak_tflops_bf16 * 1e12 * self.mfu * self.devices_per_replica
 
     @property
     def replica_decode_flops(self) -> float:
         """Sustained FLOP/s of one replica on decode tokens: peak x mfu_decode (else mfu) x devices."""
-        return self.chip.peak_tflops_bf16 * 1e12 * (self.mfu_decode or self.mfu) * self.devices_per_replica
+        return self.peak_flops * (self.mfu_decode or self.mfu) * self.devices_per_replica
 
     def link(self, across_nodes: bool) -> tuple[float, float]:
         """(B/s per device each way, seconds of latency per collective) of the link a collective group uses:
@@ -71,16 +82,27 @@ class PoolSpec(EngineShape, CostModel):
 
     @property
     def kv_bytes_per_token(self) -> float:
-        """KV cache bytes per token in the cache's dtype ('auto' keeps the model's)."""
+        """KV bytes per token in the cache's dtype ('auto' keeps the model's), one copy (what a transfer moves)."""
         per_elem = KV_CACHE_DTYPES.get(self.kv_cache_dtype) or self.model.kv_bytes_per_elem
         return self.model.kv_bytes_per_token / self.model.kv_bytes_per_elem * per_elem
 
     @property
+    def kv_bytes_held_per_token(self) -> float:
+        """KV bytes a replica holds and reads per token: every copy its TP group keeps (MLA: one per device)."""
+        return self.kv_bytes_per_token * self.model.kv_copies(self.attention_tp)
+
+    @property
     def kv_capacity_tokens(self) -> int:
-        """Tokens the KV cache of one replica holds: (usable memory - weights, a vision encoder's too) / KV bytes
-        per token, or 0."""
-        free = self.usable_memory_bytes - self.model.resident_bytes
-        return max(0, int(free // self.kv_bytes_per_token))
+        """Tokens the KV cache of one replica holds: (usable memory - weights, a vision encoder's too, and the
+        copies data-parallel attention adds) / KV bytes per token, or 0."""
+        free = self.usable_memory_bytes - self.model.resident_bytes - self.dense_copies_bytes
+        return max(0, int(free // self.kv_bytes_held_per_token))
+
+    @property
+    def dense_copies_bytes(self) -> float:
+        """Weight bytes data-parallel attention adds: every group beyond the first keeps its own copy of the
+        dense part (attention, shared experts, embeddings: what every token reads)."""
+        return self.model.dense_weight_bytes * (self.attention_dp - 1) if self.attention_dp > 1 else 0.0
 
     @property
     def replica_cost_per_s(self) -> float:
@@ -136,6 +158,12 @@ def _check(p: PoolSpec, candidate: str) -> None:
     if p.devices_per_replica % p.pp:
         raise ReplayError(f"candidate '{candidate}': pool {p.id}: {p.devices_per_replica} devices per replica do "
                           f"not split into {p.pp} pipeline stages of equal width")
+    if p.attention_dp > 1 and not p.model.experts:
+        raise ReplayError(f"candidate '{candidate}': pool {p.id}: data-parallel attention splits a MoE model's dense "
+                          f"part from its experts, but {p.model.id} declares no experts and experts_per_token")
+    if p.attention_dp > 1 and (p.tp % p.attention_dp or p.ep < 2):
+        raise ReplayError(f"candidate '{candidate}': pool {p.id}: {p.attention_dp} data-parallel attention groups "
+                          f"need a TP degree they divide (TP{p.tp}) and expert-parallel experts (ep {p.ep})")
     if p.devices_per_replica % p.ep:
         raise ReplayError(f"candidate '{candidate}': pool {p.id}: {p.devices_per_replica} devices per replica do "
                           f"not split into {p.ep} expert-parallel groups of equal size")

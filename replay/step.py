@@ -6,7 +6,8 @@ m = min(pp, seqs) micro-batches in flight over pp pipeline stages:
 
     memory  = pp x (weight bytes the micro-batch's tokens read + KV bytes x kv / m) x seconds per byte
     compute = pp / m x (s_per_token x prompt tokens + s_per_token_decode x decode + s_per_ctx x context)
-    fixed   = step overhead + seq overhead x seqs + collectives + collectives per token x tokens / m
+    fixed   = step overhead + seq overhead x seqs + chunk overhead x (seqs - decode) + collectives
+              + collectives per token x tokens / m
     pass    = max(memory, compute) + serial_share x min(memory, compute) + fixed
 
 Between two events a batch does not change, only its KV and context grow by the tokens each pass adds, so pass j
@@ -29,14 +30,15 @@ Line = tuple[float, float, float, float, float]
 class StepModel:
     """The coefficients of one replica's pass time (see the module docstring), and the pass and run times."""
 
-    __slots__ = ("comm_s", "comm_s_per_token", "dense", "dense_bytes", "fixed_s", "kv_bytes", "overhead_s", "pick",
-                 "pp", "s_per_byte", "s_per_ctx", "s_per_token", "s_per_token_decode", "seq_overhead_s",
-                 "serial_share", "weight_bytes", "weight_memo", "weight_whole")
+    __slots__ = ("chunk_overhead_s", "comm_s", "comm_s_per_token", "dense", "dense_bytes", "fixed_s", "kv_bytes",
+                 "overhead_s", "pick", "pp", "s_per_byte", "s_per_ctx", "s_per_token", "s_per_token_decode",
+                 "seq_overhead_s", "serial_share", "weight_bytes", "weight_memo", "weight_whole")
 
     def __init__(self, *, pp: int, s_per_byte: float, s_per_token: float, kv_bytes: float, weight_bytes: float,
                  pick: float, overhead_s: float, s_per_token_decode: float = 0.0, dense_bytes: float = 0.0,
                  seq_overhead_s: float = 0.0, s_per_ctx: float = 0.0, comm_s: float = 0.0,
-                 comm_s_per_token: float = 0.0, serial_share: float = 0.0, whole: int = 0) -> None:
+                 comm_s_per_token: float = 0.0, serial_share: float = 0.0, whole: int = 0,
+                 chunk_overhead_s: float = 0.0) -> None:
         self.pp: int = int(pp)
         self.s_per_byte: float = float(s_per_byte)            # seconds to read a byte at sustained bandwidth
         self.s_per_token: float = float(s_per_token)          # compute per prompt token at sustained FLOP/s
@@ -49,6 +51,7 @@ class StepModel:
         self.dense: bool = self.pick >= 1.0
         self.overhead_s: float = float(overhead_s)            # engine time per step
         self.seq_overhead_s: float = float(seq_overhead_s)    # engine time per running sequence per step
+        self.chunk_overhead_s: float = float(chunk_overhead_s)  # engine time per prompt chunk of a step
         self.comm_s: float = float(comm_s)                    # collectives' fixed time per pass
         self.fixed_s: float = self.overhead_s + self.comm_s   # what every pass pays, whatever its batch
         self.comm_s_per_token: float = float(comm_s_per_token)  # collectives' time per token of a micro-batch
@@ -102,7 +105,8 @@ class StepModel:
         b = kvb * kv_growth * spb * share
         c = (self.s_per_token * (tokens - decode) + self.s_per_token_decode * decode + ctx * context) * share
         d = ctx * context_growth * share
-        o = self.fixed_s + self.seq_overhead_s * seqs + self.comm_s_per_token * tokens / m
+        o = (self.fixed_s + self.seq_overhead_s * seqs + self.chunk_overhead_s * (seqs - decode)
+             + self.comm_s_per_token * tokens / m)
         u = self.serial_share
         if u:
             return a + u * c, b + u * d, c + u * a, d + u * b, o

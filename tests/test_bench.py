@@ -108,7 +108,7 @@ def test_the_bench_command_prints_and_emits_json(capsys: pytest.CaptureFixture[s
     assert code == 0 and [p["concurrency"] for p in out] == [1, 16]
     assert set(out[0]) == {"concurrency", "ttft_ms_p50", "ttft_ms_p99", "tpot_ms_p50", "tpot_ms_p99",
                            "output_tok_s", "req_s", "ttft_ms_mean", "tpot_ms_mean", "e2el_ms_mean", "e2el_ms_p50",
-                           "e2el_ms_p99", "requests", "duration_s", "peak_concurrency"}
+                           "e2el_ms_p99", "requests", "duration_s", "peak_concurrency", "notes"}
     assert [p["requests"] for p in out] == [50, 50]
     assert out[1]["tpot_ms_p50"] > out[0]["tpot_ms_p50"]
     assert main(["--db", str(fleet_db), "replay", "bench", "--pool", "h100-a", "--concurrency", "4",

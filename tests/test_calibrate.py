@@ -24,7 +24,8 @@ from replay import (
     parse_bench_table,
     run_replay,
 )
-from replay.calibrate import _hops, calibration_requests
+from replay.calibrate import calibration_requests
+from replay.calibrate.start import hops_us
 from replay.fleet import pools_by_id, resolve_pools
 from tests.replay_fleets import chip, fleet, model, pool
 
@@ -261,7 +262,7 @@ def test_one_tp_degree_cannot_tell_engine_time_from_link_latency_and_says_so() -
     # fit keeps the registry's (datasheet) hop latency and fits the rest.
     reg = tp_fleet(latency_us=2.0)
     # 80 layers x 2 all-reduces x 2(tp - 1) ring steps: the hops a pass waits for at each degree
-    assert [_hops(s) for s in pools_by_id(reg, Candidate(name="t")).values()] == pytest.approx([320, 960, 2240])
+    assert [hops_us(s) for s in pools_by_id(reg, Candidate(name="t")).values()] == pytest.approx([320, 960, 2240])
     (f, *_), _ = calibrate(None, reg, bench=tp_table(reg, ("tp4",)))
     report = {c.name: c for c in f.coefficients}
     assert report["collective_us"].status == "not identifiable" and report["collective_us"].value == 2.0

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from replay import Candidate
-from replay.calibrate import _kv_note, kv_bound
+from replay.calibrate import kv_bound
+from replay.calibrate.notes import kv_note
 from replay.fleet import PoolSpec, pools_by_id
 from tests.test_calibrate import tp_fleet
 
@@ -47,7 +48,7 @@ def test_clients_past_the_batch_limit_wait_in_the_queue_and_hold_no_cache(specs:
 
 def test_the_note_counts_the_rows_past_the_cache_and_names_the_first(specs: dict[str, PoolSpec]) -> None:
     rows = [(256, 128, 1), (256, 128, 64), (2048, 128, 16), (2048, 128, 1)]
-    (note,) = _kv_note(specs["tp2"], rows)
+    (note,) = kv_note(specs["tp2"], rows)
     assert note.startswith("2 of 4 benchmark rows of tp2 need more KV cache than a replica holds")
     assert "above 12207 tokens, first: ISL 256, OSL 128 at concurrency 64" in note
-    assert _kv_note(specs["tp4"], rows) == []
+    assert kv_note(specs["tp4"], rows) == []

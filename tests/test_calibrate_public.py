@@ -31,7 +31,7 @@ import yaml
 from app.cli import main
 from pool_registry import Registry, load_registry
 from replay import Candidate, PoolOverride, calibrate, closed_loop, parse_bench_table, run_replay
-from replay.calibrate import calibration_requests, sequence_time_as_work, start_values
+from replay.calibrate import FITTED, calibration_requests, sequence_time_as_work, start_values
 from replay.fitting import NAMES, STATUSES, Coefficient, apply, fit
 from replay.fleet import PoolSpec, pools_by_id
 
@@ -430,8 +430,7 @@ def test_b_the_cli_fits_the_half_and_benchmarks_the_rest(moe: CliRun) -> None:
     assert code == 0, err
     (fit_row,) = moe.fits
     assert fit_row["pool"] == "dsr1-mi300x" and fit_row["n_bench"] == len(FIT_B)
-    assert {c["name"] for c in fit_row["coefficients"]} == {"mfu", "mem_bw_eff", "mfu_decode", "step_overhead_ms",
-                                                            "seq_overhead_us", "collective_us", "serial_share"}
+    assert {c["name"] for c in fit_row["coefficients"]} == set(FITTED)
     assert all(c["status"] in STATUSES for c in fit_row["coefficients"])
     assert moe.bench[0] == 0, moe.bench[2]
     assert sorted(moe.errors) == [8, 32, 128]

@@ -23,7 +23,8 @@ from app.console.whatif.results import RESULT_KEY, Outcome
 from collectors.pipeline import IngestOptions, ingest_exposition
 from pool_registry import Registry
 from replay import Candidate, PoolOverride, SlaTier, closed_loop, default_requests, load_candidate_text, run_replay
-from replay.fleet import PoolSpec, resolve_pools
+from replay.calibrate import FITTED
+from replay.fleet import PoolSpec, pools_by_id, resolve_pools
 from replay.summary import Summary
 from store import ENV_DB, Held, connect, require_registry
 from store.replay_runs import get_replay_run
@@ -319,16 +320,22 @@ def test_a_pool_whose_requests_all_failed_is_not_fitted_and_says_why(db: Path,
                        "requests")
 
 
-def calibrate_on_bench(db: Path, monkeypatch: pytest.MonkeyPatch, spec: PoolSpec,
-                       concurrencies: tuple[int, ...]) -> AppTest:
-    """The page after fitting a benchmark table of the pool's own model at these concurrencies (no traffic)."""
+def bench_text(spec: PoolSpec, concurrencies: tuple[int, ...]) -> str:
+    """A benchmark table of the pool's own model at these concurrencies, prompts of 256 and 2048 tokens."""
     lines = ["pool,isl,osl,concurrency,ttft_ms,tpot_ms"]
     for isl in (256, 2048):
         for c in concurrencies:
             p = closed_loop(spec, c, isl, 128, default_requests(c))
             lines.append(f"{spec.id},{isl},128,{c},{p.ttft_ms_p50:.4f},{p.tpot_ms_p50:.4f}")
+    return "\n".join(lines) + "\n"
+
+
+def calibrate_on_bench(db: Path, monkeypatch: pytest.MonkeyPatch, spec: PoolSpec,
+                       concurrencies: tuple[int, ...]) -> AppTest:
+    """The page after fitting a benchmark table of the pool's own model at these concurrencies (no traffic)."""
     at = open_page(db, monkeypatch)
-    at.file_uploader(key="wi.calib_bench").set_value(("bench.csv", ("\n".join(lines) + "\n").encode(), "text/csv"))
+    at.file_uploader(key="wi.calib_bench").set_value(("bench.csv", bench_text(spec, concurrencies).encode(),
+                                                      "text/csv"))
     at.run()
     at.checkbox(key="wi.calib_traffic").uncheck().run()
     at.button(key="wi.calibrate").click().run()
@@ -349,8 +356,7 @@ def test_calibration_from_a_benchmark_table_shows_each_coefficients_status(db: P
     shown = [d.value for d in at.dataframe if "coefficient" in d.value.columns]
     assert len(shown) == 1
     table = shown[0].set_index("coefficient")
-    assert list(table.index) == ["mfu", "mem_bw_eff", "mfu_decode", "step_overhead_ms", "seq_overhead_us",
-                                 "collective_us", "serial_share"]
+    assert list(table.index) == list(FITTED)
     # rows planted from the roofline's full overlap: the evidence asks for no serial share
     assert table.loc["serial_share", "status"] == "at bound" and table.loc["serial_share", "fitted"] == 0.0
     assert table.loc["mfu", "status"] == "fitted"
@@ -361,6 +367,32 @@ def test_calibration_from_a_benchmark_table_shows_each_coefficients_status(db: P
     at.file_uploader(key="wi.calib_bench").set_value(("bad.csv", b"pool,isl\nx,1\n", "text/csv")).run()
     at.button(key="wi.calibrate").click().run()
     assert any("bad.csv:1: missing column osl" in e.value for e in at.error), [e.value for e in at.error]
+
+
+def test_use_fitted_writes_the_candidate_that_calibrate_out_writes(db: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                   tmp_path: Path) -> None:
+    # decode tokens planted at a share of peak of their own, so the fit has an mfu_decode to carry
+    reg = registry_of(db)
+    planted = Candidate(name="p", pools={"gaudi3-a": PoolOverride(mfu=0.33, mem_bw_eff=0.55, step_overhead_ms=6.0,
+                                                                  mfu_decode=0.08)})
+    spec = next(s for s in resolve_pools(reg, planted) if s.id == "gaudi3-a")
+    concurrencies = (1, 8, 32, 64)
+    table, out = tmp_path / "bench.csv", tmp_path / "calibrated.yaml"
+    table.write_text(bench_text(spec, concurrencies))
+    assert main(["--db", str(db), "replay", "calibrate", "--no-requests", "--bench", str(table), "--out",
+                 str(out)]) == 0
+    at = calibrate_on_bench(db, monkeypatch, spec, concurrencies)
+    at.button(key="wi.use_fitted").click().run()
+    assert not at.exception, at.exception
+    page = load_candidate_text(next(c.value for c in at.code if "pools:" in c.value), reg, "page")
+    written = load_candidate_text(out.read_text(), reg, str(out))
+    fitted, wrote = (pools_by_id(reg, c)["gaudi3-a"] for c in (page, written))
+    assert written.pools["gaudi3-a"].mfu_decode is not None  # the coefficient the page once left behind
+
+    def effective(spec: PoolSpec) -> dict[str, float | None]:  # a hop latency left to the link's is the link's
+        return {k: getattr(spec, k) for k in FITTED} | {"collective_us": spec.link(False)[1] * 1e6}
+
+    assert effective(fitted) == effective(wrote)
 
 
 def test_a_pool_without_evidence_takes_its_chips_fit_and_says_so(db: Path, monkeypatch: pytest.MonkeyPatch,

@@ -65,10 +65,14 @@ def test_pipeline_stages_keep_micro_batches_in_flight() -> None:
     # two sequences fill both stages, so each pass of the pair takes half as long per stage.
     reg = fleet(pool("p", dpr=2))
     piped = step_model(dataclass_replace(spec(reg, "p"), pp=2))
-    assert piped.pass_seconds(1, 1, 0) == pytest.approx(0.01)
-    assert piped.pass_seconds(2, 2, 0) == pytest.approx(0.01)
+    # plus the stage sends: 2 a pass of the estimated hidden (sqrt(10e9 / (12 x 10)) = 9129) x 2 B a token of a
+    # micro-batch over the 100 GB/s link
+    send = 2 * 9129 * 2 / 100e9
+    assert piped.pass_seconds(1, 1, 0) == pytest.approx(0.01 + send)
+    assert piped.pass_seconds(2, 2, 0) == pytest.approx(0.01 + send)
     flat = step_model(spec(reg, "p"))
-    assert flat.pass_seconds(1, 1, 0) == pytest.approx(0.005)
+    # TP2 instead: 10 layers x 2 all-reduces, each moving 2 x 1/2 of the 9129 x 2 B message a token
+    assert flat.pass_seconds(1, 1, 0) == pytest.approx(0.005 + 20 * 9129 * 2 / 100e9)
 
 
 def dataclass_replace(p: PoolSpec, **changes: object) -> PoolSpec:
@@ -212,7 +216,8 @@ def test_tensor_parallel_all_reduces_by_hand() -> None:
     assert step.fixed_seconds(1, 1) == pytest.approx(160 * (60e-6 + per_collective_token))       # 9.609 ms
     assert step.fixed_seconds(64, 256) == pytest.approx(160 * (60e-6 + 256 * per_collective_token))
     # the collectives add to the roofline pass; they do not shrink with more devices as memory and compute do
-    plain = step_model(_shaped(pool("a", dpr=4), model(layers=80), link))
+    free = dataclasses.replace(chip(), interconnect=Interconnect("ideal", 1e15))  # a link that costs nothing
+    plain = step_model(_shaped(pool("a", dpr=4), m, free))
     assert step.pass_seconds(8, 8, 8000) - plain.pass_seconds(8, 8, 8000) == pytest.approx(step.fixed_seconds(8, 8))
     one = step_model(_shaped(pool("a", dpr=1), m, link))
     assert one.comm_s == one.comm_s_per_token == 0.0  # TP1 has nothing to all-reduce
@@ -317,8 +322,12 @@ def test_a_registry_without_the_new_fields_has_no_new_terms(fleet: Registry) -> 
         m, hidden_size=0, attention_heads=0, experts=0, experts_per_token=0) for m in fleet.models))
     for p in resolve_pools(old, ONE):
         step = step_model(p)
-        assert (step.seq_overhead_s, step.s_per_ctx, step.comm_s, step.comm_s_per_token, step.dense_bytes) == (
-            0.0, 0.0, 0.0, 0.0, 0.0)
+        assert (step.seq_overhead_s, step.s_per_ctx, step.dense_bytes) == (0.0, 0.0, 0.0)
+        # the collectives move activations of the estimated hidden size, as if it were declared
+        declared = step_model(dataclasses.replace(p, model=dataclasses.replace(p.model,
+                                                                               hidden_size=p.model.estimated_hidden)))
+        assert (step.comm_s, step.comm_s_per_token) == (declared.comm_s, declared.comm_s_per_token)
+        assert (step.comm_s_per_token > 0) == (p.tp > 1 or p.pp > 1)
         assert step.s_per_token_decode == step.s_per_token
         assert step.serial_share == 0.0  # the roofline's max(memory, compute)
 

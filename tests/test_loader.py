@@ -97,6 +97,21 @@ def _moe(extra: str) -> str:
 
 
 INVALID = [
+    ("no bf16 peak", _swap("    peak_tflops_bf16: 989\n", "    peak_tflops: {fp8: 1979}\n"), 5,
+     "chips[0].peak_tflops.bf16", "missing required field (the bf16 peak: peak_tflops_bf16, or bf16 in peak_tflops)"),
+    ("no peak at all", _swap("    peak_tflops_bf16: 989\n", ""), 3, "chips[0].peak_tflops_bf16",
+     "missing required field (the bf16 peak"),
+    ("bf16 peak twice, disagreeing", _swap("    peak_tflops_bf16: 989\n",
+                                           "    peak_tflops_bf16: 989\n    peak_tflops: {bf16: 990}\n"), 5,
+     "chips[0].peak_tflops_bf16", "989 disagrees with peak_tflops.bf16 990: give the bf16 peak once"),
+    ("peak of an unknown format", _swap("    peak_tflops_bf16: 989\n", "    peak_tflops: {bf16: 989, fp9: 1}\n"), 5,
+     "chips[0].peak_tflops.fp9", "unknown key 'fp9'"),
+    ("peak of a format the chip lacks", _swap("    peak_tflops_bf16: 989\n", "    peak_tflops: {bf16: 989, fp4: 1}\n"),
+     5, "chips[0].peak_tflops.fp4", "a peak for fp4, which supported_dtypes does not list (bf16, fp8)"),
+    ("zero fp8 peak", _swap("    peak_tflops_bf16: 989\n", "    peak_tflops: {bf16: 989, fp8: 0}\n"), 5,
+     "chips[0].peak_tflops.fp8", "must be > 0, got 0"),
+    ("unknown compute format", _swap("    head_dim: 128\n", "    head_dim: 128\n    compute_dtype: fp6\n"), 18,
+     "models[0].compute_dtype", "fp6"),
     ("unknown chip reference", _swap("chip: h100\n", "chip: h200\n"), 22, "pools[0].chip",
      "unknown chip 'h200'; known: h100"),
     ("unknown model reference", _swap("{model: m70,", "{model: m7,"), 28, "pools[0].serving.model",
@@ -211,7 +226,8 @@ def test_shape_layout_and_link_fields_load_derive_and_round_trip() -> None:
     assert registry_from_json(registry_to_json(reg)) == reg
     # a file without them keeps its old defaults, and its snapshot names none of them
     old = load_registry_text(VALID)
-    assert old.model("m70").hidden == 0 and old.pool("p1").network is None
+    # no hidden_size nor heads: sqrt(70e9 / (12 x 80 layers)) = 8539.1, marked estimated
+    assert old.model("m70").hidden == 8539 and old.model("m70").hidden_estimated and old.pool("p1").network is None
     snapshot = registry_to_json(old)
     for key in ("hidden_size", "attention_heads", "experts", "latency_us", "network", "ep", "seq_overhead_us",
                 "mfu_decode", "collective_us", "serial_share"):

@@ -21,12 +21,13 @@ def test_json_has_exactly_the_issues_keys(capsys: pytest.CaptureFixture[str]) ->
     code, out, _ = run(capsys, "--json", "plan", *FILE, "--model", "qwen3-235b-a22b", "--pool", "mi300x-a",
                        "--concurrency", "16")
     data = json.loads(out)
-    assert code == 0 and set(data) == {"model", "plans", "excluded", "min_devices", "compatibility"}
+    assert code == 0 and set(data) == {"model", "plans", "excluded", "min_devices", "compatibility", "notes"}
     # (470 GB of weights + 1,152 x 16 x 2 x 94 x 4 x 128 x 2 B of KV) / (192 x 0.9 - 1 GB) = 2.76 devices
     assert data["model"] == "qwen3-235b-a22b" and data["min_devices"] == {"mi300x-a": 3}
     assert PLAN_KEYS == ("pool", "tp", "pp", "ep", "replicas", "devices_per_replica", "weights_gb_per_device",
                          "kv_tokens_per_replica", "fits", "concurrency", "ttft_ms_p50", "tpot_ms_p50",
-                         "output_tok_s_per_device", "usd_per_mtok", "meets_targets")
+                         "output_tok_s_per_device", "usd_per_mtok", "meets_targets", "ttft_ms_p50_band",
+                         "tpot_ms_p50_band", "meets_in_band_only")
     assert all(set(p) == set(PLAN_KEYS) for p in data["plans"])
     assert {(p["tp"], p["ep"]) for p in data["plans"]} >= {(8, 8), (8, 1), (4, 4)}  # a MoE gets expert parallelism
     # 94 layers: no 4-stage pipeline; 4 KV heads replicate over tp 8
@@ -65,7 +66,7 @@ def test_a_memory_wall_exits_1(capsys: pytest.CaptureFixture[str], tmp_path: Pat
     path.write_text(yaml.safe_dump(data))
     code, out, _ = run(capsys, "plan", "--registry", str(path), "--model", "moe-3t", "--pool", "h100-a")
     # the hand computation is in tests/test_planner_memory.py
-    assert code == 1 and "memory wall on h100-a: nothing fits; the model needs at least 85 devices; the pool has " \
+    assert code == 1 and "memory wall on h100-a: nothing fits; the model needs at least 86 devices; the pool has " \
         "64" in out
     assert "no layout fits memory on any pool planned" in out
 

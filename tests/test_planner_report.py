@@ -11,7 +11,7 @@ from replay.planner import PLAN_KEYS, PlanSettings, memory_frame, plan_model, pl
 def test_json_frames_and_table_agree(fleet: Registry) -> None:
     report = plan_model(fleet, "llama-3.1-70b", ("ascend-a",), PlanSettings(concurrency=(16,)))
     data = report_dict(report)
-    assert set(data) == {"model", "plans", "excluded", "min_devices", "compatibility"}
+    assert set(data) == {"model", "plans", "excluded", "min_devices", "compatibility", "notes"}
     assert all(tuple(p) == PLAN_KEYS for p in data["plans"])
     unfit = [p for p in data["plans"] if not p["fits"]]
     assert unfit and all(p["ttft_ms_p50"] is None and p["usd_per_mtok"] is None for p in unfit)

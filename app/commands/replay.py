@@ -6,7 +6,7 @@ import argparse
 import dataclasses
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from app.commands._base import Context, add_command, add_group, duration_ms
 from app.commands._choices import SWEEP_EXECUTORS
@@ -219,6 +219,7 @@ def calibrate_cmd(ctx: Context) -> int:
     import yaml
 
     from replay import calibrate, calibrated_candidate, candidate_to_dict, load_candidate, read_bench_table
+    from replay.calibrate import FITTED
     from replay.whatif import fmt_s as _fmt
     from store import require_registry
 
@@ -239,22 +240,20 @@ def calibrate_cmd(ctx: Context) -> int:
     sources = [s for s in (described, f"benchmark table {args.bench}" if args.bench else "") if s]
     header = [f"# Calibrated from {' and '.join(sources)}."]
     for f in fits:
-        header.append(f"# {f.pool}: mfu {_fmt(f.mfu, '')}, mem_bw_eff {_fmt(f.mem_bw_eff, '')}, step overhead "
-                      f"{_fmt(f.step_overhead_ms, ' ms')}, per sequence {_fmt(f.seq_overhead_us, ' us')}, serial share "
-                      f"{_fmt(f.serial_share, '')}, per "
-                      f"collective hop {_fmt(f.collective_us, ' us')}; TTFT MAPE {_share(f.ttft_mape)} R2 "
-                      f"{_fmt(f.ttft_r2, '')}, TPOT MAPE {_share(f.tpot_mape)} R2 {_fmt(f.tpot_r2, '')} "
-                      f"(n={f.n_ttft}, bench rows {f.n_bench})")
+        coefficients = ", ".join(f"{name} {_fmt(getattr(f, name), '')}" for name in FITTED)
+        header.append(f"# {f.pool}: {coefficients}; TTFT MAPE {_share(f.ttft_mape)} R2 {_fmt(f.ttft_r2, '')}, TPOT "
+                      f"MAPE {_share(f.tpot_mape)} R2 {_fmt(f.tpot_r2, '')} (n={f.n_ttft}, bench rows {f.n_bench})")
+        header += [f"# {f.pool}: {n}" for n in f.notes if n.startswith(("the model cannot explain", "fitted "))]
     Path(args.out).write_text("\n".join(header) + "\n" + yaml.safe_dump(body, sort_keys=False))
-    lines = [f"{'pool':<12} {'n':>6} {'bench':>5} {'mfu':>6} {'mem_bw':>6} {'ovh ms':>7} {'seq us':>7} "
-             f"{'hop us':>7} {'serial':>6} {'ttft MAPE':>9} {'R2':>6} {'tpot MAPE':>9} {'R2':>6}"]
+    widths = {name: max(7, len(name)) for name in FITTED}
+    lines = [f"{'pool':<12} {'n':>6} {'bench':>5} " + " ".join(f"{name:>{w}}" for name, w in widths.items())
+             + f" {'ttft MAPE':>9} {'MdAPE':>6} {'R2':>6} {'tpot MAPE':>9} {'MdAPE':>6} {'R2':>6}"]
     shown: set[tuple[str, ...]] = set()
     for f in fits:
-        lines.append(f"{f.pool:<12} {f.n_ttft:>6} {f.n_bench:>5} {_fmt(f.mfu, ''):>6} {_fmt(f.mem_bw_eff, ''):>6} "
-                     f"{_fmt(f.step_overhead_ms, ''):>7} {_fmt(f.seq_overhead_us, ''):>7} "
-                     f"{_fmt(f.collective_us, ''):>7} {_fmt(f.serial_share, ''):>6} {_share(f.ttft_mape):>9} "
-                     f"{_fmt(f.ttft_r2, ''):>6} "
-                     f"{_share(f.tpot_mape):>9} {_fmt(f.tpot_r2, ''):>6}")
+        lines.append(f"{f.pool:<12} {f.n_ttft:>6} {f.n_bench:>5} "
+                     + " ".join(f"{_fmt(getattr(f, name), ''):>{w}}" for name, w in widths.items())
+                     + f" {_share(f.ttft_mape):>9} {_share(f.ttft_mdape):>6} {_fmt(f.ttft_r2, ''):>6} "
+                     f"{_share(f.tpot_mape):>9} {_share(f.tpot_mdape):>6} {_fmt(f.tpot_r2, ''):>6}")
         if f.coefficients and f.group not in shown and f.carried_from is None:
             shown.add(f.group)
             together = f" (one fit for {', '.join(f.group)}: same chip and engine)" if len(f.group) > 1 else ""
@@ -325,7 +324,9 @@ def sweep_cmd(ctx: Context) -> int:
 def bench_cmd(ctx: Context) -> int:
     """Run the closed-loop benchmark on one replica of a pool at each concurrency."""
     from replay import Candidate, closed_loop, default_requests, load_candidate
-    from replay.fleet import pools_by_id
+    from replay.assumptions import assumptions
+    from replay.bands import bands
+    from replay.fleet import PoolSpec, pools_by_id
     from store import require_registry
 
     args = ctx.args
@@ -353,7 +354,24 @@ def bench_cmd(ctx: Context) -> int:
         lines.append(f"{p.concurrency:>11} {p.requests:>8} {p.ttft_ms_mean:>9.1f} {p.ttft_ms_p50:>9.1f} "
                      f"{p.ttft_ms_p99:>9.1f} {_num(p.tpot_ms_mean):>9} {_num(p.tpot_ms_p50):>9} "
                      f"{_num(p.tpot_ms_p99):>9} {p.output_tok_s:>12.1f} {p.req_s:>7.2f}")
-    ctx.emit([p.__dict__ for p in points], "\n".join(lines))
+    spread = (candidate.override(spec.id).spread if candidate else None) or {}
+    banded: list[dict[str, Any]] = [{} for _ in points]
+    if spread:  # the fit's standard errors carried to each concurrency's median TTFT and TPOT
+        errors = ", ".join(f"{k} x/ {v:g}" for k, v in spread.items())
+        lines.append(f"band within the fit's standard errors ({errors}):")
+        for p, out in zip(points, banded, strict=True):
+            def medians(s: PoolSpec, c: int = p.concurrency) -> tuple[float, float | None]:
+                q = closed_loop(s, c, args.isl, args.osl, args.requests or default_requests(c),
+                                range_ratio=args.random_range_ratio, seed=args.seed, warmups=args.num_warmups,
+                                arrivals=args.arrivals)
+                return q.ttft_ms_p50, q.tpot_ms_p50
+            ttft, tpot = bands(spec, spread, medians)
+            out.update(ttft_ms_p50_band=ttft, tpot_ms_p50_band=tpot)
+            lines.append(f"{p.concurrency:>11}   TTFT p50 {_span(ttft)} ms, TPOT p50 {_span(tpot)} ms")
+    notes = assumptions(spec)
+    lines += [f"note: {n}" for n in notes]
+    ctx.emit([{**p.__dict__, **out, "notes": list(notes)} for p, out in zip(points, banded, strict=True)],
+             "\n".join(lines))
     return 0
 
 
@@ -414,6 +432,10 @@ def runway_lines(runway: Runway, candidate: str) -> list[str]:
 def _share(v: float | None) -> str:
     """A share (a MAPE of 0.123) as a percentage, '12.3%', or '-'."""
     return "-" if v is None else f"{v:.1%}"
+
+
+def _span(band: tuple[float, float] | None) -> str:
+    return "-" if band is None else f"{band[0]:.1f}-{band[1]:.1f}"
 
 
 def _num(v: float | None) -> str:

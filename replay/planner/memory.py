@@ -6,14 +6,16 @@ Per device of a layout with tp x pp devices (GB are 1e9 bytes, as chips' spec sh
     weights  = total_params x bytes_per_param / (tp x pp)        every parameter is resident, even a MoE's idle experts
     encoder  = a vision encoder's weight bytes / tp               on the first stage, split as the decoder's layers
     kv       = tokens x 2 x (layers / pp) x max(1, kv_heads / tp) x head_dim x kv bytes per element
-               (tokens = context x concurrent sequences; a KV head is replicated when tp exceeds the KV heads)
+               (tokens = context x concurrent sequences; a KV head is replicated when tp exceeds the KV heads;
+               layers are those with a growing KV; MLA: tokens x (layers / pp) x (kv_lora_rank + rope dims) x
+               bytes, its latent whole on every device)
     working  = RUNTIME_GB + max_num_batched_tokens x hidden x 2 B x (RESIDUAL_WIDTHS + MLP_WIDTHS / tp)
     usable   = hbm_capacity x gpu_memory_utilization
 
 The working memory is the engine's runtime (context, CUDA graphs, communication buffers: vLLM's non-torch memory
 is of that order) plus the activations of the largest step it profiles: the residual stream and its norm whole on
 every device, and the MLP's gate and up projections (2 x 3.5 hidden, Llama's ratio) split by tp. A model without
-a declared hidden size counts the runtime alone.
+a declared hidden size uses the estimated one (pool_registry.Model.estimated_hidden).
 
 Every sum counts the first stage's device, the fullest one when a vision encoder sits there. The memory wall is
 ceil((weights + encoder + kv) / (usable - working)) devices, with the whole model's weights and KV and the working
@@ -79,7 +81,10 @@ def kv_bytes_per_token(model: Model, engine: Engine) -> float:
 
 
 def kv_bytes_per_token_per_device(model: Model, engine: Engine, tp: int, pp: int) -> float:
-    """One device's KV bytes per token: its stage's layers and its KV heads (at least one, replicated)."""
+    """One device's KV bytes per token: its stage's layers and its KV heads (at least one, replicated), or MLA's
+    whole latent."""
+    if model.mla:  # every device keeps the whole latent of its stage's layers
+        return kv_bytes_per_token(model, engine) / pp
     heads = max(1.0, model.kv_heads / tp)
     return kv_bytes_per_token(model, engine) * (heads / model.kv_heads) / pp
 

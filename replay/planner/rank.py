@@ -8,6 +8,7 @@ fit memory, least short first.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -43,6 +44,9 @@ class Plan:
     usd_per_mtok: float | None = None
     mfu: float | None = None          # output tokens' model FLOPs per device over the chip's peak (prompts not counted)
     meets_targets: bool = False
+    ttft_band: tuple[float, float] | None = None   # p50 TTFT within the fit's standard errors (replay.bands)
+    tpot_band: tuple[float, float] | None = None
+    meets_in_band_only: bool = False  # meets the targets at the fit's values, not at the band's far end
 
     @property
     def fits(self) -> bool:
@@ -58,6 +62,12 @@ def meets(plan: Plan, targets: Targets) -> bool:
         if target is not None and (value is None or value > target):
             return False
     return True
+
+
+def meets_across_band(plan: Plan, targets: Targets) -> bool:
+    """True when a plan meets the targets at the far (slow) end of its bands too."""
+    return meets(dataclasses.replace(plan, ttft_ms_p50=plan.ttft_band[1] if plan.ttft_band else plan.ttft_ms_p50,
+                                     tpot_ms_p50=plan.tpot_band[1] if plan.tpot_band else plan.tpot_ms_p50), targets)
 
 
 def rank_key(plan: Plan, targets: Targets) -> tuple[int, float, str, int, int, int, int]:

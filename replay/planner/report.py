@@ -13,7 +13,7 @@ from replay.planner.search import PlanReport
 
 PLAN_KEYS = ("pool", "tp", "pp", "ep", "replicas", "devices_per_replica", "weights_gb_per_device",
              "kv_tokens_per_replica", "fits", "concurrency", "ttft_ms_p50", "tpot_ms_p50", "output_tok_s_per_device",
-             "usd_per_mtok", "meets_targets")
+             "usd_per_mtok", "meets_targets", "ttft_ms_p50_band", "tpot_ms_p50_band", "meets_in_band_only")
 
 
 def plan_dict(p: Plan) -> dict[str, Any]:
@@ -24,6 +24,8 @@ def plan_dict(p: Plan) -> dict[str, Any]:
             "kv_tokens_per_replica": p.memory.kv_tokens_per_replica, "fits": p.fits, "concurrency": p.concurrency,
             "ttft_ms_p50": p.ttft_ms_p50, "tpot_ms_p50": p.tpot_ms_p50,
             "output_tok_s_per_device": p.output_tok_s_per_device, "usd_per_mtok": p.usd_per_mtok,
+            "ttft_ms_p50_band": list(p.ttft_band) if p.ttft_band else None,
+            "tpot_ms_p50_band": list(p.tpot_band) if p.tpot_band else None, "meets_in_band_only": p.meets_in_band_only,
             "meets_targets": p.meets_targets}
 
 
@@ -40,11 +42,11 @@ def compat_dict(c: Compat) -> dict[str, Any]:
 
 
 def report_dict(r: PlanReport) -> dict[str, Any]:
-    """{"model", "plans", "excluded", "min_devices", "compatibility"}: the JSON of `hetpool plan --json`."""
+    """{"model", "plans", "excluded", "min_devices", "compatibility", "notes"}: the JSON of `hetpool plan --json`."""
     return {"model": r.model, "plans": [plan_dict(p) for p in r.plans],
             "excluded": [excluded_dict(e) for e in r.excluded],
             "min_devices": {w.pool: w.min_devices for w in r.walls},
-            "compatibility": [compat_dict(c) for c in r.compat]}
+            "compatibility": [compat_dict(c) for c in r.compat], "notes": list(r.notes)}
 
 
 def compat_line(c: Compat) -> str:
@@ -70,7 +72,16 @@ def plan_line(p: Plan) -> str:
             f"{p.memory.weights_gb:>8.1f} {p.memory.kv_tokens_per_replica:>9,} {p.concurrency:>5} "
             f"{_num(p.ttft_ms_p50, '.1f'):>8} {_num(p.ttft_ms_p99, '.1f'):>8} {_num(p.tpot_ms_p50, '.2f'):>8} "
             f"{_num(p.tpot_ms_p99, '.2f'):>7} {_num(p.output_tok_s_per_device, ',.0f'):>9} "
-            f"{_num(p.usd_per_mtok, '.3f'):>8} {'yes' if p.meets_targets else 'no':>5}")
+            f"{_num(p.usd_per_mtok, '.3f'):>8} {_meets(p):>5}")
+
+
+def _meets(p: Plan) -> str:
+    """'yes', 'no', or 'band': meets the targets at the fit's values but not across its band."""
+    return "band" if p.meets_in_band_only else "yes" if p.meets_targets else "no"
+
+
+def _band(band: tuple[float, float] | None) -> str:
+    return "-" if band is None else f"{band[0]:.1f}-{band[1]:.1f}"
 
 
 def report_lines(r: PlanReport, top: int = 20) -> list[str]:
@@ -86,6 +97,11 @@ def report_lines(r: PlanReport, top: int = 20) -> list[str]:
     shown = fitting if top <= 0 else fitting[:top]
     if fitting:
         lines += [HEADER, *(plan_line(p) for p in shown)]
+        banded = [p for p in shown if p.ttft_band or p.tpot_band]
+        if banded:
+            lines.append("p50 bands within the calibration's standard errors (meets 'band': only inside them):")
+            lines += [f"  {p.layout.pool} {p.layout.label} at concurrency {p.concurrency}: TTFT {_band(p.ttft_band)} "
+                      f"ms, TPOT {_band(p.tpot_band)} ms" for p in banded]
         if len(shown) < len(fitting):
             lines.append(f"... and {len(fitting) - len(shown)} more fitting plans (--top 0 shows all)")
         best = fitting[0].memory
@@ -103,6 +119,7 @@ def report_lines(r: PlanReport, top: int = 20) -> list[str]:
                 f"the pool has {w.devices}"
             lines.append(f"memory wall on {w.pool}: nothing fits; the model needs {need}; {has}")
     lines += [f"targets missed: {m}" for m in r.misses]
+    lines += [f"note: {n}" for n in r.notes]
     if r.compat:
         lines.append(f"compatibility at {r.model}'s full context, one sequence (as hetpool versions):")
         lines += [f"  {compat_line(c)}" for c in r.compat]

@@ -11,12 +11,15 @@ from dataclasses import dataclass, field
 
 from pool_registry import Model, Pool, Registry
 from pool_registry.compat import Compat
+from replay.assumptions import assumptions
+from replay.bands import bands
 from replay.candidate import Candidate
 from replay.exceptions import ReplayError
+from replay.fleet import PoolSpec
 from replay.planner.compat import check
 from replay.planner.layouts import Excluded, enumerate_layouts
 from replay.planner.memory import memory, memory_wall
-from replay.planner.rank import Plan, Targets, meets, misses, rank
+from replay.planner.rank import Plan, Targets, meets, meets_across_band, misses, rank
 from replay.planner.timing import coefficients_of, engine_of, spec_of, time_layout
 
 DEFAULT_CONCURRENCY = (1, 16, 64)
@@ -70,6 +73,7 @@ class PlanReport:
     walls: tuple[PoolWall, ...]
     misses: tuple[str, ...]
     compat: tuple[Compat, ...] = ()
+    notes: tuple[str, ...] = ()  # what the timed layouts' step model assumes (replay.assumptions)
 
     @property
     def best(self) -> Plan | None:
@@ -113,14 +117,17 @@ def pick_model(registry: Registry, model_id: str) -> Model:
 
 
 def plan_pool(registry: Registry, pool: Pool, model: Model, settings: PlanSettings,
-              candidate: Candidate | None = None) -> tuple[list[Plan], list[Excluded], PoolWall]:
-    """One pool's plans (every kept layout at every concurrency), its excluded layouts and its memory wall."""
+              candidate: Candidate | None = None) -> tuple[list[Plan], list[Excluded], PoolWall, tuple[str, ...]]:
+    """One pool's plans (every kept layout at every concurrency), its excluded layouts, its memory wall and what
+    the timed layouts' step model assumes."""
     chip = registry.chip_of(pool)
     layouts, excluded = enumerate_layouts(pool, chip, model)
     coefficients = coefficients_of(pool, candidate)
+    spread = (candidate.override(pool.id).spread if candidate else None) or {}
     tokens = settings.tokens_per_sequence
     base = engine_of(pool)
     plans = []
+    notes: dict[str, None] = {}
     for layout in layouts:
         for c in settings.concurrency:
             # the engine's step budget must decode every running sequence at once (as the serving block written)
@@ -130,6 +137,7 @@ def plan_pool(registry: Registry, pool: Pool, model: Model, settings: PlanSettin
             if mem.fits:
                 spec = spec_of(registry, pool, model.id, layout, c, coefficients)
                 point = time_layout(spec, c, settings.isl, settings.osl, settings.requests)
+                notes.update(dict.fromkeys(assumptions(spec)))
                 per_device = point.output_tok_s / layout.devices_per_replica
                 tokens_done = point.requests * (settings.isl + settings.osl)
                 cost = spec.replica_cost_per_s * point.duration_s / tokens_done * 1e6 if tokens_done else None
@@ -137,12 +145,27 @@ def plan_pool(registry: Registry, pool: Pool, model: Model, settings: PlanSettin
                 plan = dataclasses.replace(
                     plan, ttft_ms_p50=point.ttft_ms_p50, ttft_ms_p99=point.ttft_ms_p99,
                     tpot_ms_p50=point.tpot_ms_p50, tpot_ms_p99=point.tpot_ms_p99, output_tok_s_per_device=per_device,
-                    usd_per_mtok=cost, mfu=flops / (chip.peak_tflops_bf16 * 1e12))
+                    usd_per_mtok=cost, mfu=flops / spec.peak_flops)
                 plan = dataclasses.replace(plan, meets_targets=meets(plan, settings.targets))
+                if spread:
+                    plan = _banded(plan, spec, spread, c, settings)
             plans.append(plan)
     most = tokens * max(settings.concurrency)
     wall = PoolWall(pool.id, memory_wall(model, chip, base, most, pool.devices_per_node), pool.devices)
-    return plans, excluded, wall
+    return plans, excluded, wall, tuple(notes)
+
+
+def _banded(plan: Plan, spec: PoolSpec, spread: dict[str, float], concurrency: int, settings: PlanSettings) -> Plan:
+    """The plan with its p50 TTFT and TPOT bands from the fit's standard errors, marked when it meets the targets
+    only inside them."""
+    def medians(s: PoolSpec) -> tuple[float, float | None]:
+        p = time_layout(s, concurrency, settings.isl, settings.osl, settings.requests)
+        return p.ttft_ms_p50, p.tpot_ms_p50
+
+    ttft, tpot = bands(spec, spread, medians)
+    plan = dataclasses.replace(plan, ttft_band=ttft, tpot_band=tpot)
+    return dataclasses.replace(plan, meets_in_band_only=plan.meets_targets and settings.targets.any
+                               and not meets_across_band(plan, settings.targets))
 
 
 def plan_model(registry: Registry, model_id: str, pool_ids: tuple[str, ...] = (),
@@ -155,11 +178,14 @@ def plan_model(registry: Registry, model_id: str, pool_ids: tuple[str, ...] = ()
     plans: list[Plan] = []
     excluded: list[Excluded] = []
     walls = []
+    notes: dict[str, None] = {}
     for pool in pools:
-        p, e, w = plan_pool(registry, pool, model, settings, candidate)
+        p, e, w, n = plan_pool(registry, pool, model, settings, candidate)
         plans += p
         excluded += e
         walls.append(w)
+        notes.update(dict.fromkeys(n))
     ranked = rank(plans, settings.targets)
     return PlanReport(model.id, settings, tuple(ranked), tuple(excluded), tuple(walls),
-                      tuple(misses(ranked, settings.targets)), tuple(check(registry, p, model) for p in pools))
+                      tuple(misses(ranked, settings.targets)), tuple(check(registry, p, model) for p in pools),
+                      tuple(notes))

@@ -28,6 +28,7 @@ class Coefficients:
     step_overhead_ms: float = 0.0
     seq_overhead_us: float = 0.0
     serial_share: float = 0.0
+    chunk_overhead_us: float = 0.0
 
 
 def engine_of(pool: Pool) -> Engine:
@@ -42,7 +43,8 @@ def coefficients_of(pool: Pool, candidate: Candidate | None = None) -> Coefficie
     """The pool's coefficients from the registry, with a (calibrated) candidate's overrides applied."""
     c, s = pool.cost_model, pool.serving
     base = Coefficients(c.mfu, c.mem_bw_eff, c.mfu_decode, c.collective_us,
-                        s.step_overhead_ms if s else 0.0, s.seq_overhead_us if s else 0.0, c.serial_share)
+                        s.step_overhead_ms if s else 0.0, s.seq_overhead_us if s else 0.0, c.serial_share,
+                        s.chunk_overhead_us if s else 0.0)
     if candidate is None:
         return base
     o = candidate.override(pool.id)
@@ -52,7 +54,8 @@ def coefficients_of(pool: Pool, candidate: Candidate | None = None) -> Coefficie
         collective_us=base.collective_us if o.collective_us is None else o.collective_us,
         step_overhead_ms=base.step_overhead_ms if o.step_overhead_ms is None else o.step_overhead_ms,
         seq_overhead_us=base.seq_overhead_us if o.seq_overhead_us is None else o.seq_overhead_us,
-        serial_share=base.serial_share if o.serial_share is None else o.serial_share)
+        serial_share=base.serial_share if o.serial_share is None else o.serial_share,
+        chunk_overhead_us=base.chunk_overhead_us if o.chunk_overhead_us is None else o.chunk_overhead_us)
 
 
 def spec_of(registry: Registry, pool: Pool, model_id: str, layout: Layout, concurrency: int,
@@ -69,7 +72,7 @@ def spec_of(registry: Registry, pool: Pool, model_id: str, layout: Layout, concu
         gpu_memory_utilization=engine.gpu_memory_utilization, kv_cache_dtype=engine.kv_cache_dtype,
         step_overhead_ms=coefficients.step_overhead_ms, seq_overhead_us=coefficients.seq_overhead_us,
         mfu_decode=coefficients.mfu_decode, collective_us=coefficients.collective_us, ep=layout.ep,
-        serial_share=coefficients.serial_share,
+        serial_share=coefficients.serial_share, chunk_overhead_us=coefficients.chunk_overhead_us,
         devices_per_node=pool.devices_per_node, network=pool.network)
 
 

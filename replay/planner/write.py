@@ -47,7 +47,9 @@ def with_serving(data: dict[str, Any], pool_id: str, block: dict[str, Any],
         if isinstance(item, dict) and item.get("id") == pool_id:
             item["serving"] = {**block, "step_overhead_ms": coefficients.step_overhead_ms,
                                **({"seq_overhead_us": coefficients.seq_overhead_us}
-                                  if coefficients.seq_overhead_us else {})}
+                                  if coefficients.seq_overhead_us else {}),
+                               **({"chunk_overhead_us": coefficients.chunk_overhead_us}
+                                  if coefficients.chunk_overhead_us else {})}
             cost = {"mfu": coefficients.mfu, "mem_bw_eff": coefficients.mem_bw_eff}
             if coefficients.mfu_decode is not None:
                 cost["mfu_decode"] = coefficients.mfu_decode

@@ -16,7 +16,7 @@ from app.console import data
 from pool_registry import KV_CACHE_DTYPES, Registry
 from replay.candidate import OVERFLOW_MODES, Candidate
 from replay.candidate_loader import load_candidate_text
-from replay.editor import INT_FIELDS, POOL_FIELDS, CandidateForm, form_of, registry_values
+from replay.editor import INT_FIELDS, OPTIONAL_FIELDS, POOL_FIELDS, CandidateForm, form_of, registry_values
 from replay.exceptions import CandidateError, GateError
 from replay.gate import FIELDS as GATE_FIELDS
 from replay.gate import Gate, load_gate_text
@@ -27,11 +27,15 @@ from replay.predictors.online import QUANTILE as ONLINE_QUANTILE
 LABELS = {"replicas": "Replicas", "max_concurrency": "Max concurrency", "pp": "Pipeline stages (pp)",
           "max_num_batched_tokens": "Token budget per step", "gpu_memory_utilization": "GPU memory utilization",
           "kv_cache_dtype": "KV cache dtype", "step_overhead_ms": "Step overhead (ms)",
-          "seq_overhead_us": "Overhead per sequence (µs)", "collective_us": "Collective hop latency (µs)", "mfu": "MFU",
+          "seq_overhead_us": "Overhead per sequence (µs)",
+          "chunk_overhead_us": "Overhead per prompt chunk (µs)", "collective_us": "Collective hop latency (µs)",
+          "mfu": "MFU",
+          "mfu_decode": "MFU of decode tokens (empty: as MFU)",
           "mem_bw_eff": "Memory bandwidth efficiency", "serial_share": "Serial share of memory and compute",
           "hourly_cost_per_device": "Hourly cost per device ($)"}
 FORMATS = {"gpu_memory_utilization": "%.2f", "step_overhead_ms": "%.2f", "seq_overhead_us": "%.1f",
-           "collective_us": "%.2f", "mfu": "%.3f", "mem_bw_eff": "%.3f", "serial_share": "%.2f",
+           "chunk_overhead_us": "%.1f",
+           "collective_us": "%.2f", "mfu": "%.3f", "mfu_decode": "%.3f", "mem_bw_eff": "%.3f", "serial_share": "%.2f",
            "hourly_cost_per_device": "%.2f"}
 GATE_LABELS = {"max_cost_increase_pct": "Busy and provisioned cost may rise at most (%)",
                "max_ttft_p99_increase_pct": "p99 TTFT may rise at most (%)",
@@ -67,7 +71,8 @@ def load_form(form: CandidateForm) -> None:
         s[key(pool, "enabled")] = form.enabled.get(pool, True)
         for f in POOL_FIELDS:
             v = values[f]
-            s[key(pool, f)] = int(v) if f in INT_FIELDS else v if f == "kv_cache_dtype" else float(v)
+            s[key(pool, f)] = (int(v) if f in INT_FIELDS else v if f == "kv_cache_dtype" or v is None
+                               else float(v))
     options = form.predictor_options
     s["wi.predictor"] = form.predictor
     s["wi.predictor.quantile"] = float(options.get("quantile", QUANTILE)) if form.predictor == "online" else QUANTILE
@@ -198,6 +203,8 @@ def _pool_inputs(pool: str, registry_value: dict[str, Any]) -> None:
             col.selectbox(LABELS[f], list(KV_CACHE_DTYPES), key=key(pool, f))
         elif f in INT_FIELDS:
             col.number_input(LABELS[f], key=key(pool, f), step=1)
+        elif f in OPTIONAL_FIELDS:  # value=None lets it be emptied; the value itself comes from the session state
+            col.number_input(LABELS[f], key=key(pool, f), value=None, step=0.01, format=FORMATS[f])
         else:
             col.number_input(LABELS[f], key=key(pool, f), step=0.01, format=FORMATS[f])
     changed = _changes(pool, registry_value)

@@ -18,6 +18,7 @@ from pool_registry import Registry
 from replay.bench import closed_loop, concurrency_levels, default_requests
 from replay.benchtable import parse_bench_table
 from replay.calibrate import PoolFit, calibrate
+from replay.calibrate.record import rounded
 from replay.candidate import OVERRIDE_FIELDS, Candidate, PoolOverride
 from replay.editor import check_form, form_of
 from replay.engine import run_replay
@@ -83,11 +84,11 @@ def calibration(path: str, registry: Registry, pick: Pick | None, pools: tuple[s
              "step overhead ms (configured)": configured[f.pool].step_overhead_ms,
              "step overhead ms (fitted)": f.step_overhead_ms, "per-sequence µs (fitted)": f.seq_overhead_us,
              "hop latency µs (fitted)": f.collective_us, "serial share (fitted)": f.serial_share,
-             "TTFT MAPE": f.ttft_mape, "TTFT R²": f.ttft_r2,
-             "TPOT MAPE": f.tpot_mape, "TPOT R²": f.tpot_r2,
+             "TTFT MAPE": f.ttft_mape, "TTFT median error": f.ttft_mdape, "TTFT R²": f.ttft_r2,
+             "TPOT MAPE": f.tpot_mape, "TPOT median error": f.tpot_mdape, "TPOT R²": f.tpot_r2,
              "notes": "; ".join(f.notes)} for f in fits]
     st.dataframe(pl.DataFrame(rows), hide_index=True, width="stretch", column_config={
-        c: st.column_config.NumberColumn(format="percent" if "MAPE" in c else "%.3f") for c in rows[0]
+        c: st.column_config.NumberColumn(format="percent" if "MAPE" in c or "median" in c else "%.3f") for c in rows[0]
         if c not in ("pool", "notes", "observed requests", "benchmark rows")})
     st.caption("MAPE: mean absolute error over observed, per request or row, as a percentage of it. R²: share of "
                "the observed variation the model explains (1 = all).")
@@ -96,11 +97,18 @@ def calibration(path: str, registry: Registry, pick: Pick | None, pools: tuple[s
             st.info(f"**{f.pool}** has no evidence of its own: {f.notes[0] if f.notes else ''}")
         elif f.mfu is None and f.notes:
             st.warning(f"**{f.pool}** was not fitted: {f.notes[0]}")
+        else:  # a fit that misses its own rows, or lands outside physics, is no fit to use unread
+            for n in f.notes:
+                if n.startswith(("the model cannot explain", "fitted ")) and (f.explains is False or f.unphysical):
+                    st.warning(f"**{f.pool}**: {n}")
     _coefficients(fits, configured)
     checks = [c for f in fits for c in f.checks]
     if checks:
-        charts.show(whatif_charts.bench_fit(pl.DataFrame([dataclasses.asdict(c) for c in checks]),
-                                            [p.id for p in registry.pools]))
+        frame = pl.DataFrame([dataclasses.asdict(c) for c in checks])
+        charts.show(whatif_charts.bench_fit(frame, [p.id for p in registry.pools]))
+        st.dataframe(frame, hide_index=True, width="stretch")
+        st.caption("Each benchmark row: measured and modelled TTFT and TPOT (ms), and the model's band within the "
+                   "fit's standard errors (low, high: each fitted coefficient moved by its error, combined).")
     if scatter.height:
         charts.show(whatif_charts.calibration_scatter(scatter, [p.id for p in registry.pools]))
     st.button("Use fitted coefficients in the candidate", key="wi.use_fitted", on_click=_use_fitted, args=(fits,))
@@ -184,10 +192,8 @@ def _scatter(traffic: pl.DataFrame, registry: Registry, base: Candidate, fits: t
 def _use_fitted(fits: tuple[PoolFit, ...]) -> None:
     """Callback: put the fitted coefficients into the editor's pool fields."""
     for f in fits:
-        for name in ("mfu", "mem_bw_eff", "step_overhead_ms", "seq_overhead_us", "collective_us", "serial_share"):
-            value = getattr(f, name)
-            if value is not None:
-                st.session_state[whatif_form.key(f.pool, name)] = float(f"{value:.4g}")
+        for name, value in rounded(f).items():
+            st.session_state[whatif_form.key(f.pool, name)] = value
     st.session_state["wi.fitted_note"] = f"The fitted coefficients of {', '.join(f.pool for f in fits)} are in the " \
                                          "candidate on the What-if tab."
     st.toast(st.session_state["wi.fitted_note"])

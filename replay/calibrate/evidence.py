@@ -1,0 +1,181 @@
+"""The evidence a fit compares with: a pool's observed requests (sampled as stretches) and its benchmark rows,
+each replayed on trial coefficients to give residuals in log time."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import polars as pl
+
+from replay.bench import closed_loop
+from replay.candidate import Candidate
+from replay.engine import prepare_traffic
+from replay.fleet import PoolSpec
+from replay.plan import build_plan
+from replay.policies import get_policy
+from replay.simulator import simulate
+
+STRETCHES = 5          # contiguous stretches sampled from a long trace
+STRETCH = 400          # scored requests per stretch
+WARMUP = 100           # requests replayed before each stretch and not scored
+GAP_S = 3600.0         # idle time put between stretches so that they do not meet
+MISS = 5.0             # residual of a request the trial model did not serve
+GROUPS = 24            # groups of similar prompts (and arrival times) compared by their mean log time
+MIN_GROUP = 20
+
+
+def sample_stretches(rows: pl.DataFrame) -> pl.DataFrame:
+    """The rows to replay: all of them when few, else a few contiguous stretches with warm-ups, spread out in
+    time and pulled together with idle gaps between; `scored` marks the requests whose errors count."""
+    n = rows.height
+    if "seq" not in rows.columns:
+        rows = rows.with_row_index("seq").with_columns(pl.col("seq").cast(pl.Int64))
+    total = STRETCHES * (STRETCH + WARMUP)
+    if n <= total:
+        return rows.with_columns(pl.lit(True).alias("scored"))
+    parts = []
+    offset_ms = 0
+    starts = np.linspace(0, n - STRETCH - WARMUP, STRETCHES).astype(int)
+    for k, s in enumerate(starts.tolist()):
+        part = rows.slice(s, STRETCH + WARMUP).with_columns(
+            (pl.int_range(pl.len()) >= WARMUP).alias("scored"))
+        first = int(part["arrival_ms"][0])
+        part = part.with_columns(pl.col("arrival_ms") - first + offset_ms, pl.col("seq") + k * n)
+        offset_ms = int(part["arrival_ms"][-1]) + int(GAP_S * 1000)
+        parts.append(part)
+    return pl.concat(parts)
+
+
+def _groups(key: np.ndarray, count: int) -> list[np.ndarray]:
+    """Indices of `key` split into about `count` groups of similar size by value."""
+    if key.size < MIN_GROUP:
+        return []
+    count = min(count, key.size // MIN_GROUP)  # a short trace makes fewer groups, not groups too small to keep
+    edges = np.unique(np.quantile(key, np.linspace(0, 1, count + 1)[1:-1]))
+    which = np.searchsorted(edges, key, side="right")
+    return [idx for g in range(edges.size + 1) if (idx := np.flatnonzero(which == g)).size >= MIN_GROUP]
+
+
+def _log_means(values: np.ndarray, groups: list[np.ndarray]) -> np.ndarray:
+    """Mean log value per group: multiplicative noise that is symmetric in log leaves it unbiased."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        logs = np.log(values)
+    return np.array([np.mean(logs[g]) for g in groups])
+
+
+class Trace:
+    """The observed requests of one pool, replayed on trial coefficients.
+
+    Without the observed replica of every request, which replica a request joins can change with a small
+    change of the coefficients, and with it that one request's wait; so the fit compares the mean log TTFT
+    and TPOT of groups of requests (similar prompts, and for TPOT also similar arrival times, which saw
+    similar batches) rather than request by request.
+    """
+
+    def __init__(self, spec: PoolSpec, rows: pl.DataFrame) -> None:
+        frame = prepare_traffic(sample_stretches(rows))
+        self.plan = build_plan(frame, (spec,), Candidate(name="calibrate", policy="observed"),
+                               np.random.default_rng(0))
+        self.policy = get_policy("observed")
+        scored = frame["scored"].to_numpy()
+        out = frame["out_tokens"].to_numpy().astype(float)
+        prompt = (frame["in_tokens"] - frame["cached_tokens"]).to_numpy().astype(float)
+        arrival = frame["arrival_ms"].to_numpy().astype(float)
+        ttft = frame["obs_ttft_s"].fill_null(np.nan).to_numpy().astype(float)
+        e2e = frame["obs_e2e_s"].fill_null(np.nan).to_numpy().astype(float)
+        ok = scored & np.isfinite(ttft) & (ttft > 0)
+        if "outcome" in frame.columns:
+            ok &= frame["outcome"].fill_null("ok").to_numpy() == "ok"
+        self.ttft_at = np.flatnonzero(ok)
+        many = ok & np.isfinite(e2e) & (out > 1) & (e2e > ttft)
+        self.tpot_at = np.flatnonzero(many)
+        self.out = out
+        self.obs_ttft = ttft[self.ttft_at]
+        self.obs_tpot = ((e2e - ttft) / np.maximum(out - 1, 1))[self.tpot_at]
+        self.prompts = prompt[self.ttft_at]
+        self.ttft_groups = _groups(prompt[self.ttft_at], GROUPS)
+        by_prompt = _groups(prompt[self.tpot_at], GROUPS)
+        by_arrival = _groups(arrival[self.tpot_at], GROUPS)
+        self.tpot_groups = by_prompt + by_arrival
+        self.labels = {"TTFT": [_span("prompts of", prompt[self.ttft_at][g], "tokens") for g in self.ttft_groups],
+                       "TPOT": [_span("prompts of", prompt[self.tpot_at][g], "tokens") for g in by_prompt]
+                       + [_span("arrivals at", arrival[self.tpot_at][g] / 1000, "s") for g in by_arrival]}
+        self.obs_ttft_means = _log_means(self.obs_ttft, self.ttft_groups)
+        self.obs_tpot_means = _log_means(self.obs_tpot, self.tpot_groups)
+
+    def model(self, spec: PoolSpec) -> tuple[np.ndarray, np.ndarray]:
+        """Model TTFT and TPOT of the scored requests on a trial pool."""
+        raw = simulate(dataclasses.replace(self.plan, pools=(spec,)), self.policy, {}, "queue")
+        tpot = (raw.e2e - raw.ttft) / np.maximum(self.out - 1, 1)
+        return raw.ttft[self.ttft_at], tpot[self.tpot_at]
+
+    def compared(self, ttft: np.ndarray, tpot: np.ndarray) -> dict[str, tuple[np.ndarray, np.ndarray, list[str]]]:
+        """What the fit compares, per kind: (model, observed, label) of each group, as geometric means."""
+        return {"TTFT": (np.exp(_log_means(ttft, self.ttft_groups)), np.exp(self.obs_ttft_means), self.labels["TTFT"]),
+                "TPOT": (np.exp(_log_means(tpot, self.tpot_groups)), np.exp(self.obs_tpot_means), self.labels["TPOT"])}
+
+    def residuals(self, spec: PoolSpec) -> np.ndarray:
+        """Model minus observed mean log of every group, weighted by the square root of its share."""
+        ttft, tpot = self.model(spec)
+        out = []
+        for values, groups, observed in ((ttft, self.ttft_groups, self.obs_ttft_means),
+                                         (tpot, self.tpot_groups, self.obs_tpot_means)):
+            diff = _log_means(values, groups) - observed
+            weight = np.sqrt([g.size for g in groups]) / np.sqrt(max(1, values.size))
+            out.append(np.where(np.isfinite(diff), diff, MISS) * weight)
+        return np.concatenate(out)
+
+
+class Bench:
+    """Benchmark rows of one pool, run closed-loop on trial coefficients."""
+
+    def __init__(self, rows: pl.DataFrame) -> None:
+        self.rows: list[tuple[int, int, int]] = rows.select("isl", "osl", "concurrency").rows()
+        self.arrivals: list[str] = (rows["arrivals"].to_list() if "arrivals" in rows.columns
+                                    else ["staggered"] * rows.height)
+        self.prompts = rows["isl"].to_numpy().astype(float)
+        self.obs_ttft = rows["ttft_ms"].to_numpy() / 1000
+        self.obs_tpot = rows["tpot_ms"].to_numpy() / 1000
+
+    def compared(self, ttft: np.ndarray, tpot: np.ndarray) -> dict[str, tuple[np.ndarray, np.ndarray, list[str]]]:
+        """What the fit compares, per kind: (model, observed, label) of each row."""
+        labels = [f"ISL {isl}, OSL {osl} at concurrency {c}" for isl, osl, c in self.rows]
+        return {"TTFT": (ttft, self.obs_ttft, labels), "TPOT": (tpot, self.obs_tpot, labels)}
+
+    def residuals(self, spec: PoolSpec) -> np.ndarray:
+        """log(model / observed) of every row's TTFT and TPOT."""
+        ttft, tpot = self.model(spec)
+        return np.concatenate([_log_residual(ttft, self.obs_ttft), _log_residual(tpot, self.obs_tpot)])
+
+    def model(self, spec: PoolSpec) -> tuple[np.ndarray, np.ndarray]:
+        """Median TTFT and TPOT of every row on a trial pool."""
+        points = [closed_loop(spec, c, isl, osl, calibration_requests(c), arrivals=a)
+                  for (isl, osl, c), a in zip(self.rows, self.arrivals, strict=True)]
+        return (np.array([p.ttft_ms_p50 for p in points]) / 1000,
+                np.array([np.nan if p.tpot_ms_p50 is None else p.tpot_ms_p50 for p in points]) / 1000)
+
+
+def _span(what: str, values: np.ndarray, unit: str) -> str:
+    """A group's label: the range its key spans ('prompts of 512-1024 tokens')."""
+    return f"{what} {values.min():.0f}-{values.max():.0f} {unit} ({values.size} requests)"
+
+
+def _log_residual(model: np.ndarray, observed: np.ndarray) -> np.ndarray:
+    with np.errstate(divide="ignore", invalid="ignore"):
+        r = np.log(model / observed)
+    return np.where(np.isfinite(r), r, MISS)
+
+
+def calibration_requests(concurrency: int) -> int:
+    """Requests per closed-loop row in a fit: enough for a few waves of clients past the warm-up."""
+    return max(32, 4 * concurrency)
+
+
+Evidence = tuple["Trace | None", "Bench | None"]
+
+
+def kv_bound(spec: PoolSpec, rows: list[tuple[int, int, int]]) -> list[tuple[int, int, int]]:
+    """The (isl, osl, concurrency) rows whose clients together need more KV cache than one replica holds."""
+    return [(isl, osl, c) for isl, osl, c in rows
+            if min(c, spec.max_concurrency) * (isl + osl) > spec.kv_capacity_tokens]

@@ -1,0 +1,66 @@
+"""TTFT under load: the engine's time per prompt chunk in a step (admitting a request, preparing its prefill's
+inputs), which a pass pays once for every prompt it carries, so a wave of c prompts prefilled together takes c of
+them; its place in the one step model, in the registry and candidates, and in calibration."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from pool_registry import load_registry_text, registry_from_json, registry_to_json
+from replay import Candidate, CandidateError, calibrate, closed_loop, load_candidate_text, parse_bench_table
+from replay.costmodel import step_model
+from replay.fleet import pools_by_id
+from tests.replay_fleets import flat_model, fleet, pool
+from tests.test_loader import _swap
+
+
+def spec(chunk_us: float = 0.0, concurrency: int = 8):  # type: ignore[no-untyped-def]
+    reg = fleet(pool("p", concurrency=concurrency), models=(flat_model(),))
+    return dataclasses.replace(pools_by_id(reg, Candidate(name="t"))["p"], chunk_overhead_us=chunk_us)
+
+
+def test_a_pass_pays_the_engine_time_of_each_prompt_chunk_it_carries() -> None:
+    plain, chunked = step_model(spec()), step_model(spec(1000.0))
+    # 3 decoders and 2 prompt chunks: 2 x 1 ms more; a pass of decoders alone pays none
+    assert chunked.pass_seconds(5, 3 + 64, 0.0, 3) - plain.pass_seconds(5, 3 + 64, 0.0, 3) == pytest.approx(2e-3)
+    assert chunked.pass_seconds(5, 5, 0.0, 5) == plain.pass_seconds(5, 5, 0.0, 5)
+
+
+def test_a_wave_of_prompts_waits_for_each_others_admission() -> None:
+    # flat model: a memory-bound pass is 10 ms (1e10 params x 2 B at 2e12 B/s); 8 prompts of 16 tokens compute in
+    # 8 x 16 x 4e-5 = 5.1 ms, hidden under it. Lockstep clients with fixed lengths prefill as one wave each time,
+    # so every TTFT is one pass plus 8 x 1 ms; a lone client's is one pass plus 1 ms.
+    for c, want_ms in ((1, 10.0 + 1.0), (8, 10.0 + 8.0)):
+        got = closed_loop(spec(1000.0, concurrency=8), c, 16, 8, 4 * c, arrivals="lockstep")
+        assert got.ttft_ms_p50 == pytest.approx(want_ms, rel=1e-3)
+        assert got.ttft_ms_p99 == pytest.approx(want_ms, rel=1e-3)
+    # without the term the wave's TTFT does not grow with concurrency at all
+    assert closed_loop(spec(), 8, 16, 8, 32, arrivals="lockstep").ttft_ms_p50 == pytest.approx(10.0, rel=1e-3)
+
+
+def test_the_field_loads_round_trips_and_a_candidate_overrides_it() -> None:
+    reg = load_registry_text(_swap("max_concurrency: 32}", "max_concurrency: 32, chunk_overhead_us: 350}"))
+    assert reg.pool("p1").serving.chunk_overhead_us == 350  # type: ignore[union-attr]
+    assert registry_from_json(registry_to_json(reg)) == reg
+    cand = load_candidate_text("name: c\npolicy: round_robin\npools: {p1: {chunk_overhead_us: 120}}\n", reg, "c")
+    assert pools_by_id(reg, cand)["p1"].chunk_overhead_us == 120
+    with pytest.raises(CandidateError, match="chunk_overhead_us"):
+        load_candidate_text("name: c\npolicy: round_robin\npools: {p1: {chunk_overhead_us: -1}}\n", reg, "c")
+
+
+@pytest.mark.slow
+def test_calibration_finds_a_planted_time_per_prompt_chunk_from_lockstep_rows() -> None:
+    reg = fleet(pool("p", concurrency=64, mfu=0.4, eff=0.6), models=(flat_model(params_b=8.0),))
+    planted = dataclasses.replace(pools_by_id(reg, Candidate(name="t"))["p"], step_overhead_ms=3.0,
+                                  chunk_overhead_us=1500.0)
+    lines = ["pool,isl,osl,concurrency,ttft_ms,tpot_ms,arrivals"]
+    for isl in (256, 2048):
+        for c in (1, 4, 16, 32):
+            p = closed_loop(planted, c, isl, 64, max(32, 4 * c), arrivals="lockstep")
+            lines.append(f"p,{isl},64,{c},{p.ttft_ms_p50!r},{p.tpot_ms_p50!r},lockstep")
+    (f,), _ = calibrate(None, reg, bench=parse_bench_table("\n".join(lines) + "\n"))
+    assert f.chunk_overhead_us == pytest.approx(1500.0, rel=0.02)
+    assert f.step_overhead_ms == pytest.approx(3.0, rel=0.05) and f.mfu == pytest.approx(0.4, rel=0.02)
+    assert f.explains is True and "chunk_overhead_us" in f.values()
