@@ -24,9 +24,8 @@ def plan_dict(p: Plan) -> dict[str, Any]:
             "kv_tokens_per_replica": p.memory.kv_tokens_per_replica, "fits": p.fits, "concurrency": p.concurrency,
             "ttft_ms_p50": p.ttft_ms_p50, "tpot_ms_p50": p.tpot_ms_p50,
             "output_tok_s_per_device": p.output_tok_s_per_device, "usd_per_mtok": p.usd_per_mtok,
-            "ttft_ms_p50_band": list(p.ttft_band) if p.ttft_band else None,
-            "tpot_ms_p50_band": list(p.tpot_band) if p.tpot_band else None, "meets_in_band_only": p.meets_in_band_only,
-            "meets_targets": p.meets_targets}
+            "meets_targets": p.meets_targets, "ttft_ms_p50_band": list(p.ttft_band) if p.ttft_band else None,
+            "tpot_ms_p50_band": list(p.tpot_band) if p.tpot_band else None, "meets_in_band_only": p.meets_in_band_only}
 
 
 def excluded_dict(e: Excluded) -> dict[str, Any]:
