@@ -205,14 +205,7 @@ def bench_replay(n: int, rate: float) -> None:
     report("replay run_replay, best of 2 (target 100,000)", speed, "req/s", slot_rate, "of the slot model")
     report("slot model (previous engine), best of 2", slot_rate, "req/s")
     report("replay with every step term on, best of 2", n / shaped_s, "req/s", speed, "of the plain fleet's")
-    for block in (512, 64):  # Mooncake's block size, and one giving Mooncake's count of blocks per request
-        blocked = with_blocks(frame, block)
-        per = blocked["hash_ids"].list.len().sum() / max(n, 1)
-        blocks_s, b_result = timed(lambda: run_replay(cand, blocked, reg, 0), repeat=2)  # noqa: B023
-        report(f"with {block}-token prefix blocks on every request ({per:.1f} a request), best of 2 (target: half)",
-               n / blocks_s, "req/s", speed, "of the blockless run's")
-        print(f"  prefix reuse {b_result.summary.reuse:.1%}, blocks evicted "
-              f"{sum(p.blocks_evicted for p in b_result.summary.pools.values()):,}", flush=True)
+    bench_blocks(frame, reg, cand)
     if native.status().startswith("compiled"):
         pure, pure_terms = pure_python_rates(n, rate)
         report("the same as pure Python, best of 2", pure, "req/s")
@@ -233,6 +226,29 @@ def bench_replay(n: int, rate: float) -> None:
     t3 = time.perf_counter()
     print(f"  breakdown: plan (vectorized) {t1 - t0:.2f} s, event loop with freeing its objects {t2 - t1:.2f} s "
           f"({n / (t2 - t1):,.0f} req/s), rows and summary {t3 - t2:.2f} s", flush=True)
+
+
+def bench_blocks(frame: pl.DataFrame, reg: Registry, cand: Candidate, rounds: int = 2) -> None:
+    """The traffic without blocks and with them on every request, timed in turn (a load that drifts during the run
+    touches each alike), best of `rounds` each: the rate with blocks against the rate without."""
+    n = frame.height
+    runs = {"without blocks": frame, **{f"with {b}-token blocks": with_blocks(frame, b) for b in (512, 64)}}
+    best = dict.fromkeys(runs, float("inf"))
+    results = {}
+    for _ in range(rounds):
+        for name, traffic_ in runs.items():
+            start = time.perf_counter()
+            results[name] = run_replay(cand, traffic_, reg, 0)
+            best[name] = min(best[name], time.perf_counter() - start)
+    plain = n / best["without blocks"]
+    report(f"without prefix blocks, best of {rounds} in turn", plain, "req/s")
+    for name, traffic_ in list(runs.items())[1:]:
+        per = traffic_["hash_ids"].list.len().sum() / max(n, 1)
+        s = results[name].summary
+        report(f"{name} on every request ({per:.1f} a request; target: half)", n / best[name], "req/s", plain,
+               "of the run without")
+        print(f"  prefix reuse {s.reuse:.1%}, blocks evicted {sum(p.blocks_evicted for p in s.pools.values()):,}",
+              flush=True)
 
 
 def bench_sweep(n: int) -> None:
@@ -260,9 +276,16 @@ def main() -> None:
     parser.add_argument("--sweep-requests", type=int, default=200_000)
     parser.add_argument("--no-sweep", action="store_true")
     parser.add_argument("--rates-only", action="store_true", help="print only the two replay rates (for a child)")
+    parser.add_argument("--blocks-only", action="store_true",
+                        help="only the run with prefix blocks on every request against the run without")
     args = parser.parse_args()
     if args.rates_only:
         print(*replay_rate(args.requests, args.rate))
+        return
+    if args.blocks_only:
+        print(f"replay: {args.requests:,} requests at {args.rate:g}/s, six pools, sla_cost; the replica "
+              f"{native.status()}", flush=True)
+        bench_blocks(traffic(args.requests, rate=args.rate), six_pool_fleet(), CANDIDATE)
         return
     bench_replay(args.requests, args.rate)
     if not args.no_sweep:

@@ -259,13 +259,14 @@ def prefix_blocks(traffic: pl.DataFrame) -> tuple[list[list[int]], list[int]]:
     """Each request's prefix blocks and block size, or two empty lists when no request has blocks."""
     if "hash_ids" not in traffic.columns or "block_tokens" not in traffic.columns:
         return [], []
-    size = traffic["block_tokens"].fill_null(0).cast(pl.Int64)
-    if not (size > 0).any():
+    has = pl.col("hash_ids").is_not_null() & (pl.col("block_tokens").fill_null(0) > 0)
+    out = traffic.select(
+        pl.when(has).then(pl.col("hash_ids")).otherwise(pl.lit([], pl.List(pl.Int64))).alias("ids"),
+        pl.when(has).then(pl.col("block_tokens")).otherwise(0).cast(pl.Int64).alias("size"))
+    sizes = out["size"]
+    if not (sizes > 0).any():
         return [], []
-    ids = traffic["hash_ids"].to_list()
-    sizes = size.to_list()
-    return [list(b) if b is not None and s > 0 else [] for b, s in zip(ids, sizes, strict=True)], \
-        [int(s) if ids[k] is not None else 0 for k, s in enumerate(sizes)]
+    return out["ids"].to_list(), sizes.to_list()
 
 
 def build_plan(traffic: pl.DataFrame, pools: tuple[PoolSpec, ...], candidate: Candidate,

@@ -163,7 +163,7 @@ def test_asking_for_the_build_without_one_is_an_error_not_a_silent_fallback(tmp_
 SCENARIOS = r"""
 import dataclasses, hashlib, json, sys
 sys.path.insert(0, sys.argv[1])
-from benchmarks.bench_replay import shaped, six_pool_fleet, traffic
+from benchmarks.bench_replay import shaped, six_pool_fleet, traffic, with_blocks
 from replay import Candidate, SlaTier, closed_loop, native, run_replay
 from replay.candidate import FaultSpec, PoolFaults, PoolOverride
 from replay.fleet import resolve_pools
@@ -189,6 +189,14 @@ runs.append((Candidate(name="faults", sla_tiers=tier, faults=faults), frame, reg
 tight = h100_pool(load_registry(sys.argv[1] + "/examples/fleet.yaml"), 2)  # KV outgrown: preemption
 runs.append((Candidate(name="kv", policy="cost_min"), pl.DataFrame({"arrival_ms": [0] * 64, "in_tokens": 8192,
                                                                      "out_tokens": 256}), tight))
+blocked = with_blocks(traffic(3000, rate=150), 512)  # prefix caches: every cache-reading router, failures, preemption
+runs += [(Candidate(name="b" + n, policy=n, sla_tiers=tier), blocked, reg) for n in ("prefix_affinity", "cost_min",
+                                                                                        "sla_cost")]
+runs.append((Candidate(name="bfaults", policy="prefix_affinity", faults=faults), blocked, reg))
+runs.append((Candidate(name="bkv", policy="prefix_affinity"), pl.DataFrame({
+    "arrival_ms": [0] * 64, "in_tokens": 8192, "out_tokens": 256, "hash_ids": [[k % 3] + list(range(100, 115))
+                                                                              for k in range(64)],
+    "block_tokens": 512}), tight))
 h, counts = hashlib.sha256(), []
 for cand, fr, r in runs:
     out = run_replay(cand, fr, r, 3)

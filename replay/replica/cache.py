@@ -15,6 +15,8 @@ private tokens (its context less its blocks) and the blocks it is the first to r
 
 from __future__ import annotations
 
+from collections import OrderedDict
+
 from traces.blocks import reused_tokens
 
 
@@ -26,7 +28,9 @@ class PrefixCache:
     def __init__(self) -> None:
         self.ref: dict[int, int] = {}      # block -> running sequences referencing it (0: cached, evictable)
         self.size: dict[int, int] = {}     # block -> its tokens
-        self.lru: dict[int, None] = {}     # the unreferenced blocks, least recently used first
+        # the unreferenced blocks, least recently used first: an OrderedDict pops its oldest in constant time, where a
+        # dict's first key is found by walking past every slot deleted before it (quadratic over a long run)
+        self.lru: OrderedDict[int, None] = OrderedDict()
         self.unref_tokens = 0              # tokens of the unreferenced blocks
         self.evicted = 0                   # blocks evicted so far
 
@@ -42,7 +46,8 @@ class PrefixCache:
 
     def hit(self, ids: list[int], block: int, in_tokens: int) -> int:
         """Prompt tokens a request with these blocks would reuse if its prefill started now."""
-        return reused_tokens(self.run(ids), block, in_tokens) if ids else 0
+        run = self.run(ids)
+        return reused_tokens(run, block, in_tokens) if run else 0
 
     def charge(self, ids: list[int]) -> int:
         """Tokens by which admitting these blocks would change kv_held beyond the sequence's whole context: minus
@@ -105,13 +110,12 @@ class PrefixCache:
         """Evict unreferenced blocks, least recently used first, until they take at most `room` tokens."""
         lru, ref, size = self.lru, self.ref, self.size
         while self.unref_tokens > room and lru:
-            b = next(iter(lru))
-            del lru[b]
+            b = lru.popitem(last=False)[0]
             del ref[b]
             self.unref_tokens -= size.pop(b)
             self.evicted += 1
 
     def clear(self) -> None:
         """Lose every block (the replica failed)."""
-        self.ref, self.size, self.lru = {}, {}, {}
+        self.ref, self.size, self.lru = {}, {}, OrderedDict()
         self.unref_tokens = 0
