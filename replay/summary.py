@@ -47,7 +47,7 @@ class PoolSummary:
     utilization: float
     kv_use: float = 0.0                  # mean KV held over capacity, over replicas x window
     kv_peak: float = 0.0                 # the most KV one replica held at once, over its capacity
-    kv_p95: float = 0.0                  # 95 % of replica time held at most this share of KV (to 1 %)
+    kv_p95: float = 0.0                  # 95 % of replica time held at most this share of KV (to 0.1 %)
     ttft_p50: float | None = None
     ttft_p99: float | None = None
     cached_tokens: int = 0               # prompt tokens its prefills reused from the prefix cache
@@ -138,14 +138,16 @@ def busy_by_replica(raw: Raw, horizon: float) -> list[tuple[int, int, float]]:
 
 
 def kv_quantile(hist: np.ndarray, replica_s: float, q: float) -> float:
-    """The share of KV capacity that a fraction q of replica time held at most, from the busy seconds at each whole
-    percent (`hist`) and the replica seconds of the window (idle time holds none); to the percent below."""
+    """The share of KV capacity that a fraction q of replica time held at most, from the busy seconds at each
+    tenth of a percent (`hist`, its last bin capacity itself) and the replica seconds of the window (idle time holds
+    none): the upper edge of the bin the quantile falls in."""
     counts = np.asarray(hist, dtype=np.float64).copy()
     counts[0] += max(replica_s - float(counts.sum()), 0.0)
     total = float(counts.sum())
     if total <= 0:
         return 0.0
-    return float(min(int(np.searchsorted(np.cumsum(counts), q * total)), len(counts) - 1)) / (len(counts) - 1)
+    edges = len(counts) - 1
+    return min(int(np.searchsorted(np.cumsum(counts), q * total)) + 1, edges) / edges
 
 
 def build(plan: Plan, raw: Raw, traffic: pl.DataFrame, *, candidate: str, policy: str, seed: int,
@@ -230,6 +232,8 @@ def build(plan: Plan, raw: Raw, traffic: pl.DataFrame, *, candidate: str, policy
     busy = np.zeros(len(plan.pools))
     for pool, _, seconds in busy_by_replica(raw, horizon):
         busy[pool] += seconds
+    kv_peak = [float(raw.kv_peak[k] / spec.kv_capacity_tokens) if raw.kv_peak.size and spec.kv_capacity_tokens
+               else 0.0 for k, spec in enumerate(plan.pools)]
     pool_rows = {}
     for k, spec in enumerate(plan.pools):
         mine = routed & (raw.pool == k)
@@ -242,9 +246,9 @@ def build(plan: Plan, raw: Raw, traffic: pl.DataFrame, *, candidate: str, policy
             provisioned_cost_usd=costmodel.provisioned_cost(spec, horizon), busy_s=float(busy[k]),
             utilization=float(busy[k] / (spec.replicas * horizon)) if horizon > 0 else 0.0,
             kv_use=float(raw.kv_time[k] / cap) if cap > 0 else 0.0,
-            kv_peak=float(raw.kv_peak[k] / spec.kv_capacity_tokens) if raw.kv_peak.size and spec.kv_capacity_tokens
-            else 0.0,
-            kv_p95=kv_quantile(raw.kv_hist[k], spec.replicas * horizon, 0.95) if raw.kv_hist.size else 0.0,
+            kv_peak=kv_peak[k],  # the p95 is a bin's upper edge: never above the peak itself
+            kv_p95=min(kv_quantile(raw.kv_hist[k], spec.replicas * horizon, 0.95), kv_peak[k])
+            if raw.kv_hist.size else 0.0,
             ttft_p50=_percentile(raw.ttft[served_here], 50), ttft_p99=_percentile(raw.ttft[served_here], 99),
             cached_tokens=int(cached[mine].sum()),
             reuse=float(cached[mine].sum() / plan.in_tokens[mine].sum()) if plan.in_tokens[mine].sum() else None,

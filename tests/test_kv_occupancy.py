@@ -10,19 +10,19 @@ from replay.summary import kv_quantile
 
 
 def _hist(**seconds: float) -> np.ndarray:
-    out = np.zeros(101)
+    out = np.zeros(1001)  # tenths of a percent
     for b, s in seconds.items():
         out[int(b[1:])] = s
     return out
 
 
 @pytest.mark.parametrize("hist, replica_s, q, share", [
-    (_hist(b50=0.03), 0.10, 0.95, 0.50),   # 70 % idle (at 0 %), 30 % at half: p95 is in the busy part
-    (_hist(b50=0.03), 0.10, 0.50, 0.0),    # but the median replica moment holds nothing
-    (_hist(b20=1.0, b90=1.0), 2.0, 0.95, 0.90),
-    (_hist(b20=1.0, b90=1.0), 2.0, 0.40, 0.20),
-    (_hist(b100=1.0), 1.0, 0.95, 1.0),     # the last bin is capacity itself
-    (np.zeros(101), 0.0, 0.95, 0.0),       # nothing ran and no window: nothing held
+    (_hist(b500=0.03), 0.10, 0.95, 0.501),  # 70 % idle (at 0), 30 % in [50.0, 50.1) %: p95 is in the busy part
+    (_hist(b500=0.03), 0.10, 0.50, 0.001),  # but the median replica moment holds under a tenth of a percent
+    (_hist(b200=1.0, b900=1.0), 2.0, 0.95, 0.901),
+    (_hist(b200=1.0, b900=1.0), 2.0, 0.40, 0.201),
+    (_hist(b1000=1.0), 1.0, 0.95, 1.0),      # the last bin is capacity itself
+    (np.zeros(1001), 0.0, 0.95, 0.0),        # nothing ran and no window: nothing held
 ])
 def test_a_quantile_of_replica_time_reads_the_histogram_with_idle_time(hist: np.ndarray, replica_s: float,
                                                                         q: float, share: float) -> None:

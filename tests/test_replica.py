@@ -135,9 +135,11 @@ def test_kv_peak_and_occupancy_are_counted_pass_by_pass() -> None:
     send(rep, 1, 0.0, prompt=120, out=3)
     send(rep, 2, 0.0, prompt=10, out=3)
     run_until_idle(rep)
-    # request 0 alone: its prompt's 100 tokens reserved for the prefill pass (50 %), then 101 and 102 held over its
-    # two decode passes (a mean of 101.5: still 50 %); then 1 and 2 together: 130 for their prefill (65 %), and
-    # 132 and 134 over their two decode passes (a mean of 133: 66 %), ending at 136, the peak
+    # request 0 alone: its prompt's 100 tokens reserved for the prefill pass (50.0 %), then 101 and 102 held over
+    # its two decode passes (a mean of 101.5: 50.7 %); then 1 and 2 together: 130 for their prefill (65.0 %), and
+    # 132 and 134 over their two decode passes (a mean of 133: 66.5 %), ending at 136, the peak; bins are tenths
+    # of a percent
     assert rep.kv_peak == 136
-    assert {b: round(s, 6) for b, s in enumerate(rep.kv_hist) if s} == {50: 3 * PASS, 65: PASS, 66: 2 * PASS}
+    assert {b: round(s, 6) for b, s in enumerate(rep.kv_hist) if s} == {500: PASS, 507: 2 * PASS, 650: PASS,
+                                                                       665: 2 * PASS}
     assert sum(rep.kv_hist) == pytest.approx(rep.busy)

@@ -15,7 +15,7 @@ from replay.replica.cache import PrefixCache
 from replay.step import StepModel
 
 INF = float("inf")
-KV_BINS = 100  # the KV occupancy histogram's bins: whole percents of capacity
+KV_BINS = 1000  # the KV occupancy histogram's bins: tenths of a percent of capacity
 
 
 class ReplicaState:
@@ -138,7 +138,7 @@ class ReplicaState:
         self.busy = 0.0
         self.kv_time = 0.0                     # KV tokens held x seconds
         self.kv_peak = 0                       # the most KV tokens held at once
-        # seconds busy at each whole percent of KV capacity held (a run's mean), 0..100: its high quantiles are
+        # seconds busy at each tenth of a percent of KV capacity held (a run's mean), 0..1000: its high quantiles are
         # what an operator sizing KV reads, where the window's mean hides them
         self.kv_hist: list[float] = [0.0] * (KV_BINS + 1)
         self.span_start = 0.0
