@@ -113,6 +113,9 @@ def line_bounded(pieces: Iterable[bytes | memoryview], max_lines: int = MAX_LINE
     bytes, and a chunk of very short lines (a compressed file of one bad byte per line) would otherwise make
     millions of rows at once."""
     for data in pieces:
+        if isinstance(data, bytes) and data.count(b"\n") <= max_lines:  # the usual chunk: one quick count
+            yield data
+            continue
         view = memoryview(data).cast("B")
         start, count, at = 0, 0, 0
         while at < len(view):  # newlines found a window at a time: never one offset per line of a whole chunk

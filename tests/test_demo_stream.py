@@ -69,7 +69,8 @@ def test_one_chunk_is_the_replay_itself(fleet: Registry) -> None:
 
 
 def test_requests_stored_in_parts_are_numbered_as_one_file(tmp_path: Path) -> None:
-    frame = pl.DataFrame({"arrival_ms": [1_000 * i for i in range(7)], "in_tokens": [10 + i for i in range(7)],
+    frame = pl.DataFrame({"arrival_ms": [1_764_000_000_000 + 1_000 * i for i in range(7)],
+                          "in_tokens": [10 + i for i in range(7)],
                           "out_tokens": [5] * 7, "cached_tokens": [0] * 7, "sla_tier": ["standard"] * 7,
                           "model": ["m"] * 7, "obs_pool": ["h100-a"] * 7, "obs_ttft_s": [0.1] * 7,
                           "obs_e2e_s": [0.5] * 7, "outcome": ["ok"] * 7})

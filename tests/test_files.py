@@ -12,6 +12,8 @@ from pathlib import Path
 
 import duckdb
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from app.cli import main
 from collectors.exceptions import CollectorError
@@ -266,3 +268,16 @@ def test_a_gz_that_inflates_past_its_cap_is_refused_with_the_reason(tmp_path: Pa
     body = b"".join(b'm{gpu="%d"} %d\n' % (i, i * 7919 % 1000) for i in range(50_000))
     ordinary.write_bytes(gzip.compress(body))
     assert b"".join(files.read_chunks(ordinary, chunk_bytes=1 << 18)) == body
+
+
+@given(st.lists(st.binary(max_size=6).map(lambda b: b.replace(b"\n", b"")), max_size=60), st.integers(1, 7),
+       st.booleans(), st.booleans())
+def test_chunks_are_cut_to_at_most_max_lines_and_nothing_is_lost(lines: list[bytes], max_lines: int, tail: bool,
+                                                                  as_view: bool) -> None:
+    from collectors.sources import line_bounded
+    data = b"".join(line + b"\n" for line in lines) + (b"no newline" if tail else b"")
+    chunk = memoryview(data) if as_view else data
+    pieces = [bytes(p) for p in line_bounded([chunk], max_lines)]
+    assert b"".join(pieces) == data
+    assert all(p.count(b"\n") <= max_lines for p in pieces)
+    assert all(p.endswith(b"\n") for p in pieces[:-1])
