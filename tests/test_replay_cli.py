@@ -134,11 +134,13 @@ def test_calibrate_from_stored_observations(capsys: pytest.CaptureFixture[str], 
     # A trace pins a lone decode pass, the weights at the sustained bandwidth plus the engine's time per step (the
     # hops' 2 ms are the NVLink's declared latency, not fitted); how the pass splits into the two shows only in how
     # passes grow with batch and context, which a trace of rough replayed times pins loosely (as in
-    # tests/test_demo_replay.py: the bandwidth within 10 %, the overhead within 40 %)
+    # tests/test_demo_replay.py: the bandwidth within 10 %, the overhead within 40 %); with the engine's time per
+    # prompt chunk fitted as well (chunk_overhead_us), a third term shares the prefill passes, and the trace pins
+    # the bandwidth within 15 % (0.52 here), while the pass itself stays pinned within 1 %
     weights_s = 70.6e9 * 2 / (3.35e12 * 4)
     assert weights_s / fit.mem_bw_eff + fit.step_overhead_ms / 1000 == pytest.approx(  # type: ignore[operator]
         weights_s / 0.60 + 5.0 / 1000, rel=0.01)
-    assert fit.mem_bw_eff == pytest.approx(0.60, rel=0.10)
+    assert fit.mem_bw_eff == pytest.approx(0.60, rel=0.15)
     assert fit.step_overhead_ms == pytest.approx(5.0, rel=0.40)
     assert out_file.read_text().startswith("# Calibrated from stored requests of trace 'observed.csv'")
 
