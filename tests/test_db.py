@@ -29,7 +29,8 @@ def test_an_old_schema_is_refused_for_reading_with_the_command_that_upgrades_it(
     con = connect(db)
     con.execute("DELETE FROM schema_migrations WHERE version > 1")
     con.close()
-    with pytest.raises(StoreError, match=r"schema version 1, this hetpool needs \d+; run 'hetpool init'"), \
+    with pytest.raises(StoreError, match=r"lacks schema migration 2 \(it is at version 1\), this hetpool needs "
+                                         r"\d+; run 'hetpool init' to upgrade it"), \
             Store(db).read():
         pass
 
