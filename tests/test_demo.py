@@ -177,7 +177,7 @@ def digest(path: Path) -> str:
                     "SELECT * FROM versions ORDER BY ALL",
                     "SELECT body FROM registry_snapshots ORDER BY snapshot_id"):
             # the registry names its evidence beside the fleet file, in a folder named after the database
-            h.update(con.sql(sql).pl().write_csv().replace(f"{path.stem}.evidence", "DB.evidence").encode())
+            h.update(con.sql(sql).pl().write_ndjson().replace(f"{path.stem}.evidence", "DB.evidence").encode())
         return h.hexdigest()
     finally:
         con.close()
