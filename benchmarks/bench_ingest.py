@@ -30,6 +30,8 @@ REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
+from benchmarks.common import peak_rss_mib  # noqa: E402  (after the path above)
+
 DCGM_FIELDS = [
     ("DCGM_FI_DEV_SM_CLOCK", lambda r: r.choice((1410, 1755, 1980))),
     ("DCGM_FI_DEV_MEM_CLOCK", lambda r: 2619),
@@ -153,14 +155,17 @@ def child_reference(file: Path, lines: int) -> dict[str, float]:
 
 def run_child(*args: str) -> tuple[dict[str, float], float]:
     """Run this script as a child; return its JSON result and its peak RSS in MiB."""
-    proc = subprocess.Popen([sys.executable, __file__, "--child", *args], stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen([sys.executable, "-m", "benchmarks.bench_ingest", "--child", *args],
+                            cwd=REPO, stdout=subprocess.PIPE, text=True)
     assert proc.stdout is not None
     out = proc.stdout.read()
     _, status, usage = os.wait4(proc.pid, 0)
     proc.returncode = os.waitstatus_to_exitcode(status)
     if proc.returncode:
         raise SystemExit(f"child {args[0]} failed with exit code {proc.returncode}")
-    return json.loads(out), usage.ru_maxrss / 1024
+    result = json.loads(out)
+    # The child's own peak (its wait4 usage would carry this process's peak across exec).
+    return result, float(result.pop("peak_mib", usage.ru_maxrss / 1024))
 
 
 def main() -> None:
@@ -181,7 +186,7 @@ def main() -> None:
             result = child_read(Path(rest[0]))
         else:
             result = child_reference(Path(rest[0]), int(rest[1]))
-        print(json.dumps(result))
+        print(json.dumps({**result, "peak_mib": peak_rss_mib()}))
         return
     args.workdir.mkdir(parents=True, exist_ok=True)
     file = args.workdir / f"dcgm-{args.scrapes}.prom"

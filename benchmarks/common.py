@@ -29,7 +29,16 @@ def timed(fn: Callable[[], T], repeat: int = 1) -> tuple[float, T]:
 
 
 def peak_rss_mib() -> float:
-    """Peak resident memory of this process so far, in MiB (Linux reports KiB)."""
+    """Peak resident memory of this process's own address space so far, in MiB."""
+    # Not getrusage's ru_maxrss: Linux carries it across exec, so a process started by a large one (a test
+    # worker, a benchmark driver) reports its parent's peak when that was higher. VmHWM belongs to this image.
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
