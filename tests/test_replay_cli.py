@@ -100,9 +100,6 @@ def test_an_undefined_sla_tier_is_named(capsys: pytest.CaptureFixture[str], flee
 
 
 @pytest.mark.slow  # a calibration over stored requests
-@pytest.mark.xfail(strict=False, reason=(
-    "with the per-chunk engine time (chunk_overhead_us) among the fitted coefficients, a calibration no longer "
-    "recovers the planted coefficients: a known regression of the physics-under-load change, to be fixed"))
 def test_calibrate_from_stored_observations(capsys: pytest.CaptureFixture[str], fleet_db: Path, fleet: Registry,
                                             tmp_path: Path) -> None:
     # Observations on h100-a made by the model itself at mfu 0.30, mem_bw_eff 0.60 and 5 ms per pass, with 3 %
