@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections import OrderedDict
 from pathlib import Path
 
 import polars as pl
@@ -25,7 +26,7 @@ from replay.costmodel import step_model
 from replay.engine import ReplayResult
 from replay.fleet import resolve_pools
 from replay.replica import INF, Replica
-from replay.replica.cache import PrefixCache
+from replay.replica.cache import SLACK, PrefixCache
 from replay.step import StepModel
 from replay.whatif import summary_lines
 from tests.replay_fleets import conversations
@@ -70,16 +71,16 @@ def test_three_requests_sharing_two_blocks_on_two_replicas_with_an_eviction() ->
     assert book.first[1] == pytest.approx(40 * MS)
     assert book.done[0] == pytest.approx(49 * MS) and book.done[1] == pytest.approx(41 * MS)
     # done: r0's blocks stay cached on A, unreferenced, released last block first (3, then 2, then 1)
-    assert list(a.cache.lru) == [3, 2, 1] and a.cache.unref_tokens == 48 and a.kv_held == 0
+    assert a.cache.unreferenced() == [3, 2, 1] and a.cache.unref_tokens == 48 and a.kv_held == 0
     send(a, 2, 0.1, out=2)
     # r2 reuses A's blocks 1 and 2 (32 tokens) and computes only its 8 others: an 8 ms pass instead of 40 ms
     assert book.cached[2] == 32 and book.rem[2] == 8
     # its 40 tokens are held; of A's 50, 10 are left for cached blocks: block 3, r0's tail and the least recently
     # used, goes (16 tokens)
-    assert a.kv_held == 40 and a.cache.evicted == 1 and 3 not in a.cache.ref
+    assert a.kv_held == 40 and a.cache.evicted == 1 and 3 not in a.cache.entry
     settle(a, b)
     assert book.first[2] == pytest.approx(0.1 + 8 * MS) and book.done[2] == pytest.approx(0.1 + 9 * MS)
-    assert sorted(a.cache.ref) == sorted(b.cache.ref) == [1, 2, 9] and b.cache.evicted == 0
+    assert sorted(a.cache.entry) == sorted(b.cache.entry) == [1, 2, 9] and b.cache.evicted == 0
     assert a.kv_held == b.kv_held == 0 and a.cache.unref_tokens == b.cache.unref_tokens == 40
     # the busy time shows the saving: A ran 48 + 1 + 8 + 1 passes' milliseconds, B 40 + 1
     assert a.busy == pytest.approx(58 * MS) and b.busy == pytest.approx(41 * MS)
@@ -123,10 +124,10 @@ def test_lru_evicts_the_least_recently_released_first() -> None:
     cache.acquire([3], BLOCK, 16)
     cache.release([3])
     cache.release([1, 2])
-    assert list(cache.lru) == [3, 2, 1]
+    assert cache.unreferenced() == [3, 2, 1]
     assert cache.acquire([1], BLOCK, 16) == (15, 0)  # the whole prompt is one block: its last token is computed
     cache.evict(16)
-    assert list(cache.lru) == [2] and cache.evicted == 1 and cache.unref_tokens == 16
+    assert cache.unreferenced() == [2] and cache.evicted == 1 and cache.unref_tokens == 16
 
 
 @settings(max_examples=60, deadline=None)
@@ -144,11 +145,74 @@ def test_references_balance(ops: list[tuple[list[int], bool]]) -> None:
             _, d = cache.acquire(ids, BLOCK, BLOCK * len(ids))
             total -= d
             held.append(ids)
-        assert cache.unref_tokens == sum(cache.size[b] for b in cache.lru)
-        assert all((c == 0) == (b in cache.lru) for b, c in cache.ref.items())
+        assert cache.unref_tokens == sum(cache.tokens(b) for b in cache.unreferenced())
+        assert all((cache.refs(b) == 0) == (b in cache.unreferenced()) for b in cache.entry)
     for ids in held:
         total += cache.release(ids)
-    assert total == 0 and all(c == 0 for c in cache.ref.values())
+    assert total == 0 and all(cache.refs(b) == 0 for b in cache.entry)
+
+
+
+class ReferenceCache:
+    """The cache's rules written plainly, for comparison: counts and sizes apart, the LRU an OrderedDict."""
+
+    def __init__(self) -> None:
+        self.ref: dict[int, int] = {}
+        self.size: dict[int, int] = {}
+        self.lru: OrderedDict[int, None] = OrderedDict()
+        self.evicted: list[int] = []
+
+    def acquire(self, ids: list[int], in_tokens: int) -> None:
+        for k, b in enumerate(ids):
+            if b not in self.ref:
+                self.ref[b], self.size[b] = 1, min(BLOCK, in_tokens - k * BLOCK)
+                continue
+            if self.ref[b] == 0:
+                del self.lru[b]
+            self.ref[b] += 1
+
+    def release(self, ids: list[int]) -> None:
+        for b in reversed(ids):
+            self.ref[b] -= 1
+            if self.ref[b] == 0:
+                self.lru[b] = None
+
+    def evict(self, room: int) -> None:
+        while sum(self.size[b] for b in self.lru) > room:
+            b, _ = self.lru.popitem(last=False)
+            del self.ref[b], self.size[b]
+            self.evicted.append(b)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 2), st.lists(st.integers(0, 5), min_size=1, max_size=3, unique=True),
+                          st.integers(1, 4), st.integers(0, 6 * BLOCK)), min_size=1, max_size=60),
+       st.sampled_from([-10**9, SLACK]))
+def test_the_queue_evicts_as_an_ordered_dict_would(ops: list[tuple[int, list[int], int, int]], slack: int) -> None:
+    """Stale places skipped, the queue rebuilt at every release or only past its slack: the same blocks evicted in the
+    same order, the same unreferenced ones in LRU order and their tokens, as the plain rules give."""
+    cache, ref = PrefixCache(slack), ReferenceCache()
+    held: list[list[int]] = []
+    for kind, ids, short, room in ops:
+        if kind == 0 or not held:
+            in_tokens = BLOCK * len(ids) - short  # the last block partial
+            cache.acquire(ids, BLOCK, in_tokens)
+            ref.acquire(ids, in_tokens)
+            held.append(ids)
+        elif kind == 1:
+            ids = held.pop(0)
+            cache.release(ids)
+            ref.release(ids)
+        else:
+            before = (cache.evicted, len(ref.evicted))
+            cache.evict(room)
+            ref.evict(room)
+            assert cache.evicted - before[0] == len(ref.evicted) - before[1]
+        assert cache.unreferenced() == list(ref.lru)
+        assert cache.unref_tokens == sum(ref.size[b] for b in ref.lru)
+        assert sorted(cache.entry) == sorted(ref.ref)
+        assert all(cache.refs(b) == ref.ref[b] and cache.tokens(b) == ref.size[b] for b in ref.ref)
+    assert cache.evicted == len(ref.evicted)
 
 
 # --- the replay: reuse follows routing and KV capacity ------------------------------------------------------------

@@ -15,31 +15,66 @@ private tokens (its context less its blocks) and the blocks it is the first to r
 
 from __future__ import annotations
 
-from collections import OrderedDict
+from typing import Final
 
 from traces.blocks import reused_tokens
 
+# A block's entry packs three counts in one int, so that each step of its life (referenced, released, evicted) is
+# one dictionary operation, not one per field: the cache's cost is per block, and at 20 blocks a request these
+# operations are most of a replay's time with prefix blocks. Bits 0-19: the running sequences referencing it;
+# from bit 20, 28 bits: its tokens; from bit 48: its places in the LRU queue. Final: compiled, the constants are
+# inlined rather than looked up as globals.
+COUNT: Final = (1 << 20) - 1
+SIZE: Final = 1 << 20
+TOKENS: Final = (1 << 28) - 1
+PLACE: Final = 1 << 48
+SLACK: Final = 1024  # stale places the queue may hold beyond twice the blocks before it is rebuilt
+
 
 class PrefixCache:
-    """The blocks one replica holds: each with its reference count and size, the unreferenced ones in LRU order."""
+    """The blocks one replica holds: each with its reference count and size, the unreferenced ones in LRU order.
 
-    __slots__ = ("evicted", "lru", "ref", "size", "unref_tokens")
+    The LRU order is a queue a block joins at its tail each time its last reference is dropped; a block referenced
+    again keeps its old place, which goes stale (its count is no longer 0, or it joined again later), and eviction
+    skips stale places. A list read from a head index is the queue: appending and reading it are the cheapest
+    operations a compiled replica has, where an ordered dictionary's are general method calls."""
 
-    def __init__(self) -> None:
-        self.ref: dict[int, int] = {}      # block -> running sequences referencing it (0: cached, evictable)
-        self.size: dict[int, int] = {}     # block -> its tokens
-        # the unreferenced blocks, least recently used first: an OrderedDict pops its oldest in constant time, where a
-        # dict's first key is found by walking past every slot deleted before it (quadratic over a long run)
-        self.lru: OrderedDict[int, None] = OrderedDict()
+    __slots__ = ("entry", "evicted", "head", "queue", "slack", "unref_tokens")
+
+    def __init__(self, slack: int = SLACK) -> None:
+        self.slack = slack                 # places allowed beyond twice the blocks (a test's negative: rebuild always)
+        self.entry: dict[int, int] = {}   # block -> its counts, packed as above
+        self.queue: list[int] = []        # blocks in the order their last reference was dropped, from `head`
+        self.head = 0
         self.unref_tokens = 0              # tokens of the unreferenced blocks
         self.evicted = 0                   # blocks evicted so far
 
+    def refs(self, b: int) -> int:
+        """Running sequences referencing block b (0: cached and evictable); -1 when it is not held."""
+        v = self.entry.get(b, -1)
+        return v & COUNT if v >= 0 else -1
+
+    def tokens(self, b: int) -> int:
+        """Tokens of block b, as the prefill that computed it held them."""
+        return (self.entry[b] >> 20) & TOKENS
+
+    def unreferenced(self) -> list[int]:
+        """The unreferenced blocks, least recently used first (the order eviction takes them)."""
+        entry, seen, out = self.entry, set(), []
+        for b in reversed(self.queue[self.head:]):
+            if b not in seen:
+                seen.add(b)
+                if entry[b] & COUNT == 0:
+                    out.append(b)
+        out.reverse()
+        return out
+
     def run(self, ids: list[int]) -> int:
         """Blocks of the leading run of ids present now (what a router reads; changes nothing)."""
-        ref = self.ref
+        entry = self.entry
         n = 0
         for b in ids:
-            if b not in ref:
+            if b not in entry:
                 break
             n += 1
         return n
@@ -52,70 +87,98 @@ class PrefixCache:
     def charge(self, ids: list[int]) -> int:
         """Tokens by which admitting these blocks would change kv_held beyond the sequence's whole context: minus
         the tokens of its blocks already referenced by others (never positive)."""
-        ref, size = self.ref, self.size
+        entry = self.entry
         shared = 0
         for b in ids:
-            if ref.get(b, 0) > 0:
-                shared += size[b]
+            v = entry.get(b, 0)
+            if v & COUNT:
+                shared += (v >> 20) & TOKENS
         return -shared
 
     def acquire(self, ids: list[int], block: int, in_tokens: int) -> tuple[int, int]:
         """Reference a prefill's blocks at its admission: (prompt tokens it reuses, its kv_held change beyond its whole
         context, as `charge`)."""
-        ref, size, lru = self.ref, self.size, self.lru
+        entry = self.entry
         run = 0
         leading = True
         shared = 0
         start = 0
         for b in ids:
-            s = in_tokens - start
-            if s > block:
-                s = block
-            start += block
-            c = ref.get(b, -1)
-            if c < 0:
+            v = entry.get(b, -1)
+            if v < 0:
                 leading = False
-                ref[b] = 1
-                size[b] = s
+                s = in_tokens - start
+                entry[b] = (s if s < block else block if s > 0 else 0) * SIZE + 1
+                start += block
                 continue
+            start += block
             if leading:
                 run += 1
-            if c == 0:
-                del lru[b]
-                self.unref_tokens -= size[b]
+            if v & COUNT == 0:  # cached: referenced again, its place in the queue goes stale
+                self.unref_tokens -= (v >> 20) & TOKENS
             else:
-                shared += size[b]  # a block's size is the one it was created with, whoever shares it
-            ref[b] = c + 1
+                shared += (v >> 20) & TOKENS  # a block's size is the one it was created with, whoever shares it
+            entry[b] = v + 1
         return reused_tokens(run, block, in_tokens), -shared
 
     def release(self, ids: list[int]) -> int:
         """Drop a sequence's references, last block first: its kv_held change beyond its whole context (minus the
         tokens of its blocks others still reference)."""
-        ref, size, lru = self.ref, self.size, self.lru
+        entry, queue = self.entry, self.queue
         shared = 0
         k = len(ids)
         while k > 0:
             k -= 1
             b = ids[k]
-            c = ref[b] - 1
-            ref[b] = c
-            if c == 0:
-                lru[b] = None
-                self.unref_tokens += size[b]
+            v = entry[b] - 1
+            if v & COUNT == 0:
+                queue.append(b)
+                entry[b] = v + PLACE
+                self.unref_tokens += (v >> 20) & TOKENS
             else:
-                shared += size[b]
+                entry[b] = v
+                shared += (v >> 20) & TOKENS
+        if len(queue) - self.head > 2 * len(entry) + self.slack:
+            self._rebuild()
         return -shared
 
     def evict(self, room: int) -> None:
         """Evict unreferenced blocks, least recently used first, until they take at most `room` tokens."""
-        lru, ref, size = self.lru, self.ref, self.size
-        while self.unref_tokens > room and lru:
-            b = lru.popitem(last=False)[0]
-            del ref[b]
-            self.unref_tokens -= size.pop(b)
-            self.evicted += 1
+        entry, queue = self.entry, self.queue
+        unref, head, end = self.unref_tokens, self.head, len(self.queue)
+        evicted = 0
+        while unref > room and head < end:
+            b = queue[head]
+            head += 1
+            v = entry[b] - PLACE
+            if v >= PLACE or v & COUNT:  # a stale place: the block joined again later, or is referenced
+                entry[b] = v
+                continue
+            del entry[b]
+            unref -= (v >> 20) & TOKENS
+            evicted += 1
+        self.unref_tokens, self.evicted = unref, self.evicted + evicted
+        if head > SLACK and 2 * head > end:
+            del queue[:head]
+            head = 0
+        self.head = head
+
+    def _rebuild(self) -> None:
+        """The queue without its stale places: each unreferenced block at its last place, in order."""
+        entry, keep, seen = self.entry, [], set()
+        for b in reversed(self.queue[self.head:]):
+            if b in seen:
+                continue
+            seen.add(b)
+            v = entry[b] & (PLACE - 1)
+            if v & COUNT == 0:
+                keep.append(b)
+                v += PLACE
+            entry[b] = v
+        keep.reverse()
+        self.queue, self.head = keep, 0
 
     def clear(self) -> None:
         """Lose every block (the replica failed)."""
-        self.ref, self.size, self.lru = {}, {}, OrderedDict()
+        self.entry, self.queue, self.head = {}, [], 0
         self.unref_tokens = 0
