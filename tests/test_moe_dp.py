@@ -8,9 +8,12 @@ import dataclasses
 import pytest
 
 from pool_registry import RegistryError, load_registry_text
+from pool_registry.model import GB
 from replay import Candidate, PoolOverride, ReplayError
 from replay.costmodel import Collectives, step_model
 from replay.fleet import pools_by_id
+from replay.planner import Engine, Layout, PlanSettings, enumerate_layouts, memory, plan_model, report_dict
+from replay.planner.write import serving_block
 from tests.replay_fleets import fleet, pool
 from tests.test_attention import DEEPSEEK_V3, H200
 from tests.test_loader import _moe
@@ -65,3 +68,52 @@ def test_dp_attention_is_checked() -> None:
     assert load_registry_text(text).pool("p1").serving.attention_dp == 8  # type: ignore[union-attr]
     with pytest.raises(RegistryError, match="attention_dp"):
         load_registry_text(text.replace("ep: 8, attention_dp: 8", "attention_dp: 8"))
+
+
+# --- the planner offers data-parallel attention and sizes it as the replay does ---------------------------------
+
+def planner_registry():  # type: ignore[no-untyped-def]
+    return fleet(pool("r", chip_id="h200", model_id="deepseek-v3", dpr=8, mfu=0.4, eff=0.7), chips=(H200,),
+                 models=(DEEPSEEK_V3,))
+
+
+def test_the_planner_enumerates_dp_attention_beside_expert_parallel_experts() -> None:
+    reg = planner_registry()
+    kept, _ = enumerate_layouts(reg.pool("r"), H200, DEEPSEEK_V3)
+    with_dp = {lay.label for lay in kept if lay.attention_dp > 1}
+    # every divisor of tp above 1, with the experts split over tp (256 experts split over 2, 4 and 8); pp 1 only,
+    # as 61 layers split into no pipeline stages
+    assert with_dp == {"tp2 pp1 ep2 dp2", "tp4 pp1 ep4 dp2", "tp4 pp1 ep4 dp4", "tp8 pp1 ep8 dp2", "tp8 pp1 ep8 dp4",
+                       "tp8 pp1 ep8 dp8"}
+    dense = dataclasses.replace(DEEPSEEK_V3, experts=0, experts_per_token=0)
+    assert all(lay.attention_dp == 1 for lay in enumerate_layouts(reg.pool("r"), H200, dense)[0])
+
+
+def test_dp_attention_memory_by_hand() -> None:
+    # per device at TP8 EP8 DP8 on H200 (141 GB x 0.9): the weights' eighth and seven eighths of a dense copy
+    # (each of the 8 groups of one device keeps its own); one latent of 70,272 B a token, on one device of eight
+    tp8 = memory(Layout("r", 8, 1, 8, 1), DEEPSEEK_V3, H200, Engine(0.9), 64 * 2048)
+    dp8 = memory(Layout("r", 8, 1, 8, 1, 8), DEEPSEEK_V3, H200, Engine(0.9), 64 * 2048)
+    assert dp8.weights_gb * GB == pytest.approx(671e9 / 8 + 7 * DENSE / 8)
+    assert tp8.weights_gb * GB == pytest.approx(671e9 / 8)
+    assert (tp8.kv_gb * GB, dp8.kv_gb * GB) == pytest.approx((64 * 2048 * 70_272, 64 * 2048 * 70_272 / 8))
+    room = 141e9 * 0.9 - dp8.weights_gb * GB - dp8.working_gb * GB
+    assert dp8.kv_tokens_per_replica == int(room // (70_272 / 8))
+    # the replay's capacity of the same replica (specs above) less the working memory the planner also keeps
+    replay = specs(ep=8, attention_dp=8).kv_capacity_tokens
+    assert dp8.kv_tokens_per_replica == pytest.approx(replay - 8 * dp8.working_gb * GB / 70_272, abs=2)
+
+
+def test_a_dp_attention_plan_is_timed_reported_and_written_as_such() -> None:
+    reg = planner_registry()
+    report = plan_model(reg, "deepseek-v3", ("r",), PlanSettings(isl=1024, osl=128, concurrency=(64,)))
+    by_label = {p.layout.label: p for p in report.plans}
+    tp8, dp8 = by_label["tp8 pp1 ep8"], by_label["tp8 pp1 ep8 dp8"]
+    assert tp8.fits and dp8.fits
+    # the same replica timed without the attention all-reduce: a faster first token
+    assert dp8.ttft_ms_p50 is not None and tp8.ttft_ms_p50 is not None and dp8.ttft_ms_p50 < tp8.ttft_ms_p50
+    assert dp8.memory.kv_tokens_per_replica > 5 * tp8.memory.kv_tokens_per_replica
+    row = next(r for r in report_dict(report)["plans"] if r["attention_dp"] == 8 and r["tp"] == 8)
+    assert (row["ep"], row["replicas"]) == (8, 1)
+    block = serving_block(reg.pool("r"), "deepseek-v3", dp8)
+    assert (block["ep"], block["attention_dp"]) == (8, 8)

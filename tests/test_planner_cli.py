@@ -24,8 +24,9 @@ def test_json_has_exactly_the_issues_keys(capsys: pytest.CaptureFixture[str]) ->
     assert code == 0 and set(data) == {"model", "plans", "excluded", "min_devices", "compatibility", "notes"}
     # (470 GB of weights + 1,152 x 16 x 2 x 94 x 4 x 128 x 2 B of KV) / (192 x 0.9 - 1 GB) = 2.76 devices
     assert data["model"] == "qwen3-235b-a22b" and data["min_devices"] == {"mi300x-a": 3}
-    assert PLAN_KEYS == ("pool", "tp", "pp", "ep", "replicas", "devices_per_replica", "weights_gb_per_device",
-                         "kv_tokens_per_replica", "fits", "concurrency", "ttft_ms_p50", "tpot_ms_p50",
+    assert PLAN_KEYS == ("pool", "tp", "pp", "ep", "attention_dp", "replicas", "devices_per_replica",
+                         "weights_gb_per_device", "kv_tokens_per_replica", "fits", "concurrency", "ttft_ms_p50",
+                         "tpot_ms_p50",
                          "output_tok_s_per_device", "usd_per_mtok", "meets_targets", "ttft_ms_p50_band",
                          "tpot_ms_p50_band", "meets_in_band_only")
     assert all(set(p) == set(PLAN_KEYS) for p in data["plans"])

@@ -3,8 +3,10 @@
 Tensor parallelism stays within a node (the chip's interconnect): tp runs over the divisors of devices per node.
 Pipeline stages may span nodes over the node network: pp runs over powers of two while tp x pp devices fit the
 pool. A mixture-of-experts model may also split its expert layers over the tensor-parallel group (ep = tp, as
-vLLM's --enable-expert-parallel does); a dense model keeps ep = 1. What is left of the pool becomes
-data-parallel replicas.
+vLLM's --enable-expert-parallel does); a dense model keeps ep = 1. With its experts so split, its attention may run
+data-parallel beside them (SGLang's --enable-dp-attention, vLLM's --data-parallel-size with expert parallelism):
+attention_dp groups of tp / attention_dp devices, over every divisor of tp above 1, each keeping its own copy of the
+dense weights and the KV of its own sequences. What is left of the pool becomes data-parallel replicas.
 
 A layout is excluded, naming its rule, when
 - heads:    the attention heads do not split evenly over tp;
@@ -34,6 +36,7 @@ class Layout:
     pp: int
     ep: int
     replicas: int
+    attention_dp: int = 1  # data-parallel attention groups of tp / attention_dp devices (MoE with ep > 1)
 
     @property
     def devices_per_replica(self) -> int:
@@ -42,8 +45,9 @@ class Layout:
 
     @property
     def label(self) -> str:
-        """Short name such as 'tp4 pp2 ep4'."""
-        return f"tp{self.tp} pp{self.pp}" + (f" ep{self.ep}" if self.ep > 1 else "")
+        """Short name such as 'tp4 pp2 ep4', or 'tp8 pp1 ep8 dp8' with data-parallel attention."""
+        return (f"tp{self.tp} pp{self.pp}" + (f" ep{self.ep}" if self.ep > 1 else "")
+                + (f" dp{self.attention_dp}" if self.attention_dp > 1 else ""))
 
 
 @dataclass(frozen=True)
@@ -67,7 +71,10 @@ def candidates(pool: Pool, model: Model) -> list[Layout]:
         pp = 1
         while tp * pp <= pool.devices:
             eps = [1, tp] if model.moe and tp > 1 else [1]
-            out += [Layout(pool.id, tp, pp, ep, pool.devices // (tp * pp)) for ep in eps]
+            replicas = pool.devices // (tp * pp)
+            out += [Layout(pool.id, tp, pp, ep, replicas) for ep in eps]
+            if model.moe and model.experts and tp > 1:  # attention data-parallel beside the experts split over tp
+                out += [Layout(pool.id, tp, pp, tp, replicas, dp) for dp in divisors(tp)[1:]]
             pp *= 2
     return out
 

@@ -97,11 +97,14 @@ def working_bytes(model: Model, engine: Engine, tp: int) -> float:
 
 def memory(layout: Layout, model: Model, chip: Chip, engine: Engine, tokens: int) -> Memory:
     """Per-device memory of a layout whose replica holds `tokens` tokens of KV cache."""
-    tp, pp = layout.tp, layout.pp
+    tp, pp, dp = layout.tp, layout.pp, layout.attention_dp
     usable = chip.hbm_capacity_gb * GB * engine.gpu_memory_utilization
     encoder = (model.resident_bytes - model.weight_bytes) / tp
-    weights = model.weight_bytes / (tp * pp) + encoder
-    per_token = kv_bytes_per_token_per_device(model, engine, tp, pp)
+    # data-parallel attention: each group of tp / dp devices keeps its own copy of the dense weights, and each device
+    # the KV of its group's sequences only (a replica's token lives on one group: 1 / dp of them on each device)
+    dense_copies = model.dense_weight_bytes * (dp - 1) / (tp * pp)
+    weights = model.weight_bytes / (tp * pp) + dense_copies + encoder
+    per_token = kv_bytes_per_token_per_device(model, engine, tp // dp, pp) / dp
     work = working_bytes(model, engine, tp)
     room = usable - weights - work
     return Memory(usable_gb=usable / GB, weights_gb=weights / GB, kv_gb=tokens * per_token / GB,

@@ -70,10 +70,10 @@ def meets_across_band(plan: Plan, targets: Targets) -> bool:
                                      tpot_ms_p50=plan.tpot_band[1] if plan.tpot_band else plan.tpot_ms_p50), targets)
 
 
-def rank_key(plan: Plan, targets: Targets) -> tuple[int, float, str, int, int, int, int]:
+def rank_key(plan: Plan, targets: Targets) -> tuple[int, float, str, int, int, int, int, int]:
     """Sort key: meeting first, then fitting, then not fitting; within, by $/Mtok or tok/s per device."""
     lay = plan.layout
-    tail = (lay.pool, lay.tp, lay.pp, lay.ep, plan.concurrency)
+    tail = (lay.pool, lay.tp, lay.pp, lay.ep, lay.attention_dp, plan.concurrency)
     if not plan.fits:
         return (2, plan.memory.shortfall_gb, *tail)
     group = 0 if plan.meets_targets else 1

@@ -11,7 +11,7 @@ from replay.planner.layouts import Excluded
 from replay.planner.rank import Plan
 from replay.planner.search import PlanReport
 
-PLAN_KEYS = ("pool", "tp", "pp", "ep", "replicas", "devices_per_replica", "weights_gb_per_device",
+PLAN_KEYS = ("pool", "tp", "pp", "ep", "attention_dp", "replicas", "devices_per_replica", "weights_gb_per_device",
              "kv_tokens_per_replica", "fits", "concurrency", "ttft_ms_p50", "tpot_ms_p50", "output_tok_s_per_device",
              "usd_per_mtok", "meets_targets", "ttft_ms_p50_band", "tpot_ms_p50_band", "meets_in_band_only")
 
@@ -19,7 +19,8 @@ PLAN_KEYS = ("pool", "tp", "pp", "ep", "replicas", "devices_per_replica", "weigh
 def plan_dict(p: Plan) -> dict[str, Any]:
     """One plan with exactly the keys of PLAN_KEYS."""
     lay = p.layout
-    return {"pool": lay.pool, "tp": lay.tp, "pp": lay.pp, "ep": lay.ep, "replicas": lay.replicas,
+    return {"pool": lay.pool, "tp": lay.tp, "pp": lay.pp, "ep": lay.ep, "attention_dp": lay.attention_dp,
+            "replicas": lay.replicas,
             "devices_per_replica": lay.devices_per_replica, "weights_gb_per_device": round(p.memory.weights_gb, 3),
             "kv_tokens_per_replica": p.memory.kv_tokens_per_replica, "fits": p.fits, "concurrency": p.concurrency,
             "ttft_ms_p50": p.ttft_ms_p50, "tpot_ms_p50": p.tpot_ms_p50,
@@ -31,7 +32,8 @@ def plan_dict(p: Plan) -> dict[str, Any]:
 def excluded_dict(e: Excluded) -> dict[str, Any]:
     """One excluded layout: where, which rule, why."""
     lay = e.layout
-    return {"pool": lay.pool, "tp": lay.tp, "pp": lay.pp, "ep": lay.ep, "rule": e.rule, "reason": e.reason}
+    return {"pool": lay.pool, "tp": lay.tp, "pp": lay.pp, "ep": lay.ep, "attention_dp": lay.attention_dp,
+            "rule": e.rule, "reason": e.reason}
 
 
 def compat_dict(c: Compat) -> dict[str, Any]:

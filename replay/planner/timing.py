@@ -72,6 +72,7 @@ def spec_of(registry: Registry, pool: Pool, model_id: str, layout: Layout, concu
         gpu_memory_utilization=engine.gpu_memory_utilization, kv_cache_dtype=engine.kv_cache_dtype,
         step_overhead_ms=coefficients.step_overhead_ms, seq_overhead_us=coefficients.seq_overhead_us,
         mfu_decode=coefficients.mfu_decode, collective_us=coefficients.collective_us, ep=layout.ep,
+        attention_dp=layout.attention_dp,
         serial_share=coefficients.serial_share, chunk_overhead_us=coefficients.chunk_overhead_us,
         devices_per_node=pool.devices_per_node, network=pool.network)
 

@@ -1,8 +1,9 @@
 """The chosen layout as a pool's `serving:` block, written into a copy of the registry data.
 
-The block carries what the planner timed: the layout (replicas, devices per replica, pp, ep), the concurrency as
-max_concurrency, the engine settings and the coefficients (into the pool's cost_model and serving overheads), so
-`hetpool registry load` of the copy and `hetpool replay bench` or `replay run` on it reproduce the plan's numbers.
+The block carries what the planner timed: the layout (replicas, devices per replica, pp, ep, attention_dp), the
+concurrency as max_concurrency, the engine settings and the coefficients (into the pool's cost_model and serving
+overheads), so `hetpool registry load` of the copy and `hetpool replay bench` or `replay run` on it reproduce the
+plan's numbers.
 """
 
 from __future__ import annotations
@@ -35,6 +36,8 @@ def serving_block(pool: Pool, model_id: str, plan: Plan) -> dict[str, Any]:
     }
     if lay.ep > 1:
         block["ep"] = lay.ep
+    if lay.attention_dp > 1:
+        block["attention_dp"] = lay.attention_dp
     return block
 
 
