@@ -314,17 +314,24 @@ def _fit_late(residuals: Callable[[dict[str, float | None]], np.ndarray], p: dic
     second = (*fitted, *(n for n in names if n in LATE))
     # what the first fit settled (overheads at 0, coefficients put back) is held; the fitted ones are the start
     held = {**p, **{n: values[n] for n in early if n not in fitted}}
-    values2, report2 = fit(residuals, held, second, max_evaluations // 2, [values], True, smooth, collinear,
-                           late=False)
-    r, r2 = residuals(values), residuals(values2)
-    taken = [c for c in report2 if c.name in LATE and c.status == "fitted"]
+    r = residuals(values)
     by_name = {c.name: c for c in report}
-    if taken and _worse(r, r2, sum(c.status == "fitted" for c in report2)):
-        by_name.update({c.name: dataclasses.replace(c, prior=p.get(c.name)) for c in report2})
-        return values2, [by_name[n] for n in names]
+    # a search alone first (no judging, a quarter of the budget): evidence that shows none of the LATE time, the
+    # usual case, costs no more than that; only a significant gain pays for a judged fit
+    probe, _ = fit(residuals, held, second, max_evaluations // 4, [values], False, smooth, collinear, late=False)
+    went_to = probe
+    if not all(_at_bound(n, float(probe[n] or 0.0)) for n in names if n in LATE) and \
+            _worse(r, residuals(probe), len(second)):
+        values2, report2 = fit(residuals, held, second, max_evaluations // 2, [probe, values], True, smooth,
+                               collinear, late=False)
+        taken = [c for c in report2 if c.name in LATE and c.status == "fitted"]
+        if taken and _worse(r, residuals(values2), sum(c.status == "fitted" for c in report2)):
+            by_name.update({c.name: dataclasses.replace(c, prior=p.get(c.name)) for c in report2})
+            return values2, [by_name[n] for n in names]
+        went_to = values2
     # not needed: none of it when its search went to the bound, else the registry's value, not identifiable
     for n in (n for n in names if n in LATE):
-        went, prior_value = values2.get(n), p.get(n)
+        went, prior_value = went_to.get(n), p.get(n)
         if not prior_value and (not went or _at_bound(n, float(went))):
             values[n] = 0.0
             by_name[n] = Coefficient(n, 0.0, "at bound", None, prior_value)

@@ -369,6 +369,7 @@ def test_calibration_from_a_benchmark_table_shows_each_coefficients_status(db: P
     assert any("bad.csv:1: missing column osl" in e.value for e in at.error), [e.value for e in at.error]
 
 
+@pytest.mark.slow  # two calibrations of a benchmark table, about 90 s: the longest test of the quick tier
 def test_use_fitted_writes_the_candidate_that_calibrate_out_writes(db: Path, monkeypatch: pytest.MonkeyPatch,
                                                                    tmp_path: Path) -> None:
     # decode tokens planted at a share of peak of their own, so the fit has an mfu_decode to carry
