@@ -68,9 +68,9 @@ def _settings() -> PlanSettings | None:
 
 def show(registry: Registry) -> None:
     """Pick a model and pools, plan, and show the feasible layouts, the chart and the chosen one's memory."""
-    st.caption("Every TP x PP x EP layout of one replica of the model on each pool, its memory per device, and for "
-               "those that fit, the closed-loop TTFT, TPOT, throughput and busy cost of `hetpool replay bench`, "
-               "best first, as `hetpool plan` prints them.")
+    st.caption("Every TP x PP x EP layout of one replica of the model on each pool (with data-parallel attention, "
+               "'dp', for a MoE model), its memory per device, and for those that fit, the closed-loop TTFT, TPOT, "
+               "throughput and busy cost of `hetpool replay bench`, best first, as `hetpool plan` prints them.")
     c1, c2 = st.columns([1, 2])
     model = c1.selectbox("Model", [m.id for m in registry.models], key="wi.plan_model")
     pools = c2.multiselect("Pools", [p.id for p in registry.pools], key="wi.plan_pools",
