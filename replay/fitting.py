@@ -329,10 +329,13 @@ def _fit_late(residuals: Callable[[dict[str, float | None]], np.ndarray], p: dic
             by_name.update({c.name: dataclasses.replace(c, prior=p.get(c.name)) for c in report2})
             return values2, [by_name[n] for n in names]
         went_to = values2
-    # not needed: none of it when its search went to the bound, else the registry's value, not identifiable
+    # not needed: none of it when its search went to the bound or the fit does as well without it (the others
+    # unchanged), else the registry's value, not identifiable
+    r_went = residuals(went_to)
     for n in (n for n in names if n in LATE):
         went, prior_value = went_to.get(n), p.get(n)
-        if not prior_value and (not went or _at_bound(n, float(went))):
+        without = not _worse(residuals({**went_to, n: 0.0}), r_went, len(second))
+        if not prior_value and (not went or _at_bound(n, float(went)) or without):
             values[n] = 0.0
             by_name[n] = Coefficient(n, 0.0, "at bound", None, prior_value)
         else:

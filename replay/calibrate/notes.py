@@ -11,7 +11,7 @@ from replay.calibrate.evidence import MIN_GROUP, kv_bound
 from replay.calibrate.record import EXPLAINS, PHYSICAL_MIN, PoolFit
 from replay.calibrate.start import tp_of, undeclared_hop
 from replay.costmodel import step_model
-from replay.fitting import apply
+from replay.fitting import LATE, apply
 from replay.fleet import PoolSpec
 from replay.hops import TypicalHop
 
@@ -69,6 +69,11 @@ def same_chip_trust(src: PoolFit, spec: PoolSpec, specs: dict[str, PoolSpec]) ->
             f"expect at least its fit error (TPOT MAPE {pct(src.tpot_mape)}, TTFT MAPE {pct(src.ttft_mape)})")
     # (a decode at the prefill's share of peak is the model without mfu_decode, not a registry figure)
     kept = [c.name for c in src.coefficients if c.status == "not identifiable" and c.value is not None]
+    # the engine's time per prompt chunk does not tell TP degrees apart: said on its own
+    late = [n for n in kept if n in LATE]
+    kept = [n for n in kept if n not in LATE]
+    if late:
+        text += f"; {', '.join(late)} kept the registry's value (not identifiable from the fitted rows)"
     if tp_of(spec) not in degrees and len(degrees) == 1:
         # at one degree the time that shrinks with TP and the time that does not add up the same way
         text += ("; fitted at one TP degree, it cannot tell time that does not shrink with TP (engine time per "
