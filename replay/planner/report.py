@@ -62,14 +62,16 @@ def _num(v: float | None, fmt: str) -> str:
     return "-" if v is None else format(v, fmt)
 
 
-HEADER = (f"{'pool':<12} {'layout':<14} {'repl':>4} {'dev/r':>5} {'wgt GB/d':>8} {'KV tok/r':>9} {'conc':>5} "
-          f"{'ttft p50':>8} {'p99':>8} {'tpot p50':>8} {'p99':>7} {'tok/s/dev':>9} {'$/Mtok':>8} {'meets':>5}")
+LAYOUT_WIDTH = 16  # 'tp8 pp1 ep8 dp8' and a space
+HEADER = (f"{'pool':<12} {'layout':<{LAYOUT_WIDTH}} {'repl':>4} {'dev/r':>5} {'wgt GB/d':>8} {'KV tok/r':>9} "
+          f"{'conc':>5} {'ttft p50':>8} {'p99':>8} {'tpot p50':>8} {'p99':>7} {'tok/s/dev':>9} {'$/Mtok':>8} "
+          f"{'meets':>5}")
 
 
 def plan_line(p: Plan) -> str:
     """One row of the table (times in ms)."""
     lay = p.layout
-    return (f"{lay.pool:<12} {lay.label:<14} {lay.replicas:>4} {lay.devices_per_replica:>5} "
+    return (f"{lay.pool:<12} {lay.label:<{LAYOUT_WIDTH}} {lay.replicas:>4} {lay.devices_per_replica:>5} "
             f"{p.memory.weights_gb:>8.1f} {p.memory.kv_tokens_per_replica:>9,} {p.concurrency:>5} "
             f"{_num(p.ttft_ms_p50, '.1f'):>8} {_num(p.ttft_ms_p99, '.1f'):>8} {_num(p.tpot_ms_p50, '.2f'):>8} "
             f"{_num(p.tpot_ms_p99, '.2f'):>7} {_num(p.output_tok_s_per_device, ',.0f'):>9} "
