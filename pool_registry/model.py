@@ -155,6 +155,11 @@ class Model:
         expert = (self.total_params_b - self.active_params_b) / (self.experts - self.experts_per_token)
         return max(0.0, self.active_params_b - self.experts_per_token * expert) * 1e9 * self.bytes_per_param
 
+    def dense_copies_bytes(self, attention_dp: int) -> float:
+        """Weight bytes data-parallel attention adds to a replica: every group beyond the first keeps its own copy
+        of the dense part (what every token reads)."""
+        return self.dense_weight_bytes * (attention_dp - 1) if attention_dp > 1 else 0.0
+
     @property
     def mla(self) -> bool:
         """True for multi-head latent attention (DeepSeek-V2/V3): one latent KV vector per token and layer."""

@@ -102,7 +102,7 @@ class PoolSpec(EngineShape, CostModel):
     def dense_copies_bytes(self) -> float:
         """Weight bytes data-parallel attention adds: every group beyond the first keeps its own copy of the
         dense part (attention, shared experts, embeddings: what every token reads)."""
-        return self.model.dense_weight_bytes * (self.attention_dp - 1) if self.attention_dp > 1 else 0.0
+        return self.model.dense_copies_bytes(self.attention_dp)
 
     @property
     def replica_cost_per_s(self) -> float:

@@ -102,7 +102,7 @@ def memory(layout: Layout, model: Model, chip: Chip, engine: Engine, tokens: int
     encoder = (model.resident_bytes - model.weight_bytes) / tp
     # data-parallel attention: each group of tp / dp devices keeps its own copy of the dense weights, and each device
     # the KV of its group's sequences only (a replica's token lives on one group: 1 / dp of them on each device)
-    dense_copies = model.dense_weight_bytes * (dp - 1) / (tp * pp)
+    dense_copies = model.dense_copies_bytes(dp) / (tp * pp)
     weights = model.weight_bytes / (tp * pp) + dense_copies + encoder
     per_token = kv_bytes_per_token_per_device(model, engine, tp // dp, pp) / dp
     work = working_bytes(model, engine, tp)
