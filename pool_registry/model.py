@@ -150,10 +150,25 @@ class Model:
         """Bytes of the weights every token reads: all of a dense model's; of a MoE model with expert counts, its
         active parameters less the k routed experts a token picks (attention, shared experts, embeddings), each
         routed expert being (total - active) / (E - k) parameters."""
-        if not (self.moe and self.experts and self.experts_per_token):
+        if not self.expert_params_b:
             return self.weight_bytes
-        expert = (self.total_params_b - self.active_params_b) / (self.experts - self.experts_per_token)
-        return max(0.0, self.active_params_b - self.experts_per_token * expert) * 1e9 * self.bytes_per_param
+        dense_b = self.active_params_b - self.experts_per_token * self.expert_params_b
+        return max(0.0, dense_b) * 1e9 * self.bytes_per_param
+
+    @property
+    def expert_params_b(self) -> float:
+        """Billions of parameters in one routed expert (over all its layers), (total - active) / (E - k); 0 for a
+        dense model or a MoE model without expert counts."""
+        if not (self.moe and self.experts and self.experts_per_token):
+            return 0.0
+        return (self.total_params_b - self.active_params_b) / (self.experts - self.experts_per_token)
+
+    @property
+    def routed_share(self) -> float:
+        """Share of a token's matmul FLOPs in the k routed experts it picks, k x expert / active parameters (0
+        without expert counts)."""
+        return min(1.0, self.experts_per_token * self.expert_params_b / self.active_params_b) if \
+            self.active_params_b > 0 else 0.0
 
     def dense_copies_bytes(self, attention_dp: int) -> float:
         """Weight bytes data-parallel attention adds to a replica: every group beyond the first keeps its own copy

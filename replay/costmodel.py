@@ -34,7 +34,11 @@ which each token picks k reads its dense part (attention, shared experts, embedd
 tokens touch: a micro-batch of x tokens touches E x (1 - (1 - k / E)^x) experts, the k of one token when x = 1
 and all of them for a large batch. The expert size follows from the parameter counts: p_e = (total - active) /
 (E - k) and dense = active - k x p_e. A registry without the expert counts treats the parameters beyond the
-active ones as experts picked with probability active / total, as before.
+active ones as experts picked with probability active / total, as before. With the counts, the routed experts'
+GEMMs take their own roofline in each pass (replay/step.py): each touched expert sees x k / E of the tokens, so
+its weights are read at bandwidth until x passes E / k times the ridge point (about 16 x 300 tokens for 8 of 128
+on an H100), while attention and the dense part beside them already compute at the peak; the routed share of a
+token's FLOPs is k x p_e / active (Model.routed_share).
 
 Collectives, which no FLOP or byte of HBM hides (engines run them between the layers' kernels):
 - tensor parallelism (tp = devices / pp) all-reduces the attention and the MLP output of every layer, a message
@@ -145,7 +149,8 @@ def step_model(pool: PoolSpec, speed: float = 1.0) -> StepModel:
                      s_per_ctx=speed * m.attention_flops / pool.replica_attention_flops,
                      comm_s=speed * comm.fixed_s, comm_s_per_token=speed * comm.s_per_token,
                      serial_share=pool.serial_share,
-                     whole=pool.max_num_batched_tokens + pool.max_concurrency)
+                     whole=pool.max_num_batched_tokens + pool.max_concurrency,
+                     routed=m.routed_share)
 
 
 def prefill_seconds(in_tokens: A, cached_tokens: A, pool: PoolSpec) -> A:

@@ -8,10 +8,25 @@ m = min(pp, seqs) micro-batches in flight over pp pipeline stages:
     compute = pp / m x (s_per_token x prompt tokens + s_per_token_decode x decode + s_per_ctx x context)
     fixed   = step overhead + seq overhead x seqs + chunk overhead x (seqs - decode) + collectives
               + collectives per token x tokens / m
-    pass    = max(memory, compute) + serial_share x min(memory, compute) + fixed
+    pass    = max(memory, compute) + serial_share x min(memory, compute) + fixed + experts
+
+A mixture of experts with declared expert counts runs its routed experts as kernels of their own (a grouped GEMM
+between each layer's attention and its next), each expert on the x k / E of a micro-batch's x tokens routed to it.
+Its arithmetic intensity is that share, not x: the experts stay under the ridge point (bandwidth-bound) for any
+batch short of E / k times the ridge, while attention and the dense part beside them are already compute-bound,
+and one kernel's bytes do not hide under another's FLOPs. So the routed experts take their own roofline, outside
+the pass's other memory and compute:
+
+    experts = max(M_e, C_e) + serial_share x min(M_e, C_e)
+    M_e     = pp x bytes of the experts a micro-batch's tokens touch x seconds per byte
+    C_e     = pp / m x routed x (s_per_token x prompt tokens + s_per_token_decode x decode)
+
+with `routed` the share of a token's matmul FLOPs in its k routed experts (k x expert / active parameters);
+memory and compute above then count only the dense part's weights and the other (1 - routed) of the FLOPs.
 
 Between two events a batch does not change, only its KV and context grow by the tokens each pass adds, so pass j
-of a run takes max(a + b j, c + d j) + o: `line` gives (a, b, c, d, o) with the serial share folded in
+of a run takes max(a + b j, c + d j) + o (o: the fixed part and the routed experts, neither of which grows within
+a run): `line` gives (a, b, c, d, o) with the serial share folded in
 (max(M, C) + u min(M, C) = max(M + u C, C + u M) for u <= 1), `run_seconds` sums k such passes and
 `passes_within` inverts that sum. Every path that times a pass (the replica's runs, what routers predict, the
 closed-loop bench, the planner, calibration) goes through `line`; replay/costmodel.py derives the coefficients
@@ -31,14 +46,14 @@ class StepModel:
     """The coefficients of one replica's pass time (see the module docstring), and the pass and run times."""
 
     __slots__ = ("chunk_overhead_s", "comm_s", "comm_s_per_token", "dense", "dense_bytes", "fixed_s", "kv_bytes",
-                 "overhead_s", "pick", "pp", "s_per_byte", "s_per_ctx", "s_per_token", "s_per_token_decode",
-                 "seq_overhead_s", "serial_share", "weight_bytes", "weight_memo", "weight_whole")
+                 "overhead_s", "pick", "pp", "routed", "s_per_byte", "s_per_ctx", "s_per_token",
+                 "s_per_token_decode", "seq_overhead_s", "serial_share", "weight_bytes", "weight_memo", "weight_whole")
 
     def __init__(self, *, pp: int, s_per_byte: float, s_per_token: float, kv_bytes: float, weight_bytes: float,
                  pick: float, overhead_s: float, s_per_token_decode: float = 0.0, dense_bytes: float = 0.0,
                  seq_overhead_s: float = 0.0, s_per_ctx: float = 0.0, comm_s: float = 0.0,
                  comm_s_per_token: float = 0.0, serial_share: float = 0.0, whole: int = 0,
-                 chunk_overhead_s: float = 0.0) -> None:
+                 chunk_overhead_s: float = 0.0, routed: float = 0.0) -> None:
         self.pp: int = int(pp)
         self.s_per_byte: float = float(s_per_byte)            # seconds to read a byte at sustained bandwidth
         self.s_per_token: float = float(s_per_token)          # compute per prompt token at sustained FLOP/s
@@ -56,6 +71,8 @@ class StepModel:
         self.fixed_s: float = self.overhead_s + self.comm_s   # what every pass pays, whatever its batch
         self.comm_s_per_token: float = float(comm_s_per_token)  # collectives' time per token of a micro-batch
         self.serial_share: float = float(serial_share)        # of the shorter of memory and compute, not hidden
+        # share of a token's matmul FLOPs in its routed experts, timed on their own roofline (0: one roofline)
+        self.routed: float = 0.0 if self.dense else float(routed)
         # a MoE pass's weight bytes by token count, remembered: whole counts up to `whole` in a list (-1: not yet)
         self.weight_memo: dict[float, float] = {}
         self.weight_whole: list[float] = [] if self.dense else [-1.0] * (whole + 2)
@@ -101,13 +118,21 @@ class StepModel:
             if w < 0.0:
                 w = self.weights(x)
         spb, kvb, ctx = self.s_per_byte, self.kv_bytes, self.s_per_ctx
-        a = (w * m + kvb * kv) * spb * share
-        b = kvb * kv_growth * spb * share
-        c = (self.s_per_token * (tokens - decode) + self.s_per_token_decode * decode + ctx * context) * share
-        d = ctx * context_growth * share
+        mm = self.s_per_token * (tokens - decode) + self.s_per_token_decode * decode
         o = (self.fixed_s + self.seq_overhead_s * seqs + self.chunk_overhead_s * (seqs - decode)
              + self.comm_s_per_token * tokens / m)
         u = self.serial_share
+        r = self.routed
+        if r > 0.0:  # the routed experts on their own roofline (module docstring); the rest reads the dense part
+            me = (w - self.dense_bytes) * m * spb * share
+            ce = r * mm * share
+            o += me + u * ce if me > ce else ce + u * me
+            w = self.dense_bytes
+            mm -= r * mm
+        a = (w * m + kvb * kv) * spb * share
+        b = kvb * kv_growth * spb * share
+        c = (mm + ctx * context) * share
+        d = ctx * context_growth * share
         if u:
             return a + u * c, b + u * d, c + u * a, d + u * b, o
         return a, b, c, d, o
@@ -120,7 +145,8 @@ class StepModel:
         return (a if a > c else c) + o
 
     def fixed_seconds(self, seqs: int, tokens: int) -> float:
-        """What a pass adds beyond memory and compute: collectives, and the engine's time per step and sequence."""
+        """What a pass adds beyond memory and compute: collectives, the engine's time per step and sequence, and
+        a MoE model's routed experts on their own roofline."""
         return self.line(seqs, tokens, 0, 0.0, 0.0)[4]
 
     def weight_bytes_read(self, tokens: float) -> float:

@@ -271,6 +271,51 @@ def test_touched_experts_and_their_all_to_all_by_hand() -> None:
     assert step.comm_s == 0.0  # no latency declared
 
 
+def _qwen3_like(**shape: int) -> Model:
+    """235B total, 22B active, 128 routed experts of which a token picks 8: an expert is 1.775B, the dense part
+    7.8B, and a token's routed share of the FLOPs 8 x 1.775 / 22 = 0.645."""
+    return dataclasses.replace(model(params_b=235.0, active_b=22.0, layers=94, kv_heads=4), experts=128,
+                               experts_per_token=8, **shape)
+
+
+def test_routed_experts_take_their_own_roofline_by_hand() -> None:
+    # One device at 2e12 B/s and 5e14 FLOP/s (ridge 250 FLOP/B); a token computes 2 x 22e9 / 5e14 = 8.8e-5 s.
+    step = step_model(_shaped(pool("e"), _qwen3_like()))
+    assert step.routed == pytest.approx(14.2 / 22)
+    per_token = 2 * 22e9 / 5e14
+    # A 2048-token chunk sends 2048 x 8 / 128 = 128 tokens to each expert (128 FLOP/B, under the ridge): the
+    # experts read all 128 x 1.775e9 x 2 B = 454 GB at bandwidth (227 ms), apart from the dense part, which computes its
+    # 7.8 / 22 of the FLOPs (63.9 ms) while its 15.6 GB read hides under that.
+    touched = 128 * (1 - (120 / 128) ** 2048) * 1.775e9 * 2 / 2e12
+    dense = (1 - 14.2 / 22) * 2048 * per_token
+    assert step.pass_seconds(1, 2048, 0) == pytest.approx(touched + dense, rel=1e-9)
+    assert step.pass_seconds(1, 2048, 0) == pytest.approx(0.2911, abs=1e-4)
+    # one roofline over the whole pass would have let the experts' bytes hide under the dense part's FLOPs
+    one = (7.8e9 * 2 + 128 * 1.775e9 * 2) / 2e12
+    assert one == pytest.approx(0.235) and step.pass_seconds(1, 2048, 0) > 1.2 * one
+    # At the two ends the rooflines agree: one decoding token reads its 8 experts and the dense part (22 ms);
+    # 16384 prompt tokens (1024 a touched expert, over the ridge) compute every FLOP (1.44 s).
+    assert step.pass_seconds(1, 1, 0, decode_tokens=1) == pytest.approx(22e9 * 2 / 2e12)
+    assert step.pass_seconds(1, 16384, 0) == pytest.approx(16384 * per_token)
+    # the pass's fixed part names the experts' time, which does not grow with the KV a run adds
+    assert step.fixed_seconds(1, 2048) == pytest.approx(touched)
+
+
+@settings(max_examples=200, deadline=None)
+@given(seqs=st.integers(1, 256), prompt=st.integers(0, 16384), kv=st.floats(0.0, 2e6))
+def test_routed_roofline_lies_between_one_roofline_and_no_overlap(seqs: int, prompt: int, kv: float) -> None:
+    """The experts on their own roofline never beat one roofline over the pass (which overlaps every byte with
+    every FLOP) nor lose to a pass that overlaps nothing."""
+    own = step_model(_shaped(pool("e"), _qwen3_like()))
+    single = step_model(_shaped(pool("e"), _qwen3_like()))
+    single.routed = 0.0  # the same pass under one roofline
+    tokens = seqs + prompt
+    a, _, c, _, o = single.line(seqs + (prompt > 0), tokens, seqs, kv, 0.0)
+    got = own.pass_seconds(seqs + (prompt > 0), tokens, kv, decode_tokens=seqs)
+    assert max(a, c) + o <= got * (1 + 1e-12)
+    assert got <= (a + c + o) * (1 + 1e-12)
+
+
 def test_attention_compute_grows_with_context_and_decode_has_its_own_mfu() -> None:
     # 10 layers x 64 heads x 128 = 4 x 81,920 FLOPs per token and context token; at 1000 TFLOPS x 0.5 that is
     # 6.5536e-10 s. A 2048-token chunk from offset 0 has 2048 x 1024 token-context products.

@@ -117,3 +117,25 @@ def test_a_dp_attention_plan_is_timed_reported_and_written_as_such() -> None:
     assert (row["ep"], row["replicas"]) == (8, 1)
     block = serving_block(reg.pool("r"), "deepseek-v3", dp8)
     assert (block["ep"], block["attention_dp"]) == (8, 8)
+
+
+def test_the_shared_expert_is_read_and_computed_with_the_every_token_part() -> None:
+    # DeepSeek-V3's config.json: 61 layers of which the first 3 dense, so 58 MoE layers, each with one shared
+    # expert of moe_intermediate_size 2048 on hidden 7168 (SwiGLU: 3 matrices): 58 x 3 x 7168 x 2048 = 2.5545B,
+    # the size the parameter counts give a routed expert to 0.1 %. The shared expert sees every token, so the
+    # count-derived dense part (16.55B) holds it, and only the k routed experts' FLOPs (8 x 2.5565 / 37 = 55 %)
+    # take the experts' own roofline.
+    shared = 58 * 3 * 7168 * 2048 / 1e9
+    assert shared == pytest.approx(EXPERT_B, rel=1e-3)
+    assert shared < DENSE / 1e9
+    assert DEEPSEEK_V3.routed_share == pytest.approx(8 * EXPERT_B / 37)
+    step = step_model(specs(ep=8))
+    assert step.routed == pytest.approx(0.5528, abs=1e-4)
+    # a decode pass of 64 sequences sends 64 x 8 / 256 = 2 tokens to each touched expert: the experts read
+    # 256 x (1 - (248/256)^64) = 222.4 of 256 at bandwidth (1 B a parameter), whatever the dense part's FLOPs
+    touched = 256 * (1 - (248 / 256) ** 64)
+    assert touched == pytest.approx(222.4, abs=0.1)
+    expert_s = touched * EXPERT_B * 1e9 * step.s_per_byte
+    assert expert_s > 64 * step.routed * step.s_per_token_decode  # bandwidth-bound by far
+    assert step.fixed_seconds(64, 64) == pytest.approx(
+        step.fixed_s + 64 * step.seq_overhead_s + 64 * step.comm_s_per_token + expert_s, rel=1e-9)
