@@ -40,7 +40,8 @@ def assumptions(spec: PoolSpec, parallel: bool | None = None) -> tuple[str, ...]
     if m.moe and not m.experts:
         out.append(f"{spec.id}: {m.id} declares no experts or experts_per_token: a batch's weight reads treat its "
                    f"inactive parameters as experts each picked with probability active / total "
-                   f"({m.active_params_b:g}B / {m.total_params_b:g}B)")
+                   f"({m.active_params_b:g}B / {m.total_params_b:g}B), under the pass's one roofline "
+                   f"(the routed experts' own needs their counts)")
     if spec.tp > 1 and spec.collective_us is None and not chip.interconnect.latency_us:
         out.append(f"{spec.id}: {chip.id}'s interconnect declares no latency per hop (interconnect.latency_us): "
                    f"TP{spec.tp}'s all-reduces cost their bytes alone")

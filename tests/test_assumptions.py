@@ -80,7 +80,8 @@ def test_a_moe_model_without_expert_counts_and_a_link_without_latency_are_named(
     spec = spec_on(ASCEND, moe, dpr=8)
     notes = assumptions(spec)
     assert ("p: m declares no experts or experts_per_token: a batch's weight reads treat its inactive parameters as "
-            "experts each picked with probability active / total (22B / 235B)") in notes
+            "experts each picked with probability active / total (22B / 235B), under the pass's one roofline "
+            "(the routed experts' own needs their counts)") in notes
     assert ("p: 910b's interconnect declares no latency per hop (interconnect.latency_us): TP8's all-reduces cost "
             "their bytes alone") in notes
     assert fleet_assumptions([spec, spec]) == notes  # each sentence once
