@@ -167,8 +167,9 @@ class Model:
     def routed_share(self) -> float:
         """Share of a token's matmul FLOPs in the k routed experts it picks, k x expert / active parameters (0
         without expert counts)."""
-        return min(1.0, self.experts_per_token * self.expert_params_b / self.active_params_b) if \
-            self.active_params_b > 0 else 0.0
+        if not self.expert_params_b:
+            return 0.0
+        return min(1.0, self.experts_per_token * self.expert_params_b / self.active_params_b)
 
     def dense_copies_bytes(self, attention_dp: int) -> float:
         """Weight bytes data-parallel attention adds to a replica: every group beyond the first keeps its own copy

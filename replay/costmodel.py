@@ -131,7 +131,7 @@ def step_model(pool: PoolSpec, speed: float = 1.0) -> StepModel:
     """The step model of a pool's replicas, slowed by `speed` (> 1 slower) for replica-to-replica spread."""
     m = pool.model
     flops = 2.0 * m.active_params_b * 1e9
-    if m.experts and m.experts_per_token and m.moe:
+    if m.expert_params_b:
         # data-parallel attention groups each read their own copy of the dense part; the experts are read once
         dense = m.dense_weight_bytes * pool.attention_dp
         pick = m.experts_per_token / m.experts
