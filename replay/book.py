@@ -16,7 +16,8 @@ class Book:
     """What every request still has to do and what happened to it so far."""
 
     __slots__ = ("blocks", "btok", "cached", "cost", "done", "enc", "enq", "entry_step", "entry_u", "first", "held",
-                 "holder", "ins", "patches", "pfin", "phase", "pleft", "preempted", "rem", "todo", "wait", "where")
+                 "holder", "ins", "patches", "pfin", "phase", "pleft", "preempted", "rem", "todo", "wait", "wfirst",
+                 "where")
 
     def __init__(self, n: int, cached: list[int], blocks: list[list[int]] | None = None,
                  btok: list[int] | None = None, ins: list[int] | None = None,
@@ -35,6 +36,7 @@ class Book:
         self.pfin = [-1] * n            # predicted pass count at which it finishes decoding; -1 when not decoding
         self.enq = [0.0] * n            # when it joined its current queue
         self.wait = [0.0] * n           # seconds queued, summed over queues (both stages when split)
+        self.wfirst = [0.0] * n         # of those, the seconds queued before its first token
         self.first = [NAN] * n          # time of its first token
         self.done = [NAN] * n           # time it finished on its current replica
         self.cost = [0.0] * n           # its share of busy cost so far

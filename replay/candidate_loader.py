@@ -1,7 +1,8 @@
 """Candidate YAML: the one loader for candidate files, validated against the fleet and the policy registry.
 
     name: sla-cost
-    policy: sla_cost                  # or {name: pd_split, prefill: [h100-a], decode: [ascend-a]},
+    policy: sla_cost                  # or {name: pd_split, prefill: [h100-a], decode: [ascend-a]}, with an optional
+                                      # encode: [pool ids] for images encoded apart
                                       # or {name: sla_cost, max_failure_risk: 0.001}
     overflow: queue                   # queue | reject | degrade
     noise: 0.0                        # spread of each replica's speed (a mean-1 lognormal factor on its steps)
@@ -60,9 +61,10 @@ from replay.candidate import (
 from replay.exceptions import CandidateError, UnknownNameError
 from replay.fitting import NAMES as FITTED_NAMES
 from replay.policies import get_policy
+from replay.policies.pd_split import STAGES
 from replay.predictors import get_predictor
 
-POOL_LISTS = ("prefill", "decode")  # policy options that list pool ids (pd_split's stages)
+POOL_LISTS = STAGES  # policy options that list pool ids (pd_split's stages)
 
 __all__ = ["Candidate", "PoolOverride", "PredictorSpec", "SlaTier", "candidate_to_dict", "load_candidate",
            "load_candidate_text", "override_value", "predictor_to_data"]

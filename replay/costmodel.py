@@ -192,6 +192,16 @@ def kv_transfer_seconds(tokens: A, src: PoolSpec, dst: PoolSpec) -> A:
     return tokens * src.kv_bytes_per_token / bw
 
 
+EMBEDDING_BYTES = 2  # an image token's embedding crosses in BF16, one value per hidden dimension
+
+
+def embedding_transfer_seconds(tokens: A, src: PoolSpec, dst: PoolSpec) -> A:
+    """Time to move a request's image embeddings from an encode pool to a prefill pool: its image tokens x the
+    language model's hidden size x 2 B over the slower side's interconnect."""
+    bw = min(src.interconnect_bytes_per_s, dst.interconnect_bytes_per_s)
+    return tokens * dst.model.hidden * EMBEDDING_BYTES / bw
+
+
 def full_batch_cost(in_tokens: np.ndarray, cached_tokens: np.ndarray, out_tokens: np.ndarray,
                     pool: PoolSpec) -> np.ndarray:
     """What a request costs on a pool running full batches: its share of the steps it takes part in.

@@ -2,7 +2,8 @@
 
 Events are arrivals (in time order, from the plan), the ends of replicas' runs of identical passes (one
 pending per replica, its `next_at`), failures and repairs and, for split policies, KV caches landing on their
-decode pool (these four in one heap, a run end voided by its replica's version when an arrival cuts the run
+decode pool and, when images are encoded apart, their encoding ending and their embeddings landing on the
+prefill pool (all in one heap, a run end voided by its replica's version when an arrival cuts the run
 short). Events at or before an arrival's time are handled first, so a router sees every replica as of that
 moment; a run end and an arrival at the same instant put the arrival into the pass that starts then. Requests
 no pool can take follow the candidate's overflow rule and are never dropped silently. One seeded RNG per run draws the
@@ -36,6 +37,7 @@ from replay.replica.state import KV_BINS
 
 NONE, QUEUE, DEGRADE, REJECT, UNFIT = 0, 1, 2, 3, 4
 FAIL, REPAIR = -2, -3  # the kind of a replica's failure and repair events, before run ends' versions (>= 0)
+LAND, ENCODED, EMBEDDED = -1, -4, -5  # a KV cache lands; a request's images are encoded; their embeddings land
 NAN = float("nan")
 FLAG_NAMES = ("", "queue", "degrade", "reject", "reject")
 INF = float("inf")
@@ -49,6 +51,7 @@ class Raw:
     replica: np.ndarray          # replica index within its pool, -1 when rejected
     decode_pool: np.ndarray      # the pool that decoded (same as pool unless split)
     wait: np.ndarray             # seconds queued (both stages when split), nan when rejected
+    wait_first: np.ndarray       # of those, the seconds queued before the first token (an encoder's queue too)
     ttft: np.ndarray
     e2e: np.ndarray
     cost: np.ndarray
@@ -67,6 +70,8 @@ class Raw:
     #                                                   reused (replayed for a request with blocks, else recorded)
     evicted: list[int] = field(default_factory=list)         # per pool: prefix blocks evicted from its caches
     encode: np.ndarray = field(default_factory=lambda: np.zeros(0))  # per request: vision encoder seconds it paid
+    encoded_on: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))  # per request: the pool
+    #                                        whose encoder ran on its images (-1 none); empty for a text-only trace
 
 
 def reject_reason(plan: Plan, i: int, flag: int, policy: Policy) -> str:
@@ -168,7 +173,7 @@ def _simulate(plan: Plan, policy: Policy, options: dict[str, tuple[str, ...]], o
                 _cut(i, d, limit, ins, outs, splitting, truncated)
             dpool_out[i] = d
             landing[i] = d
-            heapq.heappush(heap, (t + costmodel.kv_transfer_seconds(ins[i], plan.pools[p], plan.pools[d]), -1,
+            heapq.heappush(heap, (t + costmodel.kv_transfer_seconds(ins[i], plan.pools[p], plan.pools[d]), LAND,
                                   -1 - i))
         for r in flat:
             r.on_done = handoff
@@ -185,9 +190,19 @@ def _simulate(plan: Plan, policy: Policy, options: dict[str, tuple[str, ...]], o
 
     rem, held, todo, pleft = book.rem, book.held, book.todo, book.pleft
     route = router.route
+    # a split router with an encode stage (pd_split's `encode`): images first, then the prefill pool
+    encoding: Callable[[int, float], float] | None = getattr(router, "encode", None) if plan.patches else None
+    delay: Callable[[int, int], float] | None = getattr(router, "embedding_delay", None) if encoding else None
+    patches = book.patches
 
     def dispatch(i: int, t: float) -> None:
-        """Route request i at t (its arrival, or its retry after a failure) and queue it there."""
+        """Route request i at t (its arrival, its images' encoding end, or its retry after a failure) and queue it
+        there."""
+        if encoding is not None and patches[i]:
+            done = encoding(i, t)
+            if done >= 0:
+                heapq.heappush(heap, (done, ENCODED, -1 - i))
+                return
         guess = pred[i]
         if split:  # the prefill stage generates the first token
             book.load(i, prompt[i], ins[i], 1 if outs[i] > 1 else outs[i], 1 if guess > 1 else guess)
@@ -212,7 +227,19 @@ def _simulate(plan: Plan, policy: Policy, options: dict[str, tuple[str, ...]], o
         elif overlong and i in overlong:
             _cut(i, chosen.pool, limit, ins, outs, splitting, truncated)
             book.load(i, prompt[i], ins[i], outs[i], guess)
+        if delay is not None:
+            x = delay(i, chosen.pool)
+            if x > 0:  # encoded apart: the prefill starts when the embeddings are there
+                heapq.heappush(heap, (t + x, EMBEDDED, -1 - i))
+                return
         chosen.arrive(i, t)
+
+    def embedded(i: int, t: float) -> None:
+        """Request i's image embeddings landed on its prefill pool: it joins the replica a request arriving now
+        would."""
+        r = state.pick(pool_out[i], t)
+        rep_out[i] = r.index
+        r.arrive(i, t)
 
     outage = Outage(plan, state, faults, fault_seed, heap)
 
@@ -229,27 +256,32 @@ def _simulate(plan: Plan, policy: Policy, options: dict[str, tuple[str, ...]], o
 
     for i, t in enumerate(arrivals):
         if heap and heap[0][0] <= t:
-            _events(flat, heap, t, fault, land, dispatch)
+            _events(flat, heap, t, fault, land, dispatch, embedded)
         if i == upcoming:
             upcoming = plan.refresh(i)
         dispatch(i, t)
-    _events(flat, heap, INF, fault, land, dispatch)
+    _events(flat, heap, INF, fault, land, dispatch, embedded)
     for r in flat:  # the run's objects are then freed by their reference counts, not left to the collector
         r.on_done = None
     raw = _outcome(plan, policy, book, pool_out, rep_out, dpool_out, flags, replicas)
     raw.truncated = truncated
     raw.failures, raw.retried, raw.lost_tokens = outage.failures, np.array(outage.retried, dtype=np.int64), \
         outage.lost_tokens
+    if plan.patches:  # where each request's images were encoded: its encode pool, else the pool that prefilled it
+        apart = getattr(getattr(router, "encoders", None), "by", None)
+        here = np.where(np.array(plan.patches) > 0, raw.pool, -1)
+        raw.encoded_on = np.where(np.array(apart) >= 0, np.array(apart), here) if apart is not None else here
     return raw
 
 
 def _events(flat: list[Replica], heap: list[tuple[float, int, int]], until: float,
             fault: Callable[[Replica, int, float], list[int]], land: Callable[[int, float], None],
-            dispatch: Callable[[int, float], None]) -> None:
+            dispatch: Callable[[int, float], None], embedded: Callable[[int, float], None]) -> None:
     """Handle every event at or before `until`, earliest first. The heap holds (time, kind, id): a replica's run
     end is (time, its version, its serial), void once the replica's version moved on (an arrival cut the run
     short, it went idle or failed); a failure (FAIL) or repair (REPAIR) is (time, kind, serial); a KV cache landing
-    on its decode pool is (time, -1, -1 - request). Ties go by kind or version, then id."""
+    on its decode pool is (time, LAND, -1 - request), a request's images encoded apart and their embeddings landing
+    (time, ENCODED or EMBEDDED, -1 - request). Ties go by kind or version, then id."""
     pop = heapq.heappop
     while heap:
         ht, kind, rid = heap[0]
@@ -263,8 +295,12 @@ def _events(flat: list[Replica], heap: list[tuple[float, int, int]], until: floa
         elif rid >= 0:
             for j in fault(flat[rid], kind, ht):  # a closure calling dispatch would hold the run in a cycle
                 dispatch(j, ht)
-        else:
+        elif kind == LAND:
             land(-1 - rid, ht)
+        elif kind == ENCODED:  # routed on from here, as a failure's requests are, for the same reason
+            dispatch(-1 - rid, ht)
+        else:
+            embedded(-1 - rid, ht)
 
 
 def _cut(i: int, p: int, limit: list[int], ins: list[int], outs: list[int], splitting: list[bool],
@@ -331,11 +367,14 @@ def _overflow(plan: Plan, state: State, mode: str, split: bool,
               router: Router) -> Callable[[int, float], tuple[Replica | None, int]]:
     """The function applied when the policy finds no replica: (i, t) -> (replica or None, flag)."""
     orders, code = plan.orders, plan.code
+    serves: Callable[[int], bool] | None = getattr(router, "serves", None)  # a split router's encode pools do not
 
     def overflow(i: int, t: float) -> tuple[Replica | None, int]:
         order = orders[code[i]]
         if split and any(router.splits(p) for p in order):
             order = tuple(p for p in order if router.splits(p))
+        elif serves is not None:
+            order = tuple(p for p in order if serves(p))
         if not order:
             return None, UNFIT
         if mode == "reject":
@@ -374,7 +413,8 @@ def _outcome(plan: Plan, policy: Policy, book: Book, pool_l: list[int], rep_l: l
                         for reps in replicas]).reshape(len(replicas), KV_BINS + 1)
     evicted = [sum(r.cache.evicted for r in reps if r.cache is not None) for reps in replicas]
     return Raw(pool=pool, replica=np.where(served, np.array(rep_l, dtype=np.int64), -1), decode_pool=dpool,
-               wait=np.where(served, np.array(book.wait, dtype=np.float64), nan), ttft=ttft, e2e=e2e,
+               wait=np.where(served, np.array(book.wait, dtype=np.float64), nan),
+               wait_first=np.where(served, np.array(book.wfirst, dtype=np.float64), nan), ttft=ttft, e2e=e2e,
                cost=np.where(served, np.array(book.cost, dtype=np.float64), nan),
                preempted=np.array(book.preempted, dtype=np.int64), flag=flag, reasons=reasons, spans=spans,
                kv_time=kv_time, kv_peak=kv_peak, kv_hist=kv_hist, cached=np.array(book.cached, dtype=np.int64),

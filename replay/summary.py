@@ -55,7 +55,7 @@ class PoolSummary:
     blocks_evicted: int = 0              # prefix blocks its replicas' caches evicted
     ttft_saved_s: float | None = None    # mean prefill compute per request the reuse skipped: the TTFT it saved
     busy_cost_saved_usd: float = 0.0     # the busy cost of that compute
-    images: int = 0                      # images its prefills encoded (served requests)
+    images: int = 0                      # images its encoders encoded (served requests)
     encode_s: float | None = None        # mean vision encoder seconds of a served request carrying images
     encode_share: float = 0.0            # the encoder's seconds over the pool's busy seconds
 
@@ -216,11 +216,12 @@ def build(plan: Plan, raw: Raw, traffic: pl.DataFrame, *, candidate: str, policy
         reasons.to_frame(),
     ], how="horizontal")
     encode = raw.encode if raw.encode.size else np.zeros(n)
-    if plan.image_tokens.size:  # TTFT in its parts: the encoder, the queues, the prefill with its first token
+    if plan.image_tokens.size:  # TTFT in its parts: the encoder, the queues before the first token, the prefill
         frame = frame.with_columns(pl.Series("images", plan.images, dtype=pl.Int64),
                                    pl.Series("image_tokens", plan.image_tokens, dtype=pl.Int64),
                                    pl.Series("encode_s", np.where(served, encode, nan)).fill_nan(None),
-                                   pl.Series("prefill_s", np.where(served, raw.ttft - raw.wait - encode, nan)
+                                   pl.Series("queue_s", raw.wait_first).fill_nan(None),
+                                   pl.Series("prefill_s", np.where(served, raw.ttft - raw.wait_first - encode, nan)
                                              ).fill_nan(None))
     cached = raw.cached.astype(np.float64) if raw.cached.size else plan.cached_tokens
     prices = plan.prices
@@ -255,7 +256,8 @@ def build(plan: Plan, raw: Raw, traffic: pl.DataFrame, *, candidate: str, policy
             blocks_evicted=int(raw.evicted[k]) if raw.evicted else 0,
             ttft_saved_s=float(saved_s[mine].mean()) if mine.any() else None,
             busy_cost_saved_usd=float(saved_s[mine].sum() * spec.replica_cost_per_s),
-            **_encoder(plan, encode, served_here, float(busy[k])))
+            **_encoder(plan, encode, served & (raw.encoded_on == k) if raw.encoded_on.size else served_here,
+                       float(busy[k])))
     served_in, served_out = int(plan.in_tokens[served].sum()), int(out_tokens[served].sum())
     busy_cost = float(sum(p.busy_cost_usd for p in pool_rows.values()))
     decided = int(served.sum() + rejected.sum())
@@ -288,16 +290,16 @@ def build(plan: Plan, raw: Raw, traffic: pl.DataFrame, *, candidate: str, policy
         work_lost_tokens=int(raw.lost_tokens),
         reuse=float(cached[routed].sum() / plan.in_tokens[routed].sum()) if plan.in_tokens[routed].sum() else None,
         reuse_source=reuse_source(plan),
-        ttft_split={"encode_s": float(encode[served].mean()), "queue_s": float(raw.wait[served].mean()),
-                    "prefill_s": float((raw.ttft - raw.wait - encode)[served].mean())}
+        ttft_split={"encode_s": float(encode[served].mean()), "queue_s": float(raw.wait_first[served].mean()),
+                    "prefill_s": float((raw.ttft - raw.wait_first - encode)[served].mean())}
         if plan.image_tokens.size and served.any() else {},
     )
     return frame, summary
 
 
 def _encoder(plan: Plan, encode: np.ndarray, served: np.ndarray, busy_s: float) -> dict[str, Any]:
-    """A pool's vision encoder figures: images its served requests carried, their mean encoder seconds, and the
-    encoder's share of its busy time."""
+    """A pool's vision encoder figures: images its encoder ran on for served requests (`served`: those it encoded),
+    their mean encoder seconds, and the encoder's share of its busy time."""
     if not plan.image_tokens.size:
         return {}
     seeing = served & (plan.image_tokens > 0)

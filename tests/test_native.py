@@ -159,7 +159,8 @@ def test_asking_for_the_build_without_one_is_an_error_not_a_silent_fallback(tmp_
 
 
 # Every policy, overload with preemption and rejection, noise, failures and throttling, the step terms, both
-# schedules and the closed loop: a digest of every per-request column and of the bench points, in one process per mode.
+# schedules, images encoded apart and the closed loop: a digest of every per-request column and of the bench points,
+# in one process per mode.
 SCENARIOS = r"""
 import dataclasses, hashlib, json, sys
 sys.path.insert(0, sys.argv[1])
@@ -197,6 +198,12 @@ runs.append((Candidate(name="bkv", policy="prefix_affinity"), pl.DataFrame({
     "arrival_ms": [0] * 64, "in_tokens": 8192, "out_tokens": 256, "hash_ids": [[k % 3] + list(range(100, 115))
                                                                               for k in range(64)],
     "block_tokens": 512}), tight))
+from tests.test_encode_stage import EPD, epd_fleet  # images encoded apart, with failures and a TTFT limit
+vlm = epd_fleet(encoders=2, others=3)
+images = pl.DataFrame({"arrival_ms": [k * 7 for k in range(1500)], "in_tokens": [200 + k % 900 for k in range(1500)],
+                       "out_tokens": [1 + k % 60 for k in range(1500)], "images": [k % 4 for k in range(1500)]})
+runs.append((dataclasses.replace(EPD, sla_tiers={"standard": SlaTier(ttft_s=0.5)}, faults=FaultSpec(
+    repair_s=2.0, pools={p.id: PoolFaults(failures_per_device_hour=300.0) for p in vlm.pools})), images, vlm))
 h, counts = hashlib.sha256(), []
 for cand, fr, r in runs:
     out = run_replay(cand, fr, r, 3)

@@ -274,7 +274,7 @@ def _leftover(candidate: Candidate, frame: pl.DataFrame, registry: Registry) -> 
 
 
 @pytest.mark.parametrize("case", ["round_robin", "least_loaded", "cost_min", "sla_cost", "pd_split", "faults",
-                                  "overlong"])
+                                  "overlong", "encode"])
 def test_a_replay_is_freed_when_it_returns(case: str) -> None:
     """The run's book, replicas and plan hold millions of numbers at scale: their reference counts must free them
     when the run returns (a cycle through the loop's closures kept them, 1 s of collection at 1M requests)."""
@@ -290,6 +290,11 @@ def test_a_replay_is_freed_when_it_returns(case: str) -> None:
         candidate = Candidate(name="t", policy="pd_split")
         frame = pl.DataFrame({"arrival_ms": [0, 5, 10], "in_tokens": [1000, 1000, 1000],
                               "out_tokens": [10**7, 50, 10**7]})
+    elif case == "encode":  # images encoded apart, then their embeddings landing on the prefill pool
+        from tests.test_encode_stage import EPD, epd_fleet
+        candidate, reg = EPD, epd_fleet(encoders=2, others=2)
+        frame = pl.DataFrame({"arrival_ms": list(range(0, 400, 2)), "in_tokens": 500, "out_tokens": 20,
+                              "images": [k % 3 for k in range(200)]})
     else:
         candidate = Candidate(name="t", policy=case, sla_tiers=tier)
     assert _leftover(candidate, frame, reg) == 0
@@ -308,10 +313,10 @@ class _Run:
 
 
 def test_events_come_in_the_order_of_a_heap_of_time_version_and_serial(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Run ends, failures, repairs and landings are handled as one heap of (time, version or kind, serial) pops them,
-    none after `until`; a run end whose replica's version moved on (an arrival cut the run short) is passed over.
-    The module's source is loaded as pure Python here, which takes stand-in replicas (the compiled one takes only
-    its own)."""
+    """Run ends, failures, repairs, landings and images encoded apart are handled as one heap of (time, version or
+    kind, serial) pops them, none after `until`; a run end whose replica's version moved on (an arrival cut the run
+    short) is passed over. The module's source is loaded as pure Python here, which takes stand-in replicas (the
+    compiled one takes only its own)."""
     source = Path(__file__).resolve().parents[1] / "replay" / "simulator.py"
     spec = importlib.util.spec_from_file_location("_simulator_source", source)
     assert spec is not None and spec.loader is not None
@@ -322,7 +327,8 @@ def test_events_come_in_the_order_of_a_heap_of_time_version_and_serial(monkeypat
     flat = [_Run(0, 5, log), _Run(1, 2, log), _Run(2, 9, log), _Run(3, 0, log), _Run(4, 2, log)]
     runs = [(1.0, 5, 0), (1.0, 2, 1), (0.5, 9, 2), (1.0, 2, 4)]
     void = [(0.7, 4, 0), (0.9, 1, 1)]  # run ends of versions since cut short: replicas 0 and 1 are at 5 and 2 now
-    faults = [(1.0, -1, -1 - 7), (1.0, pure.FAIL, 3), (2.0, pure.REPAIR, 3)]
+    faults = [(1.0, -1, -1 - 7), (1.0, pure.FAIL, 3), (2.0, pure.REPAIR, 3), (1.0, pure.ENCODED, -1 - 8),
+              (0.2, pure.EMBEDDED, -1 - 9)]
     heap = [*runs, *void, *faults]
     heapq.heapify(heap)
     expected = sorted([*runs, *faults])
@@ -335,21 +341,24 @@ def test_events_come_in_the_order_of_a_heap_of_time_version_and_serial(monkeypat
         log.append(("land", i, t))
 
     def dispatch(i: int, t: float) -> None:
-        log.append(("retry", i, t))
+        log.append(("retry" if i == 11 else "encoded", i, t))
 
-    pure._events(flat, heap, 1.5, fault, land, dispatch)
+    def embedded(i: int, t: float) -> None:
+        log.append(("embedded", i, t))
+
+    pure._events(flat, heap, 1.5, fault, land, dispatch, embedded)
     assert heap == [(2.0, pure.REPAIR, 3)]  # after `until`: left for later
-    pure._events(flat, heap, math.inf, fault, land, dispatch)
-    names = {-1: "land", pure.FAIL: "fail", pure.REPAIR: "repair"}
+    pure._events(flat, heap, math.inf, fault, land, dispatch, embedded)
+    names = {-1: "land", pure.FAIL: "fail", pure.REPAIR: "repair", pure.ENCODED: "encoded", pure.EMBEDDED: "embedded"}
     want: list[tuple[str, int, float]] = []
     for t, kind, rid in expected:
         if kind >= 0:
             want.append(("run", rid, t))
         else:
-            want.append((names[kind], 7 if kind == -1 else rid, t))
+            want.append((names[kind], rid if kind in (pure.FAIL, pure.REPAIR) else -1 - rid, t))
             if kind == pure.FAIL:
                 want.append(("retry", 11, t))
     assert log == want
-    assert log == [("run", 2, 0.5), ("fail", 3, 1.0), ("retry", 11, 1.0), ("land", 7, 1.0), ("run", 1, 1.0),
-                   ("run", 4, 1.0), ("run", 0, 1.0), ("repair", 3, 2.0)]
+    assert log == [("embedded", 9, 0.2), ("run", 2, 0.5), ("encoded", 8, 1.0), ("fail", 3, 1.0), ("retry", 11, 1.0),
+                   ("land", 7, 1.0), ("run", 1, 1.0), ("run", 4, 1.0), ("run", 0, 1.0), ("repair", 3, 2.0)]
     assert not heap

@@ -126,6 +126,7 @@ class Events(Scheduler):
                 todo[i] -= 1
                 if first[i] != first[i]:
                     first[i] = t
+                    book.wfirst[i] = book.wait[i]
                 if todo[i] <= 0:
                     self.finish(i, t, decoded=False)
                 else:
