@@ -41,6 +41,7 @@ class CandidateForm:
     noise: float = 0.0
     prefill: tuple[str, ...] = ()
     decode: tuple[str, ...] = ()
+    encode: tuple[str, ...] = ()  # pd_split's encode pools (none: images encoded where they are prefilled)
     tiers: dict[str, tuple[float | None, float | None]] = field(default_factory=lambda: dict(DEFAULT_TIERS))
     pools: dict[str, dict[str, Any]] = field(default_factory=dict)
     enabled: dict[str, bool] = field(default_factory=dict)
@@ -80,7 +81,8 @@ def form_of(registry: Registry, candidate: Candidate | None = None) -> Candidate
     tiers = {t: (s.ttft_s, s.e2e_s) for t, s in cand.sla_tiers.items()} if cand.sla_tiers else dict(DEFAULT_TIERS)
     return CandidateForm(name=cand.name, policy=cand.policy, overflow=cand.overflow, noise=cand.noise,
                          prefill=cand.policy_options.get("prefill", ()), decode=cand.policy_options.get("decode", ()),
-                         tiers=tiers, pools=pools, enabled={p: cand.override(p).enabled for p in pools},
+                         encode=cand.policy_options.get("encode", ()), tiers=tiers, pools=pools,
+                         enabled={p: cand.override(p).enabled for p in pools},
                          predictor=cand.predictor.name, predictor_options=dict(cand.predictor.options))
 
 
@@ -94,7 +96,8 @@ def candidate_body(form: CandidateForm, registry: Registry) -> dict[str, Any]:
     base = registry_values(registry)
     policy: Any = form.policy
     if form.policy == "pd_split":
-        policy = {"name": "pd_split", "prefill": list(form.prefill), "decode": list(form.decode)}
+        policy = {"name": "pd_split", "prefill": list(form.prefill), "decode": list(form.decode),
+                  **({"encode": list(form.encode)} if form.encode else {})}
     body: dict[str, Any] = {"name": form.name, "policy": policy, "overflow": form.overflow}
     if form.noise:
         body["noise"] = form.noise

@@ -62,7 +62,7 @@ def load_form(form: CandidateForm) -> None:
     """Put a form's values into the widgets' session state (call from a callback, or before drawing)."""
     s = st.session_state
     s["wi.name"], s["wi.policy"], s["wi.overflow"], s["wi.noise"] = form.name, form.policy, form.overflow, form.noise
-    s["wi.prefill"], s["wi.decode"] = list(form.prefill), list(form.decode)
+    s["wi.prefill"], s["wi.decode"], s["wi.encode"] = list(form.prefill), list(form.decode), list(form.encode)
     s["wi.tiers"] = list(form.tiers)
     for tier, (ttft, e2e) in form.tiers.items():
         s[f"wi.tier.{tier}.ttft_s"] = None if ttft is None else float(ttft)
@@ -103,7 +103,7 @@ def read_form(registry: Registry) -> CandidateForm:
     return CandidateForm(
         name=str(s.get("wi.name") or "candidate"), policy=s["wi.policy"], overflow=s["wi.overflow"],
         noise=float(s.get("wi.noise") or 0.0), prefill=tuple(s.get("wi.prefill", ())),
-        decode=tuple(s.get("wi.decode", ())), tiers=tiers,
+        decode=tuple(s.get("wi.decode", ())), encode=tuple(s.get("wi.encode", ())), tiers=tiers,
         pools={p: {f: s.get(key(p, f), v[f]) for f in POOL_FIELDS} for p, v in pools.items()},
         enabled={p: bool(s.get(key(p, "enabled"), True)) for p in pools}, predictor=name, predictor_options=options)
 
@@ -141,9 +141,12 @@ def editor(registry: Registry) -> None:
     c4.number_input("Noise", key="wi.noise", step=0.05, format="%.2f",
                     help="Spread of each replica's speed (a mean-1 lognormal factor); 0 = every replica alike.")
     if st.session_state.get("wi.policy") == "pd_split":
-        d1, d2 = st.columns(2)
+        d1, d2, d3 = st.columns(3)
         d1.multiselect("Prefill pools", list(base), key="wi.prefill")
         d2.multiselect("Decode pools", list(base), key="wi.decode")
+        d3.multiselect("Encode pools", list(base), key="wi.encode",
+                       help="Pools that only run the vision encoder on requests' images, before their prefill "
+                            "(none: each prefill replica encodes its own requests' images).")
     tiers = st.session_state.get("wi.tiers", [])
     predictor_inputs(tiers)
     with st.expander(f"SLA tiers: {', '.join(tiers)} (seconds; leave a limit empty for none)"):
