@@ -19,7 +19,7 @@ from tests.conftest import FLEET
 
 T0 = 1_793_491_200_000  # 2026-11-01T00:00:00Z, in ms
 POOLS = load_registry(FLEET).pools
-KNOWN = "ascend-a, gaudi3-a, h100-a, mi300x-a, mlu370-a"
+KNOWN = "ascend-a, gaudi3-a, h100-a, h100-vl, mi300x-a, mlu370-a"
 CTX = Context(ProfileSet({}), None, POOLS, vendors={"h100-a": "nvidia", "ascend-a": "huawei"})
 HERE = {"pool": "h100-a", "node": "h100-a-01", "device": "nvidia0", "vendor": "nvidia"}
 ERR = {"error_class": "device_lost", "severity": "fatal", "code": "79"}

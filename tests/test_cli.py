@@ -56,9 +56,9 @@ def test_init_twice_and_json(capsys: pytest.CaptureFixture[str], db_path: Path) 
 
 def test_validate_load_show(capsys: pytest.CaptureFixture[str], db_path: Path) -> None:
     code, out, _ = run(capsys, "registry", "validate", str(FLEET))
-    assert code == 0 and "valid (5 chips, 4 models, 5 pools)" in out
+    assert code == 0 and "valid (5 chips, 4 models, 6 pools)" in out
     code, out, _ = run(capsys, "--db", str(db_path), "--json", "registry", "load", str(FLEET))
-    assert code == 0 and json.loads(out) == {"snapshot_id": 1, "created": True, "pools": 5, "evidence_files": 5,
+    assert code == 0 and json.loads(out) == {"snapshot_id": 1, "created": True, "pools": 6, "evidence_files": 5,
                                              "evidence_stored": 5}
     code, out, _ = run(capsys, "--db", str(db_path), "--json", "registry", "load", str(FLEET))
     assert json.loads(out)["created"] is False and json.loads(out)["evidence_stored"] == 0
@@ -66,7 +66,8 @@ def test_validate_load_show(capsys: pytest.CaptureFixture[str], db_path: Path) -
     assert code == 0
     assert re.search(r"h100-a\s+h100-sxm\s+64\s+204\.80\s+llama-3\.1-70b\s+production", out)
     code, out, _ = run(capsys, "--db", str(db_path), "registry", "show", "--json")
-    assert [p["id"] for p in json.loads(out)["pools"]] == ["h100-a", "mi300x-a", "ascend-a", "gaudi3-a", "mlu370-a"]
+    assert [p["id"] for p in json.loads(out)["pools"]] == ["h100-a", "mi300x-a", "ascend-a", "gaudi3-a", "mlu370-a",
+                                                           "h100-vl"]
 
 
 def test_invalid_registry_lists_every_problem_and_exits_2(capsys: pytest.CaptureFixture[str],

@@ -53,7 +53,7 @@ def test_a_short_commit_is_waited_out_and_the_page_renders(copy: Path, monkeypat
         threading.Timer(1.5, lambda: proc.stdin.close() if proc.stdin else None).start()
         at = page(copy, monkeypatch)
     assert not at.exception and not at.error
-    assert at.title[0].value == "Fleet registry" and at.metric[0].value == "5"
+    assert at.title[0].value == "Fleet registry" and at.metric[0].value == "6"
 
 
 def test_a_commit_is_seen_at_the_next_rerun(copy: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -69,7 +69,7 @@ def test_a_commit_is_seen_at_the_next_rerun(copy: Path, monkeypatch: pytest.Monk
 def test_a_replaced_file_is_said_and_the_new_one_is_read(copy: Path, tmp_path: Path,
                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     at = page(copy, monkeypatch)
-    assert at.metric[0].value == "5"
+    assert at.metric[0].value == "6"
     fleet = yaml.safe_load((REPO / "examples" / "fleet.yaml").read_text())
     fleet["pools"] = fleet["pools"][:2]
     two = tmp_path / "two.yaml"

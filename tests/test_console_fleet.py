@@ -27,10 +27,10 @@ def test_fleet_page_lists_pools_from_the_registry(fleet_db: Path, fleet: Registr
     assert at.title[0].value == "Fleet registry"
     shown = at.table[0].value.map(plain)  # a table that wraps: every cell whole, as the reader sees it
     assert list(shown["pool"]) == [p.id for p in fleet.pools]
-    assert list(shown["devices"]) == ["64", "32", "64", "32", "16"]
-    # 64 x 3.20 + 32 x 2.60 + 64 x 1.50 + 32 x 2.10 + 16 x 0.90 = 465.60 dollars per hour
+    assert list(shown["devices"]) == ["64", "32", "64", "32", "16", "8"]
+    # 64 x 3.20 + 32 x 2.60 + 64 x 1.50 + 32 x 2.10 + 16 x 0.90 + 8 x 3.20 = 491.20 dollars per hour
     metrics = {m.label: m.value for m in at.metric}
-    assert metrics == {"Pools": "5", "Devices": "208", "Cost per hour": "$465.60", "Vendors": "5"}
+    assert metrics == {"Pools": "6", "Devices": "216", "Cost per hour": "$491.20", "Vendors": "5"}
     h100 = shown[shown["pool"] == "h100-a"].iloc[0]
     assert h100["cost per hour"] == "$204.80"
     assert h100["stack"] == "cuda 12.4, driver 550.144.03, vllm 0.15.1"

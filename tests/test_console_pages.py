@@ -31,7 +31,7 @@ TITLES = ("Fleet health", "Errors and reliability", "Cost", "Export", "Fleet reg
           "Node", "Device")
 END = int(dt.datetime(2026, 11, 29, 8, tzinfo=dt.UTC).timestamp() * 1000)
 START = END - 86_400_000  # "Last 24 hours" ends with the hour of the newest sample
-POOLS = ("h100-a", "mi300x-a", "ascend-a", "gaudi3-a", "mlu370-a")
+POOLS = ("h100-a", "mi300x-a", "ascend-a", "gaudi3-a", "mlu370-a", "h100-vl")
 
 
 def open_page(db: Path, monkeypatch: pytest.MonkeyPatch, page: str) -> AppTest:
@@ -258,7 +258,7 @@ def test_versions_page_flags_the_drifted_cells(demo_db: Path, monkeypatch: pytes
     assert "declared 6.10.5; seen 6.10.5 (1 node), 6.12.12 (1 node)" in matrix["driver"][0]
     assert [e.label for e in at.expander] == ["mi300x-a · driver: 2 versions in the pool",
                                               "ascend-a · npu-exporter: 2 versions in the pool",
-                                              "gaudi3-a · driver: 2 versions in the pool", "Per node (9 nodes)"]
+                                              "gaudi3-a · driver: 2 versions in the pool", "Per node (11 nodes)"]
     assert {e.proto.icon for e in at.expander[:3]} == {":material/warning:"}  # an icon needing no emoji font
     nodes = at.dataframe[0].value
     assert [named(n) for n in nodes["node"]] == ["mi300x-a-02"] and list(nodes["version"]) == ["6.12.12"]

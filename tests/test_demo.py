@@ -39,12 +39,12 @@ def test_everything_came_through_the_pipeline_without_a_reject(demo: duckdb.Duck
     for kind, n, read, accounted, rejected in runs:
         assert n > 0 and read == accounted and rejected == 0, kind
     assert rows(demo, "SELECT count(*) FROM rejects") == [(0,)]
-    # 5 pools x 2 nodes, less the onboarding pool's second node; every sample carries its exporter's source
+    # 6 pools x 2 nodes, less the onboarding pool's second node; every sample carries its exporter's source
     nodes = rows(demo, "SELECT count(DISTINCT node) FROM samples")[0][0]
-    assert nodes == 9
+    assert nodes == 11
 
 
-@pytest.mark.parametrize("pool", ["h100-a", "mi300x-a", "ascend-a", "gaudi3-a", "mlu370-a"])
+@pytest.mark.parametrize("pool", ["h100-a", "mi300x-a", "ascend-a", "gaudi3-a", "mlu370-a", "h100-vl"])
 def test_each_vendor_dialect_normalizes_to_the_same_canonical_metrics(demo: duckdb.DuckDBPyConnection,
                                                                      pool: str) -> None:
     got = {r[0] for r in rows(demo, "SELECT DISTINCT metric FROM samples WHERE pool = ?", [pool])}
@@ -60,7 +60,7 @@ def test_each_vendor_dialect_normalizes_to_the_same_canonical_metrics(demo: duck
     # units: HBM totals come out as the chips' capacities in bytes whatever the vendor wrote (MiB, MB, B)
     total = rows(demo, "SELECT max(value) FROM samples WHERE pool = ? AND metric = 'accelerator.memory.total'",
                  [pool])[0][0]
-    capacity_gib = {"h100-a": 80, "mi300x-a": 192, "ascend-a": 64, "gaudi3-a": 128, "mlu370-a": 48}[pool]
+    capacity_gib = {"h100-a": 80, "mi300x-a": 192, "ascend-a": 64, "gaudi3-a": 128, "mlu370-a": 48, "h100-vl": 80}[pool]
     assert total / 1024**3 == pytest.approx(capacity_gib, rel=0.01)
 
 
@@ -99,7 +99,8 @@ def test_every_vendor_reports_its_everyday_errors(demo: duckdb.DuckDBPyConnectio
 def test_two_nodes_drifted_from_the_declared_driver(demo: duckdb.DuckDBPyConnection) -> None:
     newest = rows(demo, "SELECT pool, node, arg_max(version, last_seen) FROM versions WHERE component = 'driver' "
                         "GROUP BY pool, node ORDER BY pool, node")
-    declared = {"h100-a": "550.144.03", "mi300x-a": "6.10.5", "gaudi3-a": "1.22.1", "mlu370-a": "6.2.10"}
+    declared = {"h100-a": "550.144.03", "mi300x-a": "6.10.5", "gaudi3-a": "1.22.1", "mlu370-a": "6.2.10",
+                "h100-vl": "550.144.03"}
     drifted = [(pool, node, v) for pool, node, v in newest if v != declared[pool]]
     assert drifted == [("gaudi3-a", "gaudi3-a-01", "1.22.2"), ("mi300x-a", "mi300x-a-02", "6.12.12")]
     # they ran the declared driver before the upgrade
@@ -151,7 +152,39 @@ def test_traffic_is_azure_shaped_with_observed_latencies(demo: duckdb.DuckDBPyCo
     assert set(r.filter(pl.col("outcome") == "error")["pool"]) == {"h100-a"}  # only the failing node's replica
     assert set(zip(r["pool"], r["model"], strict=True)) == {
         ("h100-a", "llama-3.1-70b"), ("ascend-a", "llama-3.1-70b"), ("gaudi3-a", "llama-3.1-70b"),
-        ("mi300x-a", "qwen3-235b-a22b")}
+        ("mi300x-a", "qwen3-235b-a22b"), ("h100-vl", "qwen2.5-vl-7b")}
+
+
+def test_the_vision_language_pool_serves_images_and_a_replay_prices_its_encoder(demo: duckdb.DuckDBPyConnection,
+                                                                               demo_db: Path) -> None:
+    """Only the VLM pool's requests carry images, in the demo's mix (none 30 %, one 50 %, two 15 %, four 5 %: a mean
+    of 1.0). Replayed, each request's encoder time is its images x 1024 patches (448 px in 14 px patches) x 2 x
+    0.676e9 FLOPs at the H100's 989 TFLOP/s x the registry's mfu 0.42 = 3.333 ms an image."""
+    from replay import Candidate, run_replay
+    from store import require_registry
+    from store.requests import read_requests
+
+    by_pool = dict(rows(demo, "SELECT obs_pool, avg(images) FROM requests GROUP BY 1"))
+    assert {p for p, mean in by_pool.items() if mean} == {"h100-vl"}
+    assert by_pool["h100-vl"] == pytest.approx(1.0, rel=0.05)
+    share = rows(demo, "SELECT avg((images = 0)::INT) FROM requests WHERE obs_pool = 'h100-vl'")[0][0]
+    assert share == pytest.approx(0.3, abs=0.02)
+    con = connect(demo_db, read_only=True)
+    try:
+        registry, requests = require_registry(con), read_requests(con)
+    finally:
+        con.close()
+    hour = requests.filter(pl.col("arrival_ms") < requests["arrival_ms"].min() + 3_600_000)
+    result = run_replay(Candidate(name="registry"), hour, registry, 0)
+    vl = result.requests.filter(pl.col("pool") == "h100-vl")
+    per_image = 1024 * 2 * 0.676e9 / (989e12 * 0.42)
+    carrying = vl.filter(pl.col("images") > 0)
+    assert carrying.height > 100
+    assert (carrying["encode_s"] / carrying["images"]).to_list() == pytest.approx([per_image] * carrying.height)
+    assert (carrying["image_tokens"] == carrying["images"] * 256).all()
+    pools = result.summary.pools
+    assert 0 < pools["h100-vl"].encode_share < 0.5 and pools["h100-a"].encode_share == 0.0
+    assert result.summary.ttft_split["encode_s"] > 0
 
 
 def test_engine_counters_agree_with_the_requests(demo: duckdb.DuckDBPyConnection) -> None:
@@ -220,7 +253,7 @@ def test_a_database_with_samples_is_refused_unless_replaced(tmp_path: Path, caps
                  "--end", "2026-11-29T08:00:00Z"]) == 0
     con = connect(copy, read_only=True)
     try:
-        assert rows(con, "SELECT count(DISTINCT node) FROM samples")[0][0] == 5  # the small rebuild only
+        assert rows(con, "SELECT count(DISTINCT node) FROM samples")[0][0] == 6  # the small rebuild only
     finally:
         con.close()
 
@@ -236,7 +269,7 @@ def test_scaling_keeps_prices_and_replica_widths(fleet: Registry) -> None:
     lays = {lay.pool.id: lay for lay in layout(scaled)}
     assert lays["h100-a"].nodes == ("h100-a-01", "h100-a-02", "h100-a-03", "h100-a-04")
     assert lays["mlu370-a"].reporting_nodes == ("mlu370-a-01", "mlu370-a-02")
-    assert [lay.takes_traffic for lay in lays.values()] == [True, True, True, True, False]
+    assert [lay.takes_traffic for lay in lays.values()] == [True, True, True, True, False, True]
     one = dataclasses.replace(fleet, pools=fleet.pools[:1])
     assert scale_registry(one, 1).pools[0].nodes == 1
 

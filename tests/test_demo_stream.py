@@ -65,7 +65,7 @@ def test_one_chunk_is_the_replay_itself(fleet: Registry) -> None:
     traffic, candidate, planted, start = _traffic(fleet, 2)
     whole = run_replay(candidate, traffic, planted, seed=0)
     parts = replay_in_chunks(candidate, traffic, planted, start, END_MS)
-    assert parts.requests.equals(whole.requests.select(ROW_COLUMNS))
+    assert parts.requests.equals(whole.requests.select(*ROW_COLUMNS, "images"))
 
 
 def test_requests_stored_in_parts_are_numbered_as_one_file(tmp_path: Path) -> None:

@@ -102,3 +102,15 @@ def test_form_to_yaml_to_form_is_the_same_form(v: dict[str, Any]) -> None:
     candidate, problems, _ = check_form(form, REGISTRY)
     assert problems == [] and candidate is not None
     assert form_of(REGISTRY, candidate) == dataclasses.replace(form, name=candidate.name)
+
+
+def test_pd_splits_encode_pools_go_into_the_file_and_come_back(fleet: Registry) -> None:
+    form = dataclasses.replace(form_of(fleet), policy="pd_split", prefill=("h100-a",), decode=("ascend-a",),
+                               encode=("h100-vl",))
+    candidate, problems, text = check_form(form, fleet)
+    assert problems == [] and candidate is not None
+    assert candidate.policy_options["encode"] == ("h100-vl",) and "  encode: [h100-vl]\n" in text
+    assert form_of(fleet, candidate).encode == ("h100-vl",)
+    # without encode pools the file names none: images are encoded where they are prefilled
+    plain = dataclasses.replace(form, encode=())
+    assert "encode" not in check_form(plain, fleet)[2]

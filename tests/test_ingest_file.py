@@ -108,7 +108,8 @@ def test_canonical_file_and_scrape(capsys: pytest.CaptureFixture[str], fleet_db:
         "read": 6, "stored": 2, "rejected": 3, "duplicates": 0, "ignored": 1}
     code, out, _ = run(capsys, "--db", str(fleet_db), "ingest", "file", str(feed), "--canonical")
     assert "rejected 1: no pool label: a canonical series names its pool" in out
-    assert "rejected 1: pool 'b200-z' is not in the registry; known: ascend-a, gaudi3-a, h100-a, mi300x-a" in out
+    assert ("rejected 1: pool 'b200-z' is not in the registry; known: ascend-a, gaudi3-a, h100-a, h100-vl, mi300x-a"
+            in out)
     assert "rejected 1: metric 'DCGM_FI_DEV_GPU_TEMP' is not a canonical feed name" in out
     exporter = Exporter()
     try:

@@ -76,7 +76,8 @@ def test_a_memory_wall_exits_1(capsys: pytest.CaptureFixture[str], tmp_path: Pat
     (["--model", "nope"], "hetpool: error: unknown model 'nope'; known: llama-3.1-70b, qwen3-235b-a22b, "
                           "qwen3-30b-a3b, qwen2.5-vl-7b"),
     (["--model", "llama-3.1-70b", "--pool", "h100-a", "--pool", "tpu-z"],
-     "hetpool: error: unknown pool 'tpu-z'; known: h100-a, mi300x-a, ascend-a, gaudi3-a, mlu370-a"),
+     "hetpool: error: unknown pool 'tpu-z'; known: h100-a, mi300x-a, ascend-a, gaudi3-a, mlu370-a, "
+         "h100-vl"),
     (["--model", "llama-3.1-70b", "--context", "100"],
      "hetpool: error: context 100 is shorter than a request's isl + osl = 1152 tokens"),
     (["--model", "qwen3-30b-a3b", "--context", "65536"],

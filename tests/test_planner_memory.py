@@ -67,7 +67,7 @@ def test_a_kv_head_is_replicated_when_tp_exceeds_the_kv_heads() -> None:
 #   ascend 64:    56.6 GB  -> ceil(6019.327 / 56.6)  = 107 > 64
 #   gaudi3 128:  114.2 GB  -> ceil(6019.327 / 114.2) =  53 > 32
 #   mlu370 48:    42.2 GB  -> ceil(6019.327 / 42.2)  = 143 > 16
-WALLS = {"h100-a": 86, "mi300x-a": 36, "ascend-a": 108, "gaudi3-a": 53, "mlu370-a": 145}
+WALLS = {"h100-a": 86, "mi300x-a": 36, "ascend-a": 108, "gaudi3-a": 53, "mlu370-a": 145, "h100-vl": 86}
 
 
 def test_a_3t_moe_fits_no_pool_of_the_example_fleet_and_names_the_wall() -> None:
@@ -77,7 +77,8 @@ def test_a_3t_moe_fits_no_pool_of_the_example_fleet_and_names_the_wall() -> None
     # node-wide tp 8 take 8192 x 11411 x 2 B x (2 + 7/8) of every device beside the 1 GB runtime
     act = 8192 * 11411 * 2 * (2 + 7 / 8) / GB
     assert {p: math.ceil(need / (hbm * 0.9 - 1 - act)) for p, hbm in (
-        ("h100-a", 80), ("mi300x-a", 192), ("ascend-a", 64), ("gaudi3-a", 128), ("mlu370-a", 48))} == WALLS
+        ("h100-a", 80), ("mi300x-a", 192), ("ascend-a", 64), ("gaudi3-a", 128), ("mlu370-a", 48), ("h100-vl", 80))
+    } == WALLS
     report = plan_model(reg, "moe-3t")
     assert report.plans and not any(p.fits for p in report.plans) and report.best is None
     assert {w.pool: w.min_devices for w in report.walls} == WALLS

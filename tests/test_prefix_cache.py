@@ -218,7 +218,7 @@ def test_the_queue_evicts_as_an_ordered_dict_would(ops: list[tuple[int, list[int
 # --- the replay: reuse follows routing and KV capacity ------------------------------------------------------------
 
 FLEET = Path(__file__).resolve().parent.parent / "examples" / "fleet.yaml"
-ONLY_H100 = {p: PoolOverride(enabled=False) for p in ("mi300x-a", "ascend-a", "gaudi3-a", "mlu370-a")}
+ONLY_H100 = {p.id: PoolOverride(enabled=False) for p in load_registry(FLEET).pools if p.id != "h100-a"}
 
 
 def reuse(result: ReplayResult) -> float:

@@ -107,7 +107,7 @@ def test_promtool_fires_where_hetpool_alerts_reports(capsys: pytest.CaptureFixtu
     expected = [{"alertname": alert_name("device", s["rule"]), "severity": s["level"], "pool": "h100-a",
                  "node": node, "device": gpu, "vendor": "nvidia"} for (node, gpu), s in devices.items()]
     vendors = {"h100-a": "nvidia", "mi300x-a": "amd", "ascend-a": "huawei", "gaudi3-a": "intel",
-               "mlu370-a": "cambricon"}
+               "mlu370-a": "cambricon", "h100-vl": "nvidia"}
     expected += [{"alertname": "HetpoolPoolReporting", "severity": "critical", "pool": p, "vendor": vendors[p]}
                  for p in pools]
     expected.append({"alertname": "HetpoolPoolFatalErrors", "severity": "critical", "pool": "h100-a",

@@ -163,7 +163,7 @@ def test_versions_command_exits_1_on_the_demo(demo_db: Path, capsys: pytest.Capt
         ("mi300x-a", "driver"), ("gaudi3-a", "driver"), ("ascend-a", "npu-exporter")}
     table = pl.read_csv(csv)
     assert table.columns == ["model", "pool", "status", "serves", "requirement"]
-    assert table.height == len(got["compatibility"]) == 20  # 4 models x 5 pools
+    assert table.height == len(got["compatibility"]) == 24  # 4 models x 6 pools
     # the demo's canary ships vllm 0.16 under a model pinned to 0.15: a served model it cannot serve
     served = table.filter(pl.col("serves")).select("model", "pool", "status", "requirement").rows()
     assert ("llama-3.1-70b", "gaudi3-a", "FRAMEWORK_INCOMPATIBLE",

@@ -23,7 +23,8 @@ from replay import Candidate, run_replay
 
 CHUNK_MS = 6 * HOUR_MS
 OVERLAP_MS = 10 * MINUTE_MS
-# the replay's row columns the demo reads; the rest are dropped as each chunk is done
+# the replay's row columns the demo reads (and `images`, 0 for a chunk without any); the rest are dropped as each
+# chunk is done
 ROW_COLUMNS = ("seq", "arrival_ms", "in_tokens", "out_tokens", "cached_tokens", "sla_tier", "model", "pool",
                "replica", "ttft_s", "tpot_s", "wait_s")
 
@@ -58,7 +59,9 @@ def replay_in_chunks(candidate: Candidate, traffic: pl.DataFrame, fleet: Registr
         if not part.filter(arrival.is_between(lo, hi, closed="left")).height:
             continue
         result = run_replay(candidate, part, fleet, seed=0)
-        rows.append(result.requests.filter(arrival.is_between(lo, hi, closed="left")).select(ROW_COLUMNS))
+        done = result.requests.filter(arrival.is_between(lo, hi, closed="left"))
+        rows.append(done.select(*ROW_COLUMNS, pl.col("images").cast(pl.Int64) if "images" in done.columns  # images:
+                                else pl.lit(0, pl.Int64).alias("images")))                     # none in the chunk
         # the chunk owns the busy time inside [lo, hi); the next chunk's replay accounts for what follows
         owned = result.busy.with_columns(pl.col("start_ms").clip(lower_bound=lo), pl.col("end_ms").clip(upper_bound=hi))
         spans.append(owned.filter(pl.col("end_ms") > pl.col("start_ms")))

@@ -30,13 +30,14 @@ ONBOARDING_FROM = 0.35       # share of the window after which an onboarding poo
 # Chip facts the registry does not hold: board power limit (W) and top compute clock (MHz).
 TDP_W = {"h100-sxm": 700.0, "mi300x": 750.0, "ascend-910b": 400.0, "gaudi3": 900.0, "mlu370-x8": 250.0}
 CLOCK_MHZ = {"h100-sxm": 1980.0, "mi300x": 2100.0, "ascend-910b": 1800.0, "gaudi3": 1600.0, "mlu370-x8": 1300.0}
-LOAD_LEVEL = {"h100-a": 1.0, "mi300x-a": 0.9, "ascend-a": 1.08, "gaudi3-a": 0.7}
+# the vision-language pool's small model takes many short requests: a low level keeps its share of the demo's rows
+LOAD_LEVEL = {"h100-a": 1.0, "mi300x-a": 0.9, "ascend-a": 1.08, "gaudi3-a": 0.7, "h100-vl": 0.25}
 CANARY_POOL = "gaudi3-a"     # takes a share of traffic that grows over the window
 # What the serving engines really do, which the registry's cost model only estimates: (mfu, mem_bw_eff,
 # step overhead in ms). The observed requests come from the replay's model at these values, so
 # `hetpool replay calibrate` on the demo should find them again.
 PLANTED = {"h100-a": (0.41, 0.69, 3.0), "mi300x-a": (0.31, 0.58, 5.0), "ascend-a": (0.34, 0.53, 6.0),
-           "gaudi3-a": (0.36, 0.64, 4.0)}
+           "gaudi3-a": (0.36, 0.64, 4.0), "h100-vl": (0.38, 0.66, 2.5)}
 
 
 @dataclass(frozen=True)

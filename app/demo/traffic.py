@@ -34,7 +34,7 @@ from app.demo.story import (
     target_busy,
 )
 from pool_registry import CostModel, Registry
-from replay import Candidate, PoolOverride
+from replay import Candidate, PoolOverride, encode
 from replay.costmodel import step_model
 from replay.fleet import PoolSpec, pools_by_id
 
@@ -54,6 +54,9 @@ class TokenFit:
 CONVERSATION = TokenFit(1020, 0.602, 14050, 129, 0.662, 1000)  # p50/p99: 1020/4142 in, 129/601 out
 CODE = TokenFit(1469, 0.697, 7437, 13, 1.266, 1899)            # p50/p99: 1469/7436 in, 13/249 out
 CODE_SHARE = 8819 / (8819 + 19366)                              # requests in the code vs conversation files
+# images per request on a vision-language pool, and their shares: an assumed chat mix (no public trace gives one),
+# most turns with one picture, a few with several, some text alone
+IMAGES = ((0, 0.3), (1, 0.5), (2, 0.15), (4, 0.05))
 NOISE = 0.03                 # lognormal spread of the measurement noise on TTFT and time per output token
 BURST_SHAPE = 4.0            # Gamma shape of the per-minute rate multiplier (coefficient of variation 0.5)
 TIERS = (("standard", 0.7), ("premium", 0.15), ("batch", 0.15))
@@ -108,13 +111,26 @@ def _one_request_seconds(spec: PoolSpec, ins: np.ndarray, outs: np.ndarray) -> f
     return float(np.mean(prefill + (outs - 1) * alone))
 
 
-def _mixture(rng: np.random.Generator, n: int, code: np.ndarray, spec: PoolSpec) -> tuple[np.ndarray, np.ndarray]:
-    """Token counts of the code/conversation mixture, prompts cut so that every request fits the KV cache."""
+def _mixture(rng: np.random.Generator, n: int, code: np.ndarray, spec: PoolSpec,
+             image_tokens: np.ndarray | int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """Token counts of the code/conversation mixture, prompts cut so that every request (with its images' tokens)
+    fits the KV cache."""
     ins_conv, outs_conv = _tokens(rng, n, CONVERSATION)
     ins_code, outs_code = _tokens(rng, n, CODE)
     ins, outs = np.where(code, ins_code, ins_conv), np.where(code, outs_code, outs_conv)
-    room = min(spec.kv_capacity_tokens, spec.model.max_context) - outs
+    room = min(spec.kv_capacity_tokens, spec.model.max_context) - outs - image_tokens
     return np.clip(ins, 2, np.maximum(room, 2)), outs
+
+
+def _images(rng: np.random.Generator, n: int, spec: PoolSpec) -> tuple[np.ndarray, np.ndarray, float]:
+    """Images per request (none on a text-only pool), the prompt tokens they become, and the encoder's seconds per
+    image on one of the pool's replicas."""
+    vision = spec.model.vision
+    if vision is None:
+        return np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64), 0.0
+    counts = rng.choice([k for k, _ in IMAGES], size=n, p=[w for _, w in IMAGES]).astype(np.int64)
+    per_image = encode.seconds_per_patch(step_model(spec), spec.model) * vision.patches_per_image
+    return counts, counts * vision.tokens_per_image, per_image
 
 
 def _pool_traffic(lay: PoolLayout, spec: PoolSpec, rng: np.random.Generator, start_ms: int,
@@ -123,17 +139,20 @@ def _pool_traffic(lay: PoolLayout, spec: PoolSpec, rng: np.random.Generator, sta
     assert lay.model is not None
     minutes = np.arange(start_ms, end_ms, MINUTE_MS)
     sample = 4000
-    ins_s, outs_s = _mixture(rng, sample, rng.random(sample) < CODE_SHARE, spec)
-    service = _one_request_seconds(spec, ins_s.astype(float), outs_s.astype(float))
+    images_s, image_tokens_s, per_image = _images(rng, sample, spec)
+    ins_s, outs_s = _mixture(rng, sample, rng.random(sample) < CODE_SHARE, spec, image_tokens_s)
+    service = (_one_request_seconds(spec, (ins_s + image_tokens_s).astype(float), outs_s.astype(float))
+               + per_image * float(images_s.mean()))
     busy = target_busy(lay.pool.id, minutes, (minutes - start_ms) / max(1, end_ms - start_ms))
     at = arrivals(rng, start_ms, end_ms, -np.log1p(-busy) / service * spec.replicas)
     n = len(at)
     code = rng.random(n) < CODE_SHARE
-    ins, outs = _mixture(rng, n, code, spec)
+    images, image_tokens, _ = _images(rng, n, spec)
+    ins, outs = _mixture(rng, n, code, spec, image_tokens)
     tiers = np.array([t for t, _ in TIERS])[rng.choice(len(TIERS), size=n, p=[p for _, p in TIERS])]
     return pl.DataFrame({"arrival_ms": at, "in_tokens": ins, "out_tokens": outs,
                          "cached_tokens": np.zeros(n, dtype=np.int64), "sla_tier": tiers, "model": lay.model.id,
-                         "obs_pool": lay.pool.id, "code": code})
+                         "obs_pool": lay.pool.id, "code": code, "images": images})
 
 
 def busy_share(busy: pl.DataFrame, replica: int, grid: np.ndarray, interval_ms: int) -> np.ndarray:
@@ -215,6 +234,7 @@ def serve(layouts: list[PoolLayout], signals: dict[str, Signals], ts_ms: np.ndar
     frame = pl.DataFrame({
         "arrival_ms": rows["arrival_ms"], "in_tokens": rows["in_tokens"], "out_tokens": rows["out_tokens"],
         "cached_tokens": rows["cached_tokens"], "sla_tier": rows["sla_tier"], "model": rows["model"],
+        "images": rows["images"],
         "obs_pool": pool_ids, "obs_ttft_s": np.where(failed, np.nan, np.round(ttft, 4)),
         "obs_e2e_s": np.round(e2e, 4), "outcome": np.where(failed, "error", np.where(abort, "abort", "ok")),
     }).with_columns(pl.col("obs_ttft_s").fill_nan(None),
@@ -266,6 +286,8 @@ def engine_series(lay: PoolLayout, served: Served, replica: int, grid: np.ndarra
     ttft = f["obs_ttft_s"].fill_null(np.nan).to_numpy()
     e2e = f["obs_e2e_s"].to_numpy()
     ins = f["in_tokens"].to_numpy().astype(float)
+    if lay.model is not None and lay.model.vision is not None and "images" in f.columns:  # an engine counts the
+        ins = ins + f["images"].to_numpy() * lay.model.vision.tokens_per_image        # images' tokens as prompt
     outs = f["out_tokens"].to_numpy().astype(float)
     reason = served.reason[mine]
     queue = served.queue_s[mine]
