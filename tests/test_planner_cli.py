@@ -28,7 +28,7 @@ def test_json_has_exactly_the_issues_keys(capsys: pytest.CaptureFixture[str]) ->
                          "weights_gb_per_device", "kv_tokens_per_replica", "fits", "concurrency", "ttft_ms_p50",
                          "tpot_ms_p50",
                          "output_tok_s_per_device", "usd_per_mtok", "meets_targets", "ttft_ms_p50_band",
-                         "tpot_ms_p50_band", "meets_in_band_only")
+                         "tpot_ms_p50_band", "meets_in_band_only", "encode_ms_per_image")
     assert all(set(p) == set(PLAN_KEYS) for p in data["plans"])
     assert {(p["tp"], p["ep"]) for p in data["plans"]} >= {(8, 8), (8, 1), (4, 4)}  # a MoE gets expert parallelism
     # 94 layers: no 4-stage pipeline; 4 KV heads replicate over tp 8

@@ -132,3 +132,12 @@ def test_the_plan_of_a_vision_language_model_names_its_encoders_share_of_the_wei
     best = report.plans[0]
     assert (f"vision encoder: {best.memory.encoder_gb:.1f} of {best.memory.weights_gb:.1f} GB of weights per "
             f"device") in text
+    # its time on an image: 1024 patches x 2 x 0.676e9 FLOPs at 989 TFLOP/s x h100-a's mfu 0.45 on the devices of the
+    # first stage: 3.11 ms on one device (tp1, and tp1 pp2's first stage), half that over tp2
+    one = 1024 * 2 * 0.676e9 / (989e12 * 0.45) * 1e3
+    per_image = {(p.layout.tp, p.layout.pp): p.encode_ms_per_image for p in report.plans}
+    assert per_image[(1, 1)] == pytest.approx(one) and per_image[(1, 2)] == pytest.approx(one)
+    assert per_image[(2, 1)] == pytest.approx(one / 2)
+    assert f"{best.encode_ms_per_image:.1f} ms an image" in text
+    assert plan_model(fleet, "llama-3.1-70b", pool_ids=("h100-a",),
+                      settings=PlanSettings(concurrency=(1,))).plans[0].encode_ms_per_image is None

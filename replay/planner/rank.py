@@ -47,6 +47,7 @@ class Plan:
     ttft_band: tuple[float, float] | None = None   # p50 TTFT within the fit's standard errors (replay.bands)
     tpot_band: tuple[float, float] | None = None
     meets_in_band_only: bool = False  # meets the targets at the fit's values, not at the band's far end
+    encode_ms_per_image: float | None = None  # a vision-language model's encoder on one image, on this layout
 
     @property
     def fits(self) -> bool:

@@ -13,7 +13,8 @@ from replay.planner.search import PlanReport
 
 PLAN_KEYS = ("pool", "tp", "pp", "ep", "attention_dp", "replicas", "devices_per_replica", "weights_gb_per_device",
              "kv_tokens_per_replica", "fits", "concurrency", "ttft_ms_p50", "tpot_ms_p50", "output_tok_s_per_device",
-             "usd_per_mtok", "meets_targets", "ttft_ms_p50_band", "tpot_ms_p50_band", "meets_in_band_only")
+             "usd_per_mtok", "meets_targets", "ttft_ms_p50_band", "tpot_ms_p50_band", "meets_in_band_only",
+             "encode_ms_per_image")
 
 
 def plan_dict(p: Plan) -> dict[str, Any]:
@@ -26,7 +27,8 @@ def plan_dict(p: Plan) -> dict[str, Any]:
             "ttft_ms_p50": p.ttft_ms_p50, "tpot_ms_p50": p.tpot_ms_p50,
             "output_tok_s_per_device": p.output_tok_s_per_device, "usd_per_mtok": p.usd_per_mtok,
             "meets_targets": p.meets_targets, "ttft_ms_p50_band": list(p.ttft_band) if p.ttft_band else None,
-            "tpot_ms_p50_band": list(p.tpot_band) if p.tpot_band else None, "meets_in_band_only": p.meets_in_band_only}
+            "tpot_ms_p50_band": list(p.tpot_band) if p.tpot_band else None, "meets_in_band_only": p.meets_in_band_only,
+            "encode_ms_per_image": p.encode_ms_per_image}
 
 
 def excluded_dict(e: Excluded) -> dict[str, Any]:
@@ -109,9 +111,11 @@ def report_lines(r: PlanReport, top: int = 20) -> list[str]:
             lines.append(f"... and {len(fitting) - len(shown)} more fitting plans (--top 0 shows all)")
         best = fitting[0].memory
         if best.encoder_gb:  # a vision-language model: its encoder's part of the weights each device holds
+            per_image = fitting[0].encode_ms_per_image
             lines.append(f"vision encoder: {best.encoder_gb:.1f} of {best.weights_gb:.1f} GB of weights per device "
                          f"({best.encoder_gb / best.weights_gb:.0%}) on {fitting[0].layout.label}, first stage; "
-                         "its time per image is priced in a replay, not in these text-only TTFTs")
+                         + (f"{per_image:.1f} ms an image, " if per_image is not None else "")
+                         + "which a replay adds to a request's TTFT and these text-only TTFTs leave out")
     else:
         lines.append("no layout fits memory on any pool planned")
     for w in r.walls:

@@ -11,9 +11,11 @@ from dataclasses import dataclass, field
 
 from pool_registry import Model, Pool, Registry
 from pool_registry.compat import Compat
+from replay import encode
 from replay.assumptions import assumptions
 from replay.bands import bands
 from replay.candidate import Candidate
+from replay.costmodel import step_model
 from replay.exceptions import ReplayError
 from replay.fleet import PoolSpec
 from replay.planner.compat import check
@@ -145,7 +147,7 @@ def plan_pool(registry: Registry, pool: Pool, model: Model, settings: PlanSettin
                 plan = dataclasses.replace(
                     plan, ttft_ms_p50=point.ttft_ms_p50, ttft_ms_p99=point.ttft_ms_p99,
                     tpot_ms_p50=point.tpot_ms_p50, tpot_ms_p99=point.tpot_ms_p99, output_tok_s_per_device=per_device,
-                    usd_per_mtok=cost, mfu=flops / spec.peak_flops)
+                    usd_per_mtok=cost, mfu=flops / spec.peak_flops, encode_ms_per_image=_encoder_ms(spec))
                 plan = dataclasses.replace(plan, meets_targets=meets(plan, settings.targets))
                 if spread:
                     plan = _banded(plan, spec, spread, c, settings)
@@ -153,6 +155,12 @@ def plan_pool(registry: Registry, pool: Pool, model: Model, settings: PlanSettin
     most = tokens * max(settings.concurrency)
     wall = PoolWall(pool.id, memory_wall(model, chip, base, most, pool.devices_per_node), pool.devices)
     return plans, excluded, wall, tuple(notes)
+
+
+def _encoder_ms(spec: PoolSpec) -> float | None:
+    """Milliseconds the layout's vision encoder takes on one image (None for a text-only model)."""
+    v = spec.model.vision
+    return encode.seconds_per_patch(step_model(spec), spec.model) * v.patches_per_image * 1e3 if v else None
 
 
 def _banded(plan: Plan, spec: PoolSpec, spread: dict[str, float], concurrency: int, settings: PlanSettings) -> Plan:
