@@ -193,10 +193,18 @@ class Model:
         per_layer = self.kv_lora_rank + self.qk_rope_head_dim if self.mla else 2 * self.kv_heads * self.head_dim
         return float(per_layer * self.kv_layers * self.kv_bytes_per_elem)
 
+    def kv_bytes_per_token_in(self, kv_cache_dtype: str) -> float:
+        """kv_bytes_per_token with the cache in an engine's --kv-cache-dtype ('auto' keeps the model's)."""
+        per_elem = KV_CACHE_DTYPES.get(kv_cache_dtype) or self.kv_bytes_per_elem
+        return self.kv_bytes_per_token / self.kv_bytes_per_elem * per_elem
+
     def kv_copies(self, tp: int) -> float:
         """Copies of each token's KV a tensor-parallel group of `tp` holds: MLA's latent is one vector every head
-        reads, so each device keeps it whole (tp copies); GQA's KV heads split over the group (one copy)."""
-        return float(tp) if self.mla else 1.0
+        reads, so each device keeps it whole (tp copies); GQA's KV heads split over the group, and past one head a
+        device each is replicated (vLLM and SGLang give every device at least one: tp / kv_heads copies)."""
+        if self.mla:
+            return float(tp)
+        return max(1.0, tp / self.kv_heads) if self.kv_heads else 1.0
 
     @property
     def attention_flops(self) -> float:

@@ -6,7 +6,7 @@ import math
 from dataclasses import dataclass, fields
 from typing import Any
 
-from pool_registry import KV_CACHE_DTYPES, Chip, CostModel, EngineShape, Interconnect, Model, Registry
+from pool_registry import Chip, CostModel, EngineShape, Interconnect, Model, Registry
 from pool_registry.model import GB
 from replay.candidate import Candidate, PoolOverride
 from replay.exceptions import ReplayError
@@ -83,8 +83,7 @@ class PoolSpec(EngineShape, CostModel):
     @property
     def kv_bytes_per_token(self) -> float:
         """KV bytes per token in the cache's dtype ('auto' keeps the model's), one copy (what a transfer moves)."""
-        per_elem = KV_CACHE_DTYPES.get(self.kv_cache_dtype) or self.model.kv_bytes_per_elem
-        return self.model.kv_bytes_per_token / self.model.kv_bytes_per_elem * per_elem
+        return self.model.kv_bytes_per_token_in(self.kv_cache_dtype)
 
     @property
     def kv_bytes_held_per_token(self) -> float:

@@ -76,6 +76,24 @@ def test_the_replica_holds_and_reads_a_latent_per_device_and_attends_at_bf16() -
     assert kv_bytes_per_token_per_device(GPT_OSS_120B, Engine(), 8, 1) == 36_864 / 8
 
 
+def test_gqa_heads_fewer_than_the_tp_group_are_replicated_in_the_replay_and_the_planner_alike() -> None:
+    """Qwen3-Next-80B-A3B (above): 2 KV heads of 256 over its 12 full-attention layers, 2 x 2 x 256 x 12 x 2 B =
+    24,576 B a token, one copy. At TP8 each device keeps one head (vLLM and SGLang replicate a KV head rather than
+    split it): 4 copies in the group, one head's 2 x 256 x 12 x 2 B = 12,288 B a device; at TP2, one head a device
+    and one copy."""
+    reg = fleet(pool("q8", chip_id="h200", model_id=QWEN3_NEXT.id, dpr=8), pool("q2", chip_id="h200",
+                model_id=QWEN3_NEXT.id, dpr=2), chips=(H200,), models=(QWEN3_NEXT,))
+    specs = pools_by_id(reg, Candidate(name="t"))
+    assert specs["q8"].kv_bytes_per_token == specs["q2"].kv_bytes_per_token == 24_576
+    assert (specs["q8"].kv_bytes_held_per_token, specs["q2"].kv_bytes_held_per_token) == (4 * 24_576, 24_576)
+    assert step_model(specs["q8"]).kv_bytes == 4 * 24_576  # each device reads its own head's copy every pass
+    # the planner's device is the replay's replica over its devices, at every TP degree
+    for tp in (1, 2, 4, 8):
+        assert kv_bytes_per_token_per_device(QWEN3_NEXT, Engine(), tp, 1) == 24_576 * max(1, tp / 2) / tp
+    assert kv_bytes_per_token_per_device(QWEN3_NEXT, Engine(), 8, 1) == 12_288
+    assert kv_bytes_per_token_per_device(QWEN3_NEXT, Engine(kv_cache_dtype="fp8"), 8, 2) == 12_288 / 2 / 2
+
+
 def test_attention_fields_load_and_are_checked() -> None:
     text = _swap("    head_dim: 128\n", "    head_dim: 128\n    kv_lora_rank: 512\n    qk_rope_head_dim: 64\n"
                                       "    full_attention_layers: 40\n")

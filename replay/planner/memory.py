@@ -28,7 +28,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from pool_registry import KV_CACHE_DTYPES, Chip, Model
+from pool_registry import Chip, Model
 from pool_registry.model import GB
 from replay.costmodel import ACT_BYTES
 from replay.planner.layouts import Layout
@@ -74,19 +74,10 @@ class Memory:
         return max(0.0, self.used_gb - self.usable_gb)
 
 
-def kv_bytes_per_token(model: Model, engine: Engine) -> float:
-    """The whole model's KV bytes per token in the cache's dtype ('auto' keeps the model's)."""
-    per_elem = KV_CACHE_DTYPES.get(engine.kv_cache_dtype) or model.kv_bytes_per_elem
-    return model.kv_bytes_per_token / model.kv_bytes_per_elem * per_elem
-
-
 def kv_bytes_per_token_per_device(model: Model, engine: Engine, tp: int, pp: int) -> float:
-    """One device's KV bytes per token: its stage's layers and its KV heads (at least one, replicated), or MLA's
-    whole latent."""
-    if model.mla:  # every device keeps the whole latent of its stage's layers
-        return kv_bytes_per_token(model, engine) / pp
-    heads = max(1.0, model.kv_heads / tp)
-    return kv_bytes_per_token(model, engine) * (heads / model.kv_heads) / pp
+    """One device's KV bytes per token: its stage's layers, and its share of the copies its TP group keeps
+    (Model.kv_copies: KV heads split, at least one a device; MLA's whole latent)."""
+    return model.kv_bytes_per_token_in(engine.kv_cache_dtype) * model.kv_copies(tp) / tp / pp
 
 
 def working_bytes(model: Model, engine: Engine, tp: int) -> float:
@@ -117,5 +108,5 @@ def memory_wall(model: Model, chip: Chip, engine: Engine, tokens: int, devices_p
     room = chip.hbm_capacity_gb * GB * engine.gpu_memory_utilization - working_bytes(model, engine, devices_per_node)
     if room <= 0:
         return None
-    need = model.resident_bytes + tokens * kv_bytes_per_token(model, engine)
+    need = model.resident_bytes + tokens * model.kv_bytes_per_token_in(engine.kv_cache_dtype)
     return max(1, math.ceil(need / room))
