@@ -130,7 +130,7 @@ def test_pages_with_charts_or_tiles_at_one_pool(console: str, page: Page) -> Non
 
 def test_fleet_health_in_the_browser_shows_the_story(console: str, page: Page) -> None:
     got = settled(page, f"{console}/", "Fleet health", "Worst devices")
-    assert len(got["tiles"]) == 40                                  # 5 pools x 8 tiles
+    assert len(got["tiles"]) == 48                                  # 6 pools x 8 tiles
     assert page.get_by_text("1 / 2").count() == 2                    # h100-a and the onboarding pool
     titles = [c["title"] for c in got["charts"]]
     assert titles == ["utilization", "power per device (W)", "clock (MHz)", "HBM used", "temperature (°C)",

@@ -159,7 +159,7 @@ def test_the_vision_language_pool_serves_images_and_a_replay_prices_its_encoder(
                                                                                demo_db: Path) -> None:
     """Only the VLM pool's requests carry images, in the demo's mix (none 30 %, one 50 %, two 15 %, four 5 %: a mean
     of 1.0). Replayed, each request's encoder time is its images x 1024 patches (448 px in 14 px patches) x 2 x
-    0.676e9 FLOPs at the H100's 989 TFLOP/s x the registry's mfu 0.42 = 3.333 ms an image."""
+    0.676e9 FLOPs at the H100's 989 TFLOP/s x the registry's mfu 0.45 = 3.111 ms an image."""
     from replay import Candidate, run_replay
     from store import require_registry
     from store.requests import read_requests
@@ -177,7 +177,7 @@ def test_the_vision_language_pool_serves_images_and_a_replay_prices_its_encoder(
     hour = requests.filter(pl.col("arrival_ms") < requests["arrival_ms"].min() + 3_600_000)
     result = run_replay(Candidate(name="registry"), hour, registry, 0)
     vl = result.requests.filter(pl.col("pool") == "h100-vl")
-    per_image = 1024 * 2 * 0.676e9 / (989e12 * 0.42)
+    per_image = 1024 * 2 * 0.676e9 / (989e12 * 0.45)
     carrying = vl.filter(pl.col("images") > 0)
     assert carrying.height > 100
     assert (carrying["encode_s"] / carrying["images"]).to_list() == pytest.approx([per_image] * carrying.height)

@@ -52,6 +52,7 @@ def test_calibration_finds_the_planted_coefficients_and_the_replay_reproduces_th
     fits, unknown = calibrate(requests, registry)
     specs = pools_by_id(registry, Candidate(name="registry"))
     assert unknown == {} and {f.pool for f in fits} == set(PLANTED)
+    unsplit: list[str] = []
     for f in fits:
         mfu, eff, overhead = PLANTED[f.pool]
         assert f.mfu == pytest.approx(mfu, rel=0.05), f.pool
@@ -61,13 +62,26 @@ def test_calibration_finds_the_planted_coefficients_and_the_replay_reproduces_th
         # well, which pins the split tighter here: within 10 % (bandwidth) and 40 % (overhead).
         assert lone_decode_pass(specs[f.pool], f.mem_bw_eff, f.step_overhead_ms) == pytest.approx(
             lone_decode_pass(specs[f.pool], eff, overhead), rel=0.01), f.pool
-        assert f.mem_bw_eff == pytest.approx(eff, rel=0.1), f.pool
-        assert f.step_overhead_ms == pytest.approx(overhead, rel=0.4), f.pool
-        # one TP degree a pool: a hop's latency would add to every pass what the overhead adds, so the link's
-        # declared figure is kept (2.13 us on NVLink, 3.2 on Infinity Fabric; the others declare none and keep 0)
         report = {c.name: c for c in f.coefficients}
+        # In the night's quiet hours most passes are of a sequence or two: a pool's evidence may then pin only the
+        # lone pass that bandwidth and overhead make together (above), and the fit must say so rather than split it.
+        if report["mem_bw_eff"].status == "fitted":
+            assert f.mem_bw_eff == pytest.approx(eff, rel=0.1), f.pool
+            assert f.step_overhead_ms == pytest.approx(overhead, rel=0.4), f.pool
+        else:
+            assert report["mem_bw_eff"].status == "not identifiable", f.pool
+            unsplit.append(f.pool)
+        # one TP degree a chip and engine: a hop's latency would add to every pass what the overhead adds, so the
+        # link's declared figure is kept (3.2 us on Infinity Fabric; the others declare none and keep 0). The two H100
+        # pools run TP4 (h100-a) and TP1 (h100-vl, no collectives), which tells the hop from the overhead: it is
+        # fitted, and the planted figure is NVLink's declared 2.13 us.
         declared = registry.chip_of(registry.pool(f.pool)).interconnect.latency_us
-        assert report["collective_us"].status == "not identifiable" and f.collective_us == declared, f.pool
+        if f.pool in ("h100-a", "h100-vl"):
+            assert report["collective_us"].status == "fitted", f.pool
+            assert f.collective_us == pytest.approx(declared, rel=0.1), f.pool
+        else:
+            assert report["collective_us"].status == "not identifiable" and f.collective_us == declared, f.pool
+    assert len(unsplit) <= 1, unsplit  # at seed 7, ascend-a's night: bandwidth 0.6 (the registry's) beside 8.5 ms
     candidate = load_candidate_text(yaml.safe_dump(calibrated_candidate(fits)), registry)
     result = run_replay(candidate, requests, registry, 0)
     observed = requests.sort("arrival_ms", "trace", "seq", maintain_order=True)

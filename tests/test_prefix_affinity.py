@@ -24,7 +24,7 @@ from replay.simulator import build_replicas
 from tests.conftest import FLEET
 from tests.replay_fleets import conversations, fleet, pool
 
-ONLY_H100 = {p: PoolOverride(enabled=False) for p in ("mi300x-a", "ascend-a", "gaudi3-a", "mlu370-a")}
+ONLY_H100 = {p.id: PoolOverride(enabled=False) for p in load_registry(FLEET).pools if p.id != "h100-a"}
 
 
 def test_the_registry_knows_it_and_a_candidate_sets_its_weights() -> None:

@@ -89,7 +89,7 @@ def test_a_store_opened_before_the_swap_reads_the_new_file(built: Path) -> None:
     assert main(["--db", str(built), "demo", "--replace", *SMALL]) == 0
     assert os.stat(built).st_ino != inode
     with store.read() as con:
-        assert con.execute("SELECT count(DISTINCT node) FROM samples").fetchall()[0][0] == 5 != nodes_before
+        assert con.execute("SELECT count(DISTINCT node) FROM samples").fetchall()[0][0] == 6 != nodes_before
 
 
 def test_the_swap_keeps_data_it_was_not_told_to_replace(built: Path, tmp_path: Path) -> None:

@@ -36,8 +36,9 @@ CANARY_POOL = "gaudi3-a"     # takes a share of traffic that grows over the wind
 # What the serving engines really do, which the registry's cost model only estimates: (mfu, mem_bw_eff,
 # step overhead in ms). The observed requests come from the replay's model at these values, so
 # `hetpool replay calibrate` on the demo should find them again.
+# h100-vl runs h100-a's chip and engine, so it runs at h100-a's coefficients (calibration fits them together).
 PLANTED = {"h100-a": (0.41, 0.69, 3.0), "mi300x-a": (0.31, 0.58, 5.0), "ascend-a": (0.34, 0.53, 6.0),
-           "gaudi3-a": (0.36, 0.64, 4.0), "h100-vl": (0.38, 0.66, 2.5)}
+           "gaudi3-a": (0.36, 0.64, 4.0), "h100-vl": (0.41, 0.69, 3.0)}
 
 
 @dataclass(frozen=True)
