@@ -31,7 +31,7 @@ from replay.exceptions import ReplayError
 from replay.fleet import PoolSpec, resolve_pools
 from replay.gate import Gate, Verdict, evaluate
 from replay.predictors import ORACLE_NOTE
-from replay.summary import REUSE_SAID, Summary
+from replay.summary import REUSE_SAID, PoolSummary, Summary
 from traces import Parsed
 
 Progress = Callable[[float, str], None]  # (share done 0-1, what is happening now)
@@ -326,7 +326,6 @@ def fmt_share(value: float | None) -> str:
 
 def summary_lines(runs: list[tuple[str, Summary]]) -> list[str]:
     """Summaries side by side, one column per run (the text of `hetpool replay run`)."""
-    head = f"{'':<22}" + "".join(f"{name:>18}" for name, _ in runs)
     rows: list[tuple[str, Callable[[Summary], str]]] = [
         ("requests", lambda s: str(s.requests)), ("served", lambda s: str(s.served)),
         ("rejected", lambda s: str(s.rejected)), ("still queued", lambda s: str(s.still_queued)),
@@ -352,30 +351,29 @@ def summary_lines(runs: list[tuple[str, Summary]]) -> list[str]:
         rows += [("failures injected", lambda s: str(sum(s.failures.values()))),
                  ("retried / missed SLA", lambda s: f"{s.retried}/{s.retries_missed_sla}"),
                  ("work lost", lambda s: f"{s.work_lost_tokens:,} tok")]
-    lines = [head] + [f"{label:<22}" + "".join(f"{get(s):>18}" for _, s in runs) for label, get in rows]
+    table = [(label, [get(s) for _, s in runs]) for label, get in rows]
+
+    def per_pool(label: str, get: Callable[[PoolSummary], str]) -> None:
+        for pool in runs[0][1].pools:  # a pool a run left out (disabled) reads "-" in its column
+            table.append((f"{label} {pool}", [get(s.pools[pool]) if pool in s.pools else "-" for _, s in runs]))
+
     for pool in runs[0][1].utilization:
-        lines.append(f"{'util / kv ' + pool:<22}" + "".join(
-            f"{s.utilization.get(pool, 0.0) * 100:>10.1f}% /{s.kv_use.get(pool, 0.0) * 100:>4.0f}%" for _, s in runs))
-    for pool in runs[0][1].pools:
-        lines.append(f"{'kv p95 / peak ' + pool:<22}" + "".join(
-            f"{fmt_share(p.kv_p95) + ' / ' + fmt_share(p.kv_peak):>18}"
-            for p in (s.pools.get(pool) for _, s in runs) if p is not None))
-    lines.append(f"{'prefix reuse':<22}" + "".join(f"{fmt_share(s.reuse):>18}" for _, s in runs))
-    for pool in runs[0][1].pools:
-        lines.append(f"{'reuse / evicted ' + pool:<22}" + "".join(
-            f"{fmt_share(p.reuse) + ' / ' + format(p.blocks_evicted, ','):>18}"
-            for p in (s.pools.get(pool) for _, s in runs) if p is not None))
-        lines.append(f"{'saved ttft/cost ' + pool:<22}" + "".join(
-            f"{fmt_s(p.ttft_saved_s) + ' / $' + format(p.busy_cost_saved_usd, ',.2f'):>18}"
-            for p in (s.pools.get(pool) for _, s in runs) if p is not None))
+        table.append((f"util / kv {pool}", [f"{s.utilization.get(pool, 0.0) * 100:.1f}% /"
+                                            f"{s.kv_use.get(pool, 0.0) * 100:>4.0f}%" for _, s in runs]))
+    per_pool("kv p95 / peak", lambda p: f"{fmt_share(p.kv_p95)} / {fmt_share(p.kv_peak)}")
+    table.append(("prefix reuse", [fmt_share(s.reuse) for _, s in runs]))
+    per_pool("reuse / evicted", lambda p: f"{fmt_share(p.reuse)} / {p.blocks_evicted:,}")
+    per_pool("saved ttft/cost", lambda p: f"{fmt_s(p.ttft_saved_s)} / ${p.busy_cost_saved_usd:,.2f}")
     if any(s.ttft_split for _, s in runs):  # traffic with images: TTFT in its parts, and each pool's encoder
-        lines.append(f"{'ttft encode/queue/pf':<22}" + "".join(
-            f"{'/'.join(fmt_s(s.ttft_split.get(k)) for k in ('encode_s', 'queue_s', 'prefill_s')):>18}"
-            for _, s in runs))
-        for pool in runs[0][1].pools:
-            lines.append(f"{'encoder s / share ' + pool:<22}" + "".join(
-                f"{fmt_s(p.encode_s) + ' / ' + fmt_share(p.encode_share):>18}"
-                for p in (s.pools.get(pool) for _, s in runs) if p is not None))
+        table.append(("ttft encode/queue/pf", ["/".join(fmt_s(s.ttft_split.get(k)) for k in
+                                                         ("encode_s", "queue_s", "prefill_s")) for _, s in runs]))
+        per_pool("encoder s / share", lambda p: f"{fmt_s(p.encode_s)} / {fmt_share(p.encode_share)}")
+    # the columns as wide as their widest cell, so that a long pool name or value never runs into the next
+    label_w = max(22, 1 + max(len(label) for label, _ in table))
+    cell_w = max(18, 1 + max((len(v) for _, values in table for v in values), default=0),
+                 1 + max(len(name) for name, _ in runs))
+    lines = [" " * label_w + "".join(f"{name:>{cell_w}}" for name, _ in runs)]
+    lines += [f"{label:<{label_w}}" + "".join(f"{v:>{cell_w}}" for v in values) for label, values in table]
     lines += sorted({f"note: {REUSE_SAID[s.reuse_source]}" for _, s in runs if s.reuse_source in REUSE_SAID})
     if any(overflow_said(s) for _, s in runs):
         lines.append(f"note: {OVERFLOW_SAID}")
