@@ -186,10 +186,14 @@ def provisioned_cost(pool: PoolSpec, seconds: float) -> float:
     return pool.replicas * pool.replica_cost_per_s * seconds
 
 
+def link_bytes_per_s(src: PoolSpec, dst: PoolSpec) -> float:
+    """What a transfer between two pools runs at: the slower side's interconnect."""
+    return min(src.interconnect_bytes_per_s, dst.interconnect_bytes_per_s)
+
+
 def kv_transfer_seconds(tokens: A, src: PoolSpec, dst: PoolSpec) -> A:
     """Time to move a request's KV cache between pools over the slower side's interconnect."""
-    bw = min(src.interconnect_bytes_per_s, dst.interconnect_bytes_per_s)
-    return tokens * src.kv_bytes_per_token / bw
+    return tokens * src.kv_bytes_per_token / link_bytes_per_s(src, dst)
 
 
 EMBEDDING_BYTES = 2  # an image token's embedding crosses in BF16, one value per hidden dimension
@@ -198,8 +202,7 @@ EMBEDDING_BYTES = 2  # an image token's embedding crosses in BF16, one value per
 def embedding_transfer_seconds(tokens: A, src: PoolSpec, dst: PoolSpec) -> A:
     """Time to move a request's image embeddings from an encode pool to a prefill pool: its image tokens x the
     language model's hidden size x 2 B over the slower side's interconnect."""
-    bw = min(src.interconnect_bytes_per_s, dst.interconnect_bytes_per_s)
-    return tokens * dst.model.hidden * EMBEDDING_BYTES / bw
+    return tokens * dst.model.hidden * EMBEDDING_BYTES / link_bytes_per_s(src, dst)
 
 
 def full_batch_cost(in_tokens: np.ndarray, cached_tokens: np.ndarray, out_tokens: np.ndarray,
