@@ -1,15 +1,18 @@
 """A closed-loop serving benchmark of one replica, as `vllm bench serve --max-concurrency N --num-prompts M` measures.
 
-N clients share `requests` requests: at most N are outstanding, and a client sends its next request the moment
-its previous one completes, until all were sent. Each request asks for isl prompt tokens and osl output tokens,
-or, with a random range ratio R as vLLM's random dataset, lengths drawn uniformly from the integers in
-[floor(isl (1 - R)), ceil(isl (1 + R))] and [max(1, floor(osl (1 - R))), ceil(osl (1 + R))] by one seeded numpy
-Generator (all prompt lengths, then all output lengths, as vLLM draws them; no tokenizer, so no special tokens
-are subtracted). Every request is measured unless warm-ups are asked for. Reported per concurrency, over the
-measured requests: TTFT, TPOT ((e2e - TTFT) / (output tokens - 1), for requests of more than one output token)
-and e2e latency as mean, median and p99 (numpy's linear percentiles, as vLLM's), and output tokens/s and
-requests/s over the run (first measured send to last completion). It runs the same replica model as a replay,
-so a pool's model can be checked against a published benchmark table before a replay is trusted.
+N clients share `requests` requests: at most N are outstanding, and a client sends its next request the moment its
+previous one completes, until all were sent. Each request asks for isl prompt tokens and osl output tokens, or, with
+a random range ratio R, lengths drawn uniformly by one seeded numpy Generator (all prompt lengths, then all output
+lengths, as the clients draw them; no tokenizer, so no special tokens are subtracted). The two clients read R
+differently (`range_style`): `around` is `vllm bench serve`'s random dataset, the integers in [floor(isl (1 - R)),
+ceil(isl (1 + R))] and [max(1, floor(osl (1 - R))), ceil(osl (1 + R))], 0 <= R < 1; `up_to` is SGLang's
+bench_serving (and vLLM's benchmark_serving.py before `vllm bench`), the integers in [max(1, floor(isl R)), isl] and
+likewise below osl, 0 <= R <= 1, where R = 1 is fixed lengths and SGLang's default R = 0 draws from 1 up to the
+length. Every request is measured unless warm-ups are asked for. Reported per concurrency, over the measured
+requests: TTFT, TPOT ((e2e - TTFT) / (output tokens - 1), for requests of more than one output token) and e2e
+latency as mean, median and p99 (numpy's linear percentiles, as vLLM's), and output tokens/s and requests/s over the
+run (first measured send to last completion). It runs the same replica model as a replay, so a pool's model can be
+checked against a published benchmark table before a replay is trusted.
 
 How the closed loop reaches steady state. On a measured server the clients' requests end up spread over time:
 per-request jitter keeps them from finishing together, so each one arrives to find the others at different
@@ -26,7 +29,9 @@ nothing. Like vLLM's warm-ups they repeat the first request's lengths.
 `arrivals="lockstep"` runs the loop the other way, as a benchmark client measures when every client starts at
 once and the lengths are fixed (SGLang's and vLLM's clients with an unbounded request rate): the clients stay
 in waves, each wave's prompts are prefilled together and TTFT is that of a batched prefill. A benchmark table
-measured so says it in its `arrivals` column, and calibration replays its rows the same way.
+measured so says it in its `arrivals` column, and calibration replays its rows the same way. With lengths drawn
+at random the same start is what such a client measures: the clients begin together and drift apart as their
+lengths differ, which neither extreme is; a table says so with its `range_ratio` and `range_style` columns.
 """
 
 from __future__ import annotations
@@ -43,7 +48,8 @@ from replay.fleet import PoolSpec
 from replay.replica.estimates import Replica
 from replay.replica.state import INF
 
-ARRIVALS = ("staggered", "lockstep")
+ARRIVALS = ("staggered", "lockstep")  # a benchmark table row without arrivals is staggered
+RANGE_STYLES = ("around", "up_to")    # how a client reads its random range ratio (above)
 
 
 @dataclass(frozen=True)
@@ -67,21 +73,34 @@ class BenchPoint:
     peak_concurrency: int = 0      # the most measured requests outstanding at one moment
 
 
-def length_bounds(length: int, range_ratio: float, *, low: int = 0) -> tuple[int, int]:
-    """The integers a random-dataset length is drawn from: [floor(length (1 - R)), ceil(length (1 + R))]."""
+def length_bounds(length: int, range_ratio: float, *, low: int = 0, style: str = "around") -> tuple[int, int]:
+    """The integers a random-dataset length is drawn from: [floor(length (1 - R)), ceil(length (1 + R))] around
+    it, or [max(1, floor(length R)), length] up to it."""
+    if style == "up_to":
+        return min(length, max(1, low, math.floor(length * range_ratio))), length
     return max(low, math.floor(length * (1 - range_ratio))), max(low, math.ceil(length * (1 + range_ratio)))
 
 
-def random_lengths(isl: int, osl: int, requests: int, *, range_ratio: float = 0.0,
-                   seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
-    """Prompt and output lengths of `requests` requests, as vLLM's random dataset draws them (fixed when R is 0)."""
-    _check_ratio(range_ratio)
+def random_lengths(isl: int, osl: int, requests: int, *, range_ratio: float = 0.0, seed: int = 0,
+                   style: str = "around") -> tuple[np.ndarray, np.ndarray]:
+    """Prompt and output lengths of `requests` requests, as the client of `style` draws them (fixed when R is 0
+    around the lengths, or 1 up to them)."""
+    check_range(range_ratio, style)
     rng = np.random.default_rng(seed)
-    in_low, in_high = length_bounds(isl, range_ratio)
-    out_low, out_high = length_bounds(osl, range_ratio, low=1)
+    in_low, in_high = length_bounds(isl, range_ratio, style=style)
+    out_low, out_high = length_bounds(osl, range_ratio, low=1, style=style)
     ins = rng.integers(in_low, in_high + 1, size=requests)
     outs = rng.integers(out_low, out_high + 1, size=requests)
     return ins.astype(np.int64), outs.astype(np.int64)
+
+
+def mean_lengths(isl: int, osl: int, range_ratio: float, style: str) -> tuple[int, int]:
+    """The prompt and output lengths a client of `style` draws on average: the lengths themselves around them,
+    the middle of the range up to them."""
+    if style != "up_to":
+        return isl, osl
+    return (round(sum(length_bounds(isl, range_ratio, style=style)) / 2),
+            round(sum(length_bounds(osl, range_ratio, low=1, style=style)) / 2))
 
 
 def service_seconds(pool: PoolSpec, concurrency: int, isl: int, osl: int) -> float:
@@ -106,13 +125,31 @@ def service_seconds(pool: PoolSpec, concurrency: int, isl: int, osl: int) -> flo
     return cycle + (passes - with_prompt) * step.pass_seconds(running, running, kv, running)
 
 
-def _check_ratio(range_ratio: float) -> None:
-    if not 0.0 <= range_ratio < 1.0:  # also refuses nan
-        raise ReplayError(f"bench needs a random range ratio in [0, 1), got {range_ratio!r}")
+def range_problem(range_ratio: float, style: str) -> str | None:
+    """What a client of `style` expects of its random range ratio, when this one is not it; else None."""
+    if style not in RANGE_STYLES:
+        return f"a range style {' or '.join(RANGE_STYLES)}, got {style[:40]!r}"
+    if style == "up_to" and not 0.0 <= range_ratio <= 1.0:  # also refuses nan
+        return f"a random range ratio in [0, 1] up to the lengths, got {range_ratio!r}"
+    if style == "around" and not 0.0 <= range_ratio < 1.0:
+        return f"a random range ratio in [0, 1), got {range_ratio!r}"
+    return None
+
+
+def fixed_lengths(range_ratio: float, style: str) -> bool:
+    """Whether a client of `style` at this ratio sends every request at the lengths asked for."""
+    return range_ratio == (1.0 if style == "up_to" else 0.0)
+
+
+def check_range(range_ratio: float, style: str = "around") -> None:
+    """ReplayError unless the ratio is one the style's client takes."""
+    if (problem := range_problem(range_ratio, style)) is not None:
+        raise ReplayError(f"bench needs {problem}")
 
 
 def closed_loop(pool: PoolSpec, concurrency: int, isl: int, osl: int, requests: int, *, range_ratio: float = 0.0,
-                seed: int = 0, warmups: int = 0, arrivals: str = "staggered") -> BenchPoint:
+                seed: int = 0, warmups: int = 0, arrivals: str = "staggered",
+                range_style: str = "around") -> BenchPoint:
     """Run the benchmark on one replica of the pool: `requests` measured requests after `warmups` unmeasured ones,
     the clients' first requests staggered over a cycle or all at once (`arrivals`)."""
     if arrivals not in ARRIVALS:
@@ -120,12 +157,13 @@ def closed_loop(pool: PoolSpec, concurrency: int, isl: int, osl: int, requests: 
     if concurrency < 1 or isl < 0 or osl < 1 or requests < 1:
         raise ReplayError(f"bench needs concurrency >= 1, isl >= 0, osl >= 1 and requests >= 1; got "
                           f"concurrency {concurrency}, isl {isl}, osl {osl}, requests {requests}")
-    _check_ratio(range_ratio)
+    check_range(range_ratio, range_style)
     if warmups < 0:
         raise ReplayError(f"bench needs warmups >= 0, got {warmups!r}")
     if seed < 0:
         raise ReplayError(f"bench needs a seed >= 0, got {seed!r}")
-    drawn_in, drawn_out = random_lengths(isl, osl, requests, range_ratio=range_ratio, seed=seed)
+    drawn_in, drawn_out = random_lengths(isl, osl, requests, range_ratio=range_ratio, seed=seed,
+                                        style=range_style)
     ins = np.concatenate([np.full(warmups, drawn_in[0]), drawn_in]).tolist()
     outs = np.concatenate([np.full(warmups, drawn_out[0]), drawn_out]).tolist()
     big = int(np.argmax(drawn_in + drawn_out))
@@ -152,7 +190,8 @@ def closed_loop(pool: PoolSpec, concurrency: int, isl: int, osl: int, requests: 
         sent += 1
 
     replica.on_done = lambda i, t: done.append(i)
-    spread = service_seconds(pool, clients, isl, osl) if clients > 1 and arrivals == "staggered" else 0.0
+    spread = service_seconds(pool, clients, *mean_lengths(isl, osl, range_ratio, range_style)) \
+        if clients > 1 and arrivals == "staggered" else 0.0
     firsts = [j * spread / clients for j in range(clients)]
     send(0.0)
     waiting = 1  # the next client to send its first request

@@ -1,11 +1,16 @@
 """Benchmark tables: CSV rows of closed-loop serving benchmarks, the evidence `replay calibrate --bench` fits.
 
-    pool,isl,osl,concurrency,ttft_ms,tpot_ms[,output_tok_s]
+    pool,isl,osl,concurrency,ttft_ms,tpot_ms[,output_tok_s][,arrivals][,range_ratio,range_style][,num_prompts]
     h100-a,1024,128,16,187.5,21.4
 
 One row per (pool, prompt length, output length, concurrency), with the median (or mean) TTFT and TPOT in
 milliseconds, as `vllm bench serve --max-concurrency`, SGLang's bench_serving or a vendor's table give them.
-Every value is checked; a bad one is an error naming the file, line and column.
+The optional columns say how the client ran, so that calibration replays the row the same way (replay.bench):
+`arrivals` (staggered, the default, or lockstep: every client starting at once, as a client with an unbounded
+request rate does), `range_ratio` with `range_style` (lengths drawn around isl and osl, `vllm bench serve`'s
+reading and the default, or up to them, SGLang's bench_serving's; empty or 0 around them: fixed lengths) and
+`num_prompts` (the requests the row measured; empty: calibration's own number). Every value is checked; a bad
+one is an error naming the file, line and column.
 """
 
 from __future__ import annotations
@@ -17,16 +22,17 @@ import polars as pl
 
 from canonical.csvtext import csv_records
 from canonical.fileread import UnreadableFile, read_text
+from replay.bench import ARRIVALS, RANGE_STYLES, range_problem
 from replay.exceptions import BenchTableError
 
 REQUIRED = ("pool", "isl", "osl", "concurrency", "ttft_ms", "tpot_ms")
-OPTIONAL = ("output_tok_s", "arrivals")
-ARRIVALS = ("staggered", "lockstep")  # as replay.bench runs them; a row without one is staggered
+OPTIONAL = ("output_tok_s", "arrivals", "range_ratio", "range_style", "num_prompts")
 INTS = {"isl": 0, "osl": 1, "concurrency": 1}
 MAX_INT = 2**31 - 1  # token counts and concurrency are stored as 32-bit integers elsewhere
 FLOATS = ("ttft_ms", "tpot_ms", "output_tok_s")
 SCHEMA = {"line": pl.Int64, "pool": pl.String, "isl": pl.Int64, "osl": pl.Int64, "concurrency": pl.Int64,
-          "ttft_ms": pl.Float64, "tpot_ms": pl.Float64, "output_tok_s": pl.Float64, "arrivals": pl.String}
+          "ttft_ms": pl.Float64, "tpot_ms": pl.Float64, "output_tok_s": pl.Float64, "arrivals": pl.String,
+          "range_ratio": pl.Float64, "range_style": pl.String, "num_prompts": pl.Int64}
 
 
 def read_bench_table(path: str | Path) -> pl.DataFrame:
@@ -78,9 +84,32 @@ def parse_bench_table(text: str, source: str = "<bench>") -> pl.DataFrame:
             raise BenchTableError(f"{source}:{line}: column arrivals: unknown value {arrivals[:40]!r}; expected "
                                   f"{' or '.join(ARRIVALS)}")
         rows["arrivals"].append(arrivals)
+        ratio, style = _range(cell, source, line)
+        rows["range_ratio"].append(ratio)
+        rows["range_style"].append(style)
+        rows["num_prompts"].append(_int(prompts, 1, source, line, "num_prompts")
+                                   if (prompts := cell.get("num_prompts", "")) else None)
     if not rows["line"]:
         raise BenchTableError(f"{source}: no benchmark rows after the header")
     return pl.DataFrame(rows, schema=SCHEMA)
+
+
+def _range(cell: dict[str, str], source: str, line: int) -> tuple[float, str]:
+    """The row's random range ratio and how its client reads it: (0, around) when it gives none."""
+    style = cell.get("range_style", "") or RANGE_STYLES[0]
+    if style not in RANGE_STYLES:
+        raise BenchTableError(f"{source}:{line}: column range_style: unknown value {style[:40]!r}; expected "
+                              f"{' or '.join(RANGE_STYLES)}")
+    text = cell.get("range_ratio", "")
+    if not text:
+        return 0.0, style
+    try:
+        ratio = float(text)
+    except ValueError:
+        raise BenchTableError(f"{source}:{line}: column range_ratio: expected a number, got {text[:40]!r}") from None
+    if (problem := range_problem(ratio, style)) is not None:
+        raise BenchTableError(f"{source}:{line}: column range_ratio: expected {problem} (range_style {style})")
+    return ratio, style
 
 
 def _int(text: str, least: int, source: str, line: int, col: str) -> int:

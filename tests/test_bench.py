@@ -290,6 +290,52 @@ def test_random_lengths_as_vllms_random_dataset() -> None:
     assert again[0].tolist() != random_lengths(1024, 256, 100, range_ratio=0.5, seed=8)[0].tolist()
 
 
+def test_random_lengths_up_to_the_lengths_as_sglangs_bench_serving() -> None:
+    # SGLang's client reads R as the shortest share of the length: uniform in [floor(L R), L], at least 1
+    ins, outs = random_lengths(1024, 1024, 20_000, range_ratio=0.8, seed=3, style="up_to")
+    assert (ins.min(), ins.max(), outs.min(), outs.max()) == (819, 1024, 819, 1024)
+    assert ins.mean() == pytest.approx((819 + 1024) / 2, rel=0.005)  # 0.9 L on average, not L
+    rng = np.random.default_rng(3)
+    assert ins.tolist() == rng.integers(819, 1025, size=20_000).tolist()
+    assert outs.tolist() == rng.integers(819, 1025, size=20_000).tolist()
+    ins, outs = random_lengths(1024, 256, 100, range_ratio=1.0, style="up_to")  # R = 1: fixed lengths
+    assert set(ins.tolist()) == {1024} and set(outs.tolist()) == {256}
+    ins, outs = random_lengths(10, 3, 5_000, range_ratio=0.0, seed=1, style="up_to")  # SGLang's default R = 0
+    assert (ins.min(), ins.max(), outs.min(), outs.max()) == (1, 10, 1, 3)
+    assert replay.bench.mean_lengths(1024, 1024, 0.8, "up_to") == (922, 922)
+    assert replay.bench.mean_lengths(1024, 256, 0.3, "around") == (1024, 256)
+    assert replay.bench.fixed_lengths(1.0, "up_to") and replay.bench.fixed_lengths(0.0, "around")
+    assert not replay.bench.fixed_lengths(0.0, "up_to") and not replay.bench.fixed_lengths(0.8, "up_to")
+
+
+def test_clients_that_start_together_with_drawn_lengths_drift_out_of_their_waves(fleet: Registry) -> None:
+    # Every client starting at once (a client with an unbounded request rate) with fixed lengths stays in waves:
+    # every TTFT is a wave's prefill, 8 prompts a pass at the 8192-token budget. With lengths drawn up to 0.8 of
+    # them the clients finish apart and drift out of the waves: past the first, most prompts are computed beside
+    # decoders and the median TTFT falls toward one prefill, while the first wave (all sent at 0) still pays a
+    # batched one, which the p99 keeps. The more clients, the longer the drift takes and the more prompts meet:
+    # with 10 requests a client the median grows with concurrency, where spread-out clients see one prefill.
+    spec = resolve_pools(h100_pool(fleet, 8), Candidate(name="t"))[0]
+    one = one_prefill_ms(1024)
+    waves = closed_loop(spec, 16, 1024, 256, 160, arrivals="lockstep")
+    drift = closed_loop(spec, 16, 1024, 256, 160, arrivals="lockstep", range_ratio=0.8, range_style="up_to")
+    assert waves.ttft_ms_p50 > 6 * one
+    assert 0.8 * one < drift.ttft_ms_p50 < 0.5 * waves.ttft_ms_p50
+    assert drift.ttft_ms_p99 > 4 * drift.ttft_ms_p50
+    as_run = [closed_loop(spec, c, 1024, 256, 10 * c, arrivals="lockstep", range_ratio=0.8,
+                          range_style="up_to").ttft_ms_p50 for c in (4, 64)]
+    spread = [closed_loop(spec, c, 1024, 256, 10 * c).ttft_ms_p50 for c in (4, 64)]
+    assert as_run[1] > 1.5 * as_run[0] and spread[1] < 1.1 * spread[0]
+    # the client's bounds are checked in its own reading: R = 1 is SGLang's fixed lengths, vLLM's refuses it
+    fixed = closed_loop(spec, 16, 1024, 256, 160, arrivals="lockstep", range_ratio=1.0, range_style="up_to")
+    assert fixed == waves
+    with pytest.raises(ReplayError, match=re.escape("bench needs a random range ratio in [0, 1] up to the "
+                                                    "lengths, got 1.5")):
+        closed_loop(spec, 2, 16, 4, 4, range_ratio=1.5, range_style="up_to")
+    with pytest.raises(ReplayError, match=re.escape("bench needs a range style around or up_to, got 'below'")):
+        closed_loop(spec, 2, 16, 4, 4, range_style="below")
+
+
 def test_the_bench_with_random_lengths_is_reproducible(fleet: Registry) -> None:
     spec = resolve_pools(h100_pool(fleet, 8), Candidate(name="t"))[0]
     fixed = closed_loop(spec, 8, 1024, 128, 200)
@@ -393,7 +439,11 @@ def test_the_bench_command_takes_vllms_options(capsys: pytest.CaptureFixture[str
     assert json.loads(capsys.readouterr().out) == out  # --requests is --num-prompts
     assert main([*argv, "--num-prompts", "40"]) == 0
     text = capsys.readouterr().out
-    assert "isl 512, osl 64 (range ratio 0.2, seed 4), 8 warm-ups" in text and "ttft mean" in text
+    assert "isl 512, osl 64 (range ratio 0.2 around them, seed 4), 8 warm-ups" in text and "ttft mean" in text
+    assert main([*argv[:-4], "--random-range-ratio", "0.8", "--range-style", "up_to", "--num-prompts", "40"]) == 0
+    assert "isl 512, osl 64 (range ratio 0.8 up to them, seed 0)" in capsys.readouterr().out
+    assert main([*argv[:-4], "--random-range-ratio", "1", "--range-style", "up_to", "--num-prompts", "40"]) == 0
+    assert "isl 512, osl 64, 8 warm-ups" in capsys.readouterr().out  # SGLang's R = 1: fixed lengths
     with pytest.raises(SystemExit) as exit_:
         main(["replay", "bench", "--help"])
     helptext = capsys.readouterr().out

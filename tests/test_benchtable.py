@@ -22,6 +22,43 @@ def test_a_good_table_reads_with_lines() -> None:
     assert t["arrivals"].to_list() == ["lockstep", "staggered"]
 
 
+def test_a_table_says_how_its_client_drew_and_how_many_it_sent() -> None:
+    t = parse_bench_table(HEAD.strip() + ",range_ratio,range_style,num_prompts\n"
+                          "a,1024,1024,4,50,9,0.8,up_to,40\n"     # InferenceMAX's client: up to, 10 per client
+                          "a,1024,1024,8,50,9,0.1,,\n"            # vllm bench serve's reading, the default
+                          "a,1024,1024,16,50,9,,,\n"               # fixed lengths, calibration's own count
+                          "a,1024,1024,32,50,9,1,up_to,320\n")     # SGLang's fixed lengths
+    assert t["range_ratio"].to_list() == [0.8, 0.1, 0.0, 1.0]
+    assert t["range_style"].to_list() == ["up_to", "around", "around", "up_to"]
+    assert t["num_prompts"].to_list() == [40, None, None, 320]
+    plain = parse_bench_table(HEAD + "a,1,2,3,4.5,6\n")
+    assert plain.select("range_ratio", "range_style", "num_prompts").row(0) == (0.0, "around", None)
+
+
+RANGE_HEAD = HEAD.strip() + ",range_ratio,range_style,num_prompts\n"
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    (RANGE_HEAD + "a,1,1,1,1,1,1,,\n",
+     "b.csv:2: column range_ratio: expected a random range ratio in [0, 1), got 1.0 (range_style around)"),
+    (RANGE_HEAD + "a,1,1,1,1,1,1.5,up_to,\n",
+     "b.csv:2: column range_ratio: expected a random range ratio in [0, 1] up to the lengths, got 1.5 "
+     "(range_style up_to)"),
+    (RANGE_HEAD + "a,1,1,1,1,1,-0.1,up_to,\n", "b.csv:2: column range_ratio: expected a random range ratio in [0, 1]"),
+    (RANGE_HEAD + "a,1,1,1,1,1,nan,,\n", "b.csv:2: column range_ratio: expected a random range ratio in [0, 1), "
+                                         "got nan"),
+    (RANGE_HEAD + "a,1,1,1,1,1,ten,,\n", "b.csv:2: column range_ratio: expected a number, got 'ten'"),
+    (RANGE_HEAD + "a,1,1,1,1,1,0.5,below,\n",
+     "b.csv:2: column range_style: unknown value 'below'; expected around or up_to"),
+    (RANGE_HEAD + "a,1,1,1,1,1,0.5,,0\n", "b.csv:2: column num_prompts: must be >= 1, got 0"),
+    (RANGE_HEAD + "a,1,1,1,1,1,0.5,,many\n", "b.csv:2: column num_prompts: expected a whole number, got 'many'"),
+])
+def test_bad_client_columns(text: str, message: str) -> None:
+    with pytest.raises(BenchTableError) as exc:
+        parse_bench_table(text, "b.csv")
+    assert str(exc.value).startswith(message), str(exc.value)
+
+
 @pytest.mark.parametrize(("text", "message"), [
     ("", "b.csv:1: empty file; expected the header pool,isl,osl,concurrency,ttft_ms,tpot_ms"),
     ("pool,isl,osl,ttft_ms,tpot_ms\n", "b.csv:1: missing column concurrency"),

@@ -82,6 +82,7 @@ def test_a_bad_source_name_lists_them_all(capsys: pytest.CaptureFixture[str]) ->
 def test_the_parsers_names_are_the_layers() -> None:
     from app.serve import feed
     from collectors import promhttp
+    from replay.bench import ARRIVALS, RANGE_STYLES
     from replay.planner import DEFAULT_CONCURRENCY
     from replay.sweep import EXECUTORS
     from store.exports import FORMATS as EXPORT_FORMATS
@@ -91,6 +92,7 @@ def test_the_parsers_names_are_the_layers() -> None:
     assert tuple(sorted(FORMATS)) == _choices.TRACE_FORMATS
     assert DEFAULT_START.isoformat() == _choices.TRACE_START
     assert _choices.SWEEP_EXECUTORS == EXECUTORS
+    assert (_choices.BENCH_ARRIVALS, _choices.BENCH_RANGE_STYLES) == (ARRIVALS, RANGE_STYLES)
     assert _choices.PLAN_CONCURRENCY == DEFAULT_CONCURRENCY
     assert (_choices.EXPORT_FORMATS, _choices.EXPORT_RESOLUTIONS) == (EXPORT_FORMATS, RESOLUTIONS)
     assert (_choices.PROM_ENV_TOKEN, _choices.PROM_ENV_USER, _choices.PROM_ENV_PASSWORD) == (

@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import dataclasses
 
+import numpy as np
 import pytest
 
 from pool_registry import load_registry_text, registry_from_json, registry_to_json
 from replay import Candidate, CandidateError, calibrate, closed_loop, load_candidate_text, parse_bench_table
+from replay.calibrate.evidence import Bench
 from replay.costmodel import step_model
 from replay.fleet import pools_by_id
 from tests.replay_fleets import flat_model, fleet, pool
@@ -64,3 +66,31 @@ def test_calibration_finds_a_planted_time_per_prompt_chunk_from_lockstep_rows() 
     assert f.chunk_overhead_us == pytest.approx(1500.0, rel=0.02)
     assert f.step_overhead_ms == pytest.approx(3.0, rel=0.05) and f.mfu == pytest.approx(0.4, rel=0.02)
     assert f.explains is True and "chunk_overhead_us" in f.values()
+
+
+@pytest.mark.slow
+def test_rows_replayed_as_their_client_ran_give_back_the_planted_coefficients() -> None:
+    """Rows measured as InferenceMAX's client runs (every client starting at once, lengths drawn up to 0.8 of
+    them, 10 requests a client) say so in their columns, and calibration replays them so: every planted
+    coefficient comes back. The same figures without the columns are replayed spread out at the full lengths,
+    where no prompt meets another: the fit drops the time per prompt chunk and takes 11 % off the prefill's mfu,
+    and still reads as explaining its rows."""
+    reg = fleet(pool("p", concurrency=64, mfu=0.4, eff=0.6), models=(flat_model(params_b=8.0),))
+    planted = dataclasses.replace(pools_by_id(reg, Candidate(name="t"))["p"], step_overhead_ms=3.0,
+                                  chunk_overhead_us=1500.0)
+    told = ["pool,isl,osl,concurrency,ttft_ms,tpot_ms,arrivals,range_ratio,range_style,num_prompts"]
+    bare = ["pool,isl,osl,concurrency,ttft_ms,tpot_ms"]
+    for isl in (256, 2048):
+        for c in (1, 4, 16, 32):
+            p = closed_loop(planted, c, isl, 64, 10 * c, arrivals="lockstep", range_ratio=0.8, range_style="up_to")
+            told.append(f"p,{isl},64,{c},{p.ttft_ms_p50!r},{p.tpot_ms_p50!r},lockstep,0.8,up_to,{10 * c}")
+            bare.append(f"p,{isl},64,{c},{p.ttft_ms_p50!r},{p.tpot_ms_p50!r}")
+    (f,), _ = calibrate(None, reg, bench=parse_bench_table("\n".join(told) + "\n"))
+    assert (f.mfu, f.mem_bw_eff, f.step_overhead_ms, f.chunk_overhead_us) == pytest.approx((0.4, 0.6, 3.0, 1500.0),
+                                                                                          rel=1e-3)
+    labels = Bench(parse_bench_table("\n".join(told) + "\n")).compared(np.ones(8), np.ones(8))["TTFT"][2]
+    assert labels[1] == "ISL 256, OSL 64 (drawn up to them, ratio 0.8) at concurrency 4"  # how the fit names a row
+    (g,), _ = calibrate(None, reg, bench=parse_bench_table("\n".join(bare) + "\n"))
+    assert Bench(parse_bench_table("\n".join(bare) + "\n")).compared(np.ones(8), np.ones(8))["TTFT"][2][1] == \
+        "ISL 256, OSL 64 at concurrency 4"
+    assert g.chunk_overhead_us == 0.0 and g.mfu is not None and g.mfu < 0.37

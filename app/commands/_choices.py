@@ -8,6 +8,8 @@ from __future__ import annotations
 TRACE_FORMATS = ("azure", "burstgpt", "csv", "jsonl", "mooncake", "parquet")  # sorted(traces.FORMATS)
 TRACE_START = "2025-01-01T00:00:00+00:00"  # traces.DEFAULT_START.isoformat()
 SWEEP_EXECUTORS = ("process", "ray")  # replay.sweep.EXECUTORS
+BENCH_ARRIVALS = ("staggered", "lockstep")  # replay.bench.ARRIVALS
+BENCH_RANGE_STYLES = ("around", "up_to")  # replay.bench.RANGE_STYLES
 PLAN_CONCURRENCY = (1, 16, 64)  # replay.planner.DEFAULT_CONCURRENCY
 EXPORT_FORMATS = ("csv", "jsonl", "parquet")  # store.exports.FORMATS
 EXPORT_RESOLUTIONS = ("auto", "raw", "1m", "1h")  # store.exports.RESOLUTIONS

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from app.commands._base import Context, add_command, add_group, duration_ms
-from app.commands._choices import SWEEP_EXECUTORS
+from app.commands._choices import BENCH_ARRIVALS, BENCH_RANGE_STYLES, SWEEP_EXECUTORS
 from app.commands.ingest_traffic import add_traffic_options, parse_options, parse_time
 from app.exceptions import UsageError
 
@@ -100,9 +100,13 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
                    help="requests the clients send first, not measured (default 0)")
     p.add_argument("--random-range-ratio", type=float, default=0.0, metavar="R",
                    help="draw each request's lengths uniformly from [isl (1 - R), isl (1 + R)] and likewise around "
-                        "osl, as vLLM's random dataset; 0 <= R < 1 (default 0: fixed lengths)")
+                        "osl, as vLLM's random dataset; 0 <= R < 1 (default 0: fixed lengths); with --range-style "
+                        "up_to from [isl R, isl], as SGLang's bench_serving, 0 <= R <= 1")
+    p.add_argument("--range-style", choices=BENCH_RANGE_STYLES, default=BENCH_RANGE_STYLES[0],
+                   help="how the client reads its range ratio: around the lengths (vllm bench serve, the default) "
+                        "or up to them (SGLang's bench_serving, vLLM's benchmark_serving.py before it)")
     p.add_argument("--seed", type=int, default=0, help="seed of the drawn lengths (default 0)")
-    p.add_argument("--arrivals", choices=("staggered", "lockstep"), default="staggered",
+    p.add_argument("--arrivals", choices=BENCH_ARRIVALS, default=BENCH_ARRIVALS[0],
                    help="clients' first requests spread over one cycle, as a served benchmark settles "
                         "(default), or all at once, staying in waves as a client with fixed lengths measures")
     p.add_argument("--candidate", metavar="FILE", help="candidate whose overrides apply to the pool")
@@ -326,6 +330,7 @@ def bench_cmd(ctx: Context) -> int:
     from replay import Candidate, closed_loop, default_requests, load_candidate
     from replay.assumptions import assumptions
     from replay.bands import bands
+    from replay.bench import fixed_lengths
     from replay.fleet import PoolSpec, pools_by_id
     from store import require_registry
 
@@ -341,10 +346,11 @@ def bench_cmd(ctx: Context) -> int:
         raise UsageError(f"--num-prompts must be >= 1, got {args.requests}")
     points = [closed_loop(spec, c, args.isl, args.osl, args.requests or default_requests(c),
                           range_ratio=args.random_range_ratio, seed=args.seed, warmups=args.num_warmups,
-                          arrivals=args.arrivals)
+                          arrivals=args.arrivals, range_style=args.range_style)
               for c in args.concurrency]
-    lengths = (f"isl {args.isl}, osl {args.osl}" if args.random_range_ratio == 0 else
-               f"isl {args.isl}, osl {args.osl} (range ratio {args.random_range_ratio:g}, seed {args.seed})")
+    lengths = (f"isl {args.isl}, osl {args.osl}" if fixed_lengths(args.random_range_ratio, args.range_style) else
+               f"isl {args.isl}, osl {args.osl} (range ratio {args.random_range_ratio:g} "
+               f"{args.range_style.replace('_', ' ')} them, seed {args.seed})")
     warmups = f", {args.num_warmups} warm-ups" if args.num_warmups else ""
     lines = [f"{spec.id}: one replica of {spec.devices_per_replica} x {spec.chip.name} (pp {spec.pp}), "
              f"{spec.model.id}, {lengths}{warmups}",
@@ -363,7 +369,7 @@ def bench_cmd(ctx: Context) -> int:
             def medians(s: PoolSpec, c: int = p.concurrency) -> tuple[float, float | None]:
                 q = closed_loop(s, c, args.isl, args.osl, args.requests or default_requests(c),
                                 range_ratio=args.random_range_ratio, seed=args.seed, warmups=args.num_warmups,
-                                arrivals=args.arrivals)
+                                arrivals=args.arrivals, range_style=args.range_style)
                 return q.ttft_ms_p50, q.tpot_ms_p50
             ttft, tpot = bands(spec, spread, medians)
             out.update(ttft_ms_p50_band=ttft, tpot_ms_p50_band=tpot)

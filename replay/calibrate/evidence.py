@@ -4,11 +4,12 @@ each replayed on trial coefficients to give residuals in log time."""
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import numpy as np
 import polars as pl
 
-from replay.bench import closed_loop
+from replay.bench import RANGE_STYLES, closed_loop, fixed_lengths
 from replay.candidate import Candidate
 from replay.engine import prepare_traffic
 from replay.fleet import PoolSpec
@@ -132,15 +133,21 @@ class Bench:
 
     def __init__(self, rows: pl.DataFrame) -> None:
         self.rows: list[tuple[int, int, int]] = rows.select("isl", "osl", "concurrency").rows()
-        self.arrivals: list[str] = (rows["arrivals"].to_list() if "arrivals" in rows.columns
-                                    else ["staggered"] * rows.height)
+        def column(name: str, default: object) -> list[Any]:
+            return rows[name].to_list() if name in rows.columns else [default] * rows.height
+        self.arrivals: list[str] = column("arrivals", "staggered")
+        # how each row's client drew its lengths and how many requests it sent: replayed as it ran
+        self.draws: list[tuple[float, str, int | None]] = list(zip(
+            column("range_ratio", 0.0), column("range_style", RANGE_STYLES[0]), column("num_prompts", None),
+            strict=True))
         self.prompts = rows["isl"].to_numpy().astype(float)
         self.obs_ttft = rows["ttft_ms"].to_numpy() / 1000
         self.obs_tpot = rows["tpot_ms"].to_numpy() / 1000
 
     def compared(self, ttft: np.ndarray, tpot: np.ndarray) -> dict[str, tuple[np.ndarray, np.ndarray, list[str]]]:
         """What the fit compares, per kind: (model, observed, label) of each row."""
-        labels = [f"ISL {isl}, OSL {osl} at concurrency {c}" for isl, osl, c in self.rows]
+        labels = [f"ISL {isl}, OSL {osl}{_drawn(r, style)} at concurrency {c}"
+                  for (isl, osl, c), (r, style, _) in zip(self.rows, self.draws, strict=True)]
         return {"TTFT": (ttft, self.obs_ttft, labels), "TPOT": (tpot, self.obs_tpot, labels)}
 
     def residuals(self, spec: PoolSpec) -> np.ndarray:
@@ -150,10 +157,16 @@ class Bench:
 
     def model(self, spec: PoolSpec) -> tuple[np.ndarray, np.ndarray]:
         """Median TTFT and TPOT of every row on a trial pool."""
-        points = [closed_loop(spec, c, isl, osl, calibration_requests(c), arrivals=a)
-                  for (isl, osl, c), a in zip(self.rows, self.arrivals, strict=True)]
+        points = [closed_loop(spec, c, isl, osl, n or calibration_requests(c), arrivals=a, range_ratio=r,
+                              range_style=style)
+                  for (isl, osl, c), a, (r, style, n) in zip(self.rows, self.arrivals, self.draws, strict=True)]
         return (np.array([p.ttft_ms_p50 for p in points]) / 1000,
                 np.array([np.nan if p.tpot_ms_p50 is None else p.tpot_ms_p50 for p in points]) / 1000)
+
+
+def _drawn(ratio: float, style: str) -> str:
+    """How a row's lengths were drawn, for its label: nothing when fixed."""
+    return "" if fixed_lengths(ratio, style) else f" (drawn {style.replace('_', ' ')} them, ratio {ratio:g})"
 
 
 def _span(what: str, values: np.ndarray, unit: str) -> str:
