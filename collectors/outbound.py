@@ -121,7 +121,7 @@ class Response:
             for piece in (data,) if gz is None else _inflate(gz, data, size, self.url):
                 total += len(piece)
                 if total > self._limits.max_body_bytes:
-                    raise OutboundError(self.url, f"answered more than {_size(self._limits.max_body_bytes)}; "
+                    raise OutboundError(self.url, f"answered more than {size_text(self._limits.max_body_bytes)}; "
                                         f"hetpool refuses a larger body rather than hold it")
                 yield piece
         if gz is not None and not gz.eof:
@@ -157,7 +157,8 @@ def _inflate(gz: zlib._Decompress, data: bytes, size: int, url: str) -> Iterator
             return
 
 
-def _size(n: int) -> str:
+def size_text(n: int) -> str:
+    """A byte count as messages give it: whole MiB, or bytes below one."""
     return f"{n >> 20} MiB" if n >= 1 << 20 else f"{n} bytes"
 
 

@@ -13,7 +13,7 @@ from prometheus_api_client import PrometheusConnect
 from urllib3.util.retry import Retry
 
 from collectors.exceptions import CollectorError
-from collectors.outbound import RedirectRefused, redirect_target
+from collectors.outbound import MAX_BODY_BYTES, READ_BYTES, RedirectRefused, redirect_target, size_text
 from collectors.promjson import RangeVector, ResponseError, parse_matrix
 
 ENV_TOKEN = "HETPOOL_PROM_TOKEN"
@@ -55,12 +55,24 @@ class PromAuth:
 
 @dataclass(frozen=True)
 class RetryPolicy:
-    """How hard to try one query before its chunk is reported missing."""
+    """How hard to try one query before its chunk is reported missing, and what one attempt may cost: the wait
+    for any one read (`timeout_s`), the whole answer's time however slowly it trickles (`deadline_s`, overshot by
+    at most one read's wait) and its size once decompressed (`max_body_bytes`, the outbound client's cap)."""
 
     attempts: int = 4
     backoff_s: float = 0.5
     max_backoff_s: float = 8.0
     timeout_s: float = 60.0
+    deadline_s: float = 300.0
+    max_body_bytes: int = MAX_BODY_BYTES
+
+
+class _Late(Exception):
+    """An answer still arriving when its attempt's deadline passed."""
+
+
+class _TooLarge(Exception):
+    """An answer larger than the cap: a later attempt would get the same."""
 
 
 class _Refused(requests.RequestException):
@@ -102,7 +114,7 @@ class PromClient:
 
     def __init__(self, url: str, auth: PromAuth | None = None, *, verify: bool | str = True,
                  session: requests.Session | None = None, retry: RetryPolicy | None = None,
-                 sleep: Callable[[float], None] = time.sleep):
+                 sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.monotonic):
         parsed = urlparse(url)
         if parsed.scheme not in ("http", "https") or not parsed.netloc:
             raise PromUnavailable(f"bad Prometheus URL {url!r}; expected http(s)://host:port")
@@ -110,6 +122,7 @@ class PromClient:
         self.auth = auth or PromAuth()
         self.retry = retry or RetryPolicy()
         self.sleep = sleep
+        self.clock = clock
         self.session = session or requests.Session()
         self.session.verify = os.environ.get(ENV_CA, verify) if verify is True else verify
         self.session.hooks["response"].append(same_origin_only)
@@ -140,10 +153,27 @@ class PromClient:
         except Exception as exc:  # the library raises its own exception type on non-200 answers
             raise PromUnavailable(f"cannot list metrics at {self.url}: {str(exc)[:200]}") from None
 
-    def _get(self, path: str, params: dict[str, str]) -> requests.Response:
+    def _get(self, path: str, params: dict[str, str], *, stream: bool = False) -> requests.Response:
         # verify is passed explicitly: left to requests, $REQUESTS_CA_BUNDLE would override the session's choice
         return self.session.get(f"{self.url}{path}", params=params, headers=self.auth.headers(),
-                                auth=self.auth.basic(), timeout=self.retry.timeout_s, verify=self.session.verify)
+                                auth=self.auth.basic(), timeout=self.retry.timeout_s, verify=self.session.verify,
+                                stream=stream)
+
+    def _body(self, resp: requests.Response, started: float) -> bytes:
+        """The answer's body, decompressed, read as it arrives: _TooLarge past the cap, _Late past the deadline
+        (each read returns what has arrived, so a trickle is cut at the deadline, not at its end)."""
+        cap, parts, size = self.retry.max_body_bytes, [], 0
+        try:
+            while part := resp.raw.read1(READ_BYTES, decode_content=True):
+                size += len(part)
+                if size > cap:
+                    raise _TooLarge(f"answered more than {size_text(cap)} once decompressed")
+                if self.clock() - started > self.retry.deadline_s:
+                    raise _Late(f"no whole answer within {self.retry.deadline_s:g} s")
+                parts.append(part)
+        finally:
+            resp.close()
+        return b"".join(parts)
 
     def range_vector(self, selector: str, start_ms: int, end_ms: int) -> RangeVector:
         """All raw samples with start_ms < ts <= end_ms, via an instant query of a range selector."""
@@ -175,20 +205,29 @@ class PromClient:
         for attempt in range(self.retry.attempts):
             if attempt:
                 self.sleep(min(self.retry.backoff_s * 2 ** (attempt - 1), self.retry.max_backoff_s))
+            started = self.clock()
             try:
-                resp = self._get(path, params)
+                resp = self._get(path, params, stream=True)
+                status = resp.status_code
+                body = self._body(resp, started)
             except requests.RequestException as exc:
                 last = _describe(exc)
                 continue
-            if resp.status_code in (401, 403):
-                raise PromUnavailable(f"Prometheus at {self.url} refused the credentials (HTTP {resp.status_code})")
-            if resp.status_code >= 500 or resp.status_code == 429:
-                last = f"HTTP {resp.status_code}"
+            except _Late as exc:
+                last = str(exc)
                 continue
-            if resp.status_code != 200:
-                raise ChunkFailed(f"query {query!r} failed: HTTP {resp.status_code}: {resp.text[:200]}")
+            except _TooLarge as exc:
+                raise ChunkFailed(f"query {what}: {exc}; pull shorter chunks (--chunk)") from None
+            if status in (401, 403):
+                raise PromUnavailable(f"Prometheus at {self.url} refused the credentials (HTTP {status})")
+            if status >= 500 or status == 429:
+                last = f"HTTP {status}"
+                continue
+            if status != 200:
+                raise ChunkFailed(f"query {query!r} failed: HTTP {status}: "
+                                  f"{body[:200].decode('utf-8', 'replace')}")
             try:
-                return parse_matrix(resp.content, after_ms=after_ms)
+                return parse_matrix(body, after_ms=after_ms)
             except ResponseError as exc:
                 raise ChunkFailed(f"query {query!r}: {exc}") from None
         raise ChunkFailed(f"query {what} failed after {self.retry.attempts} attempts: {last}")

@@ -13,7 +13,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 # What to do with the n-th request (0-based): "ok", "500", "slow" (answer after the client gave up), "drop",
-# "warn" (answer with a partial-response warning added).
+# "warn" (answer with a partial-response warning added), "trickle" (a byte every 20 ms for slow_s, never whole).
 Plan = Callable[[int, str], str]
 
 
@@ -74,6 +74,19 @@ class _Proxy:
             return
         if act == "401":
             self._reply(handler, 401, b"Unauthorized\n")
+            return
+        if act == "trickle":  # an answer that never ends: a byte at a time until the client hangs up
+            try:
+                handler.send_response(200)
+                handler.send_header("Content-Type", "application/json")
+                handler.send_header("Content-Length", str(1 << 20))
+                handler.end_headers()
+                for _ in range(int(self.slow_s / 0.02)):
+                    handler.wfile.write(b" ")
+                    handler.wfile.flush()
+                    time.sleep(0.02)
+            except (BrokenPipeError, ConnectionResetError):
+                pass
             return
         if act == "slow":
             time.sleep(self.slow_s)

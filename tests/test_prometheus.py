@@ -19,7 +19,7 @@ import polars as pl
 import pytest
 
 from collectors.prometheus import PullOptions, follow, pull
-from collectors.promhttp import PromClient, RetryPolicy
+from collectors.promhttp import ChunkFailed, PromClient, RetryPolicy
 from pool_registry import load_registry
 from store import Held, connect, save_registry
 from tests.conftest import FLEET
@@ -180,6 +180,53 @@ def test_retries_heal_500s_timeouts_and_drops(prom: PrometheusServer, tmp_path: 
     warned = con.execute("SELECT count(*) FROM ingest_runs WHERE status = 'warnings' AND warnings LIKE "
                          "'%partial response: store 2 of 3 unavailable%'").fetchone()
     assert warned is not None and warned[0] >= 1
+
+
+def test_an_answer_that_trickles_is_cut_at_its_deadline_and_retried(
+        prom: PrometheusServer, tmp_path: Path, clean: tuple[int, str]) -> None:
+    # every read returns within the read timeout, so only the whole answer's deadline can end the first attempts
+    tried: set[str] = set()
+
+    def plan(n: int, path: str) -> str:
+        if "/api/v1/query" in path and "query=" in path and path not in tried and len(tried) < 3:
+            tried.add(path)
+            return "trickle"
+        return "ok"
+
+    con = fresh_db(tmp_path / "t.duckdb")
+    with FaultProxy(prom.url, plan, slow_s=30.0) as proxy:
+        report = pull(Held(con), PromClient(proxy.url, retry=replace(FAST, deadline_s=0.5)), full(proxy.url))
+    assert [a for _, a in proxy.requests].count("trickle") == 3
+    assert report.missing == []
+    assert digest(con) == clean
+    # a query that trickles at every attempt is reported with why
+    with FaultProxy(prom.url, lambda n, path: "trickle", slow_s=30.0) as proxy:
+        client = PromClient(proxy.url, retry=replace(FAST, deadline_s=0.3), sleep=lambda s: None)
+        with pytest.raises(ChunkFailed, match=r"failed after 3 attempts: no whole answer within 0\.3 s"):
+            client.range_vector("DCGM_FI_DEV_GPU_UTIL", T0_S * 1000, T0_S * 1000 + 60_000)
+
+
+def test_an_answer_over_the_cap_fails_its_chunk_at_once_and_keeps_the_rest(
+        prom: PrometheusServer, tmp_path: Path) -> None:
+    asked: list[str] = []
+
+    def plan(n: int, path: str) -> str:
+        asked.append(path)
+        return "ok"
+
+    con = fresh_db(tmp_path / "c.duckdb")
+    small = replace(FAST, max_body_bytes=2048)  # the fixture's hour of one exporter's metrics is larger
+    with FaultProxy(prom.url, plan) as proxy:
+        client = PromClient(proxy.url, retry=small)
+        with pytest.raises(ChunkFailed, match=r"answered more than 2048 bytes once decompressed; pull shorter "
+                                              r"chunks \(--chunk\)"):
+            client.range_vector('{__name__=~"DCGM.*"}', T0_S * 1000, T0_S * 1000 + 3_600_000)
+        assert len(asked) == 1  # no retry: a later attempt would get the same answer
+        report = pull(Held(con), client, full(proxy.url))
+    assert report.missing and all(lo < hi for _, lo, hi in report.missing)
+    failed = con.execute("SELECT count(*) FROM ingest_runs WHERE status = 'failed' AND warnings LIKE "
+                         "'%answered more than 2048 bytes%'").fetchone()
+    assert failed is not None and failed[0] == len(report.missing)
 
 
 def _chunk_hour(path: str) -> float:
