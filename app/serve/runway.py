@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -18,106 +17,69 @@ from typing import Any
 
 import polars as pl
 
-from app.runway_job import compute_runway_job
+from app.runway_job import RunwayDone, compute_runway_job
 from app.serve.config import RunwayPlan
-from canonical.redact import redact
+from app.serve.schedule import Log, RunStatus, Schedule
 from canonical.timeunits import iso_utc
 from pool_registry import Registry
 from status.alerts import Alert, page_url, vendor_of
 from store import Access, require_registry
 
-Log = Callable[[str], None]
 ALERT = "HetpoolPoolRunway"
 
 
 @dataclass
-class RunwayStatus:
-    """The schedule's life so far."""
+class RunwayStatus(RunStatus):
+    """The schedule's life so far, with the pools its last run saw breaking."""
 
-    runs: int = 0
-    failures: int = 0
-    last_run_at: float | None = None
-    last_ok_at: float | None = None
-    last_error: str | None = None
     breaking: tuple[str, ...] = ()
 
-    def problems(self) -> list[str]:
-        """Why the runway is not being computed (empty: it is)."""
-        return [] if self.last_error is None else [f"last run failed: {self.last_error}"]
 
-
-class RunwaySchedule:
+class RunwaySchedule(Schedule[RunwayDone]):
     """Computes and stores the runway at once, then every `every_s` seconds, in its own thread."""
 
     def __init__(self, store: Access, plan: RunwayPlan, *, log: Log | None = None,
                  clock: Callable[[], float] = time.time):
+        super().__init__("runway", plan.every_s, log=log, clock=clock)
         self.store = store
         self.plan = plan
-        self.log = log or (lambda _line: None)
-        self.clock = clock
-        self.stopping = threading.Event()
-        self.status = RunwayStatus()
-        self._lock = threading.Lock()
-        self._thread = threading.Thread(target=self._loop, name="runway", daemon=True)
+        self._status = RunwayStatus()
 
-    def start(self) -> RunwaySchedule:
-        """Run on the schedule until stopped."""
-        self._thread.start()
-        return self
+    @property
+    def status(self) -> RunwayStatus:
+        """The schedule's status."""
+        return self._status
 
-    def stop(self, timeout_s: float = 60.0) -> bool:
-        """Stop after the computation under way; True when the thread ended."""
-        self.stopping.set()
-        if self._thread.is_alive():
-            self._thread.join(timeout_s)
-        return not self._thread.is_alive()
-
-    def run_once(self) -> None:
-        """One computation, stored, its result or its error recorded."""
+    def work(self) -> RunwayDone:
+        """One computation, stored."""
         from app.commands.replay import DEFAULT_RUNWAY_CANDIDATE
         from replay import load_candidate, load_gate
         from replay.gate import DEFAULT_SLA_VIOLATION_RATE
         from replay.runway.stored import RunwayAsk
 
-        started = self.clock()
-        try:
-            with self.store.read() as con:
-                registry = require_registry(con)
-            candidate = load_candidate(self.plan.candidate or DEFAULT_RUNWAY_CANDIDATE, registry)
-            tolerance = load_gate(self.plan.gate).sla_tolerance if self.plan.gate else DEFAULT_SLA_VIOLATION_RATE
-            ask = RunwayAsk(window_days=self.plan.window_days, growth=self.plan.growth,
-                            horizon_weeks=self.plan.horizon_weeks, tolerance=tolerance)
-            done = compute_runway_job(self.store, registry, candidate, ask, clock=self.clock)
-        except Exception as exc:  # the schedule's status, never the service's end
-            message = redact(f"{type(exc).__name__}: {exc}")
-            with self._lock:
-                repeated = message == self.status.last_error
-                self.status.runs, self.status.failures = self.status.runs + 1, self.status.failures + 1
-                self.status.last_run_at, self.status.last_error = started, message
-            if not repeated:
-                self.log(f"runway: {message}")
-            return
-        breaking = tuple(p.pool for p in done.runway.breaking)
-        with self._lock:
-            self.status.runs += 1
-            self.status.last_run_at = self.status.last_ok_at = started
-            self.status.last_error, self.status.breaking = None, breaking
-        self.log(f"runway: {len(done.runway.pools)} pools computed in {self.clock() - started:.0f} s"
+        with self.store.read() as con:
+            registry = require_registry(con)
+        candidate = load_candidate(self.plan.candidate or DEFAULT_RUNWAY_CANDIDATE, registry)
+        tolerance = load_gate(self.plan.gate).sla_tolerance if self.plan.gate else DEFAULT_SLA_VIOLATION_RATE
+        ask = RunwayAsk(window_days=self.plan.window_days, growth=self.plan.growth,
+                        horizon_weeks=self.plan.horizon_weeks, tolerance=tolerance)
+        return compute_runway_job(self.store, registry, candidate, ask, clock=self.clock)
+
+    def keep(self, result: RunwayDone) -> None:
+        """The pools breaking within the horizon."""
+        self._status.breaking = tuple(p.pool for p in result.runway.breaking)
+
+    def announce(self, result: RunwayDone, started: float) -> None:
+        """How many pools were computed, and which break."""
+        breaking = tuple(p.pool for p in result.runway.breaking)
+        self.log(f"runway: {len(result.runway.pools)} pools computed in {self.clock() - started:.0f} s"
                  + (f"; breaking within the horizon: {', '.join(breaking)}" if breaking else "; all hold"))
 
     def report(self) -> dict[str, Any]:
         """The schedule's status as plain data, for /health."""
+        report = self.common_report()
         with self._lock:
-            s = self.status
-            return {"every_s": self.plan.every_s, "healthy": not s.problems(), "problems": s.problems(),
-                    "runs": s.runs, "failures": s.failures, "last_run_at": iso_utc(s.last_run_at),
-                    "last_ok_at": iso_utc(s.last_ok_at), "last_error": s.last_error, "breaking": list(s.breaking)}
-
-    def _loop(self) -> None:
-        while not self.stopping.is_set():
-            began = time.monotonic()
-            self.run_once()
-            self.stopping.wait(max(0.0, self.plan.every_s - (time.monotonic() - began)))
+            return {**report, "breaking": list(self._status.breaking)}
 
 
 def runway_alerts(latest: pl.DataFrame, registry: Registry, weeks: float, today: dt.date,
