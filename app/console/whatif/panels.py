@@ -49,7 +49,11 @@ def calibration(path: str, registry: Registry, pick: Pick | None, pools: tuple[s
         st.caption(f"Fits {', '.join(pools)} alone, from {own} own evidence: {picked} picked in the sidebar "
                    "(as `--pool`). Clear the sidebar's pools to fit the whole fleet.")
     upload = st.file_uploader("Benchmark table (CSV: pool,isl,osl,concurrency,ttft_ms,tpot_ms)", type=["csv"],
-                              key="wi.calib_bench")
+                              key="wi.calib_bench",
+                              help="Optional columns say how the client ran, and each row is replayed so: arrivals "
+                                   "(staggered or lockstep: every client starting at once), range_ratio and "
+                                   "range_style (lengths drawn around isl and osl as vllm bench serve does, or "
+                                   "up_to them as SGLang's bench_serving does) and num_prompts.")
     use_traffic = pick is not None and st.checkbox(f"Fit the observed requests of {pick.label} too"
                                                    if upload else f"Fit the observed requests of {pick.label}",
                                                    value=True, key="wi.calib_traffic")
