@@ -6,20 +6,29 @@ host and port (the headers go along), one to any other origin is refused, and on
 into another (a 301, 302 or 303 answer to anything but GET or HEAD) is an error rather than a silent GET. A
 request has one overall deadline, from connecting to the last byte of the body, however slowly the other end
 trickles, and a body (after decompression) larger than its cap is refused with the reason.
+
+A request goes through the proxy the environment names for its scheme (`http_proxy`, `https_proxy`, `all_proxy`,
+lower case first, as curl reads them) unless `no_proxy` covers its host: a comma-separated list of host names
+(each also covering its subdomains, with or without a leading dot), addresses, `host:port` entries and `*`. An
+http:// URL is asked of the proxy in absolute form; an https:// one through a CONNECT tunnel, its certificate
+checked against the URL's host. The proxy's own credentials (`http://user:password@proxy:3128`) go to the proxy
+alone and never into a message.
 """
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import http.client
 import math
+import os
 import socket
 import threading
 import time
 import zlib
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
-from urllib.parse import urljoin, urlsplit
+from dataclasses import dataclass, field
+from urllib.parse import unquote, urljoin, urlsplit
 
 from collectors.exceptions import CollectorError
 
@@ -94,6 +103,65 @@ def connect(scheme: str, host: str, port: int, timeout_s: float) -> http.client.
     """A connection of the URL's scheme (certificates checked with the system's defaults for https)."""
     kind = http.client.HTTPSConnection if scheme == "https" else http.client.HTTPConnection
     return kind(host, port, timeout=timeout_s)
+
+
+@dataclass(frozen=True)
+class Proxy:
+    """A forward proxy: where it listens, and the credentials it wants (never printed)."""
+
+    host: str
+    port: int
+    user: str = ""
+    password: str = field(default="", repr=False)
+
+    def text(self) -> str:
+        """The proxy as messages name it: without its credentials."""
+        return f"http://{self.host}:{self.port}"
+
+    def headers(self) -> dict[str, str]:
+        """Proxy-Authorization for a proxy that wants credentials."""
+        if not self.user:
+            return {}
+        pair = f"{self.user}:{self.password}".encode()
+        return {"Proxy-Authorization": "Basic " + base64.b64encode(pair).decode("ascii")}
+
+
+def _env(env: Mapping[str, str], name: str) -> str:
+    return (env.get(name) or env.get(name.upper()) or "").strip()
+
+
+def bypassed(host: str, port: int, no_proxy: str) -> bool:
+    """Whether a `no_proxy` list covers the host (and port)."""
+    for entry in (e.strip().lower() for e in no_proxy.split(",")):
+        if not entry:
+            continue
+        if entry == "*":
+            return True
+        name, _, entry_port = entry.rpartition(":") if entry.count(":") == 1 else (entry, "", "")
+        if entry_port and entry_port != str(port):
+            continue
+        name = name.strip("[]").lstrip(".")
+        if host == name or host.endswith("." + name):
+            return True
+    return False
+
+
+def proxy_for(scheme: str, host: str, port: int, env: Mapping[str, str]) -> Proxy | None:
+    """The proxy the environment names for a URL of this scheme and host, or None; OutboundError for a proxy
+    setting that cannot be used."""
+    setting = _env(env, f"{scheme}_proxy") or _env(env, "all_proxy")
+    if not setting or bypassed(host, port, _env(env, "no_proxy")):
+        return None
+    parts = urlsplit(setting if "://" in setting else f"http://{setting}")
+    try:
+        proxy_port = parts.port or 80
+    except ValueError:
+        proxy_port = 0
+    if parts.scheme.lower() != "http" or not parts.hostname or not proxy_port:
+        shown = f"{parts.scheme}://{parts.hostname or ''}" + (f":{parts.port}" if proxy_port else "")
+        raise OutboundError(f"{scheme}_proxy", f"cannot use the proxy {shown}: expected http://host:port (an "
+                                               f"https:// proxy is not supported)")
+    return Proxy(parts.hostname.lower(), proxy_port, unquote(parts.username or ""), unquote(parts.password or ""))
 
 
 class Response:
@@ -232,10 +300,12 @@ def _reason(exc: BaseException) -> str:
 
 def request(method: str, url: str, *, body: bytes | None = None, headers: Mapping[str, str] | None = None,
             limits: Limits = Limits(), clock: Callable[[], float] = time.monotonic,
-            connect: Connector = connect, abort: Callable[[], bool] | None = None) -> Response:
+            connect: Connector = connect, abort: Callable[[], bool] | None = None,
+            env: Mapping[str, str] | None = None) -> Response:
     """Send one request and return its final answer (redirects to the same origin followed, any other refused);
     HTTP error statuses are returned, not raised. Close the response (it is a context manager). `abort`, when
-    given, is asked every ABORT_POLL_S: true ends the request at once (a service stopping)."""
+    given, is asked every ABORT_POLL_S: true ends the request at once (a service stopping). The proxy settings
+    are read from `env` (default: the process's environment)."""
     deadline = _Deadline(limits.deadline_s, clock, abort)
     sent = dict(headers or {})
     for _hop in range(limits.max_redirects + 1):
@@ -244,7 +314,17 @@ def request(method: str, url: str, *, body: bytes | None = None, headers: Mappin
             raise OutboundError(url, "not an http(s)://host[:port]/path URL")
         parts = urlsplit(url)
         target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-        conn = connect(scheme, host, port, deadline.left())
+        proxy = proxy_for(scheme, host, port, os.environ if env is None else env)
+        asked = sent
+        if proxy is None:
+            conn = connect(scheme, host, port, deadline.left())
+        elif scheme == "https":  # a tunnel: the proxy sees neither the request nor its credentials
+            conn = connect("https", proxy.host, proxy.port, deadline.left())
+            conn.set_tunnel(host, port, headers=proxy.headers())
+        else:  # the absolute form, as a forward proxy takes it
+            conn = connect("http", proxy.host, proxy.port, deadline.left())
+            target, asked = urlsplit(url)._replace(fragment="").geturl(), {**sent, **proxy.headers()}
+        via = "" if proxy is None else f" (through the proxy {proxy.text()})"
         deadline.watch(conn)
         try:
             try:
@@ -252,8 +332,8 @@ def request(method: str, url: str, *, body: bytes | None = None, headers: Mappin
             except OSError as exc:
                 if deadline.passed:
                     raise deadline.late(url) from None
-                raise OutboundError(url, _reason(exc)) from None
-            raw = _exchange(deadline, conn, method, target, body, sent, url)
+                raise OutboundError(url, _reason(exc) + via) from None
+            raw = _exchange(deadline, conn, method, target, body, asked, url)
         except BaseException:
             deadline.cancel()
             conn.close()

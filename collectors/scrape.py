@@ -47,7 +47,7 @@ def scrape(url: str, *, timeout: float = DEADLINE_S, max_bytes: int = MAX_BODY_B
         sent["Authorization"] = f"Bearer {token}"
     try:
         response = request("GET", check_url(url), headers=sent, limits=Limits(timeout, max_bytes), connect=connect,
-                           abort=abort)
+                           abort=abort, env=env)
     except OutboundError as exc:
         raise CollectorError(f"cannot scrape {url}: {exc.why}") from None
     with response:

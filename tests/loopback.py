@@ -1,12 +1,15 @@
 """Hostile HTTP servers on loopback for the outbound client's tests: one that answers each path as told (a
 redirect, a status, a body) and records every request's method and headers, one that trickles its answer a
-byte at a time, and one whose body never ends."""
+byte at a time, one whose body never ends, and a forward proxy that records what it was asked."""
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import threading
 import time
+import urllib.error
+import urllib.request
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -137,3 +140,83 @@ class Endless:
     def close(self) -> None:
         """Stop accepting."""
         self.sock.close()
+
+
+class ForwardProxy:
+    """A forward HTTP proxy: absolute-form requests forwarded, CONNECT tunnelled; each request kept in `seen`
+    (its method, target and headers), and 407 answered unless it carries `wants` as Proxy-Authorization."""
+
+    def __init__(self, wants: str = "", host: str = "127.0.0.1"):
+        self.seen: list[Seen] = []
+        self.wants = wants
+        proxy = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def _allowed(self) -> bool:
+                proxy.seen.append(Seen(self.command, self.path, dict(self.headers)))
+                if proxy.wants and self.headers.get("Proxy-Authorization") != proxy.wants:
+                    self.send_response(407)
+                    self.send_header("Proxy-Authenticate", 'Basic realm="test"')
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return False
+                return True
+
+            def do_GET(self) -> None:
+                if not self._allowed():
+                    return
+                req = urllib.request.Request(self.path, headers={k: v for k, v in self.headers.items()
+                                                                 if k.lower() not in ("proxy-authorization",
+                                                                                      "connection")})
+                opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+                try:
+                    with opener.open(req, timeout=10) as r:
+                        status, headers, out = r.status, dict(r.headers), r.read()
+                except urllib.error.HTTPError as e:
+                    status, headers, out = e.code, dict(e.headers), e.read()
+                self.send_response(status)
+                for key, value in headers.items():
+                    if key.lower() not in ("content-length", "transfer-encoding", "connection"):
+                        self.send_header(key, value)
+                self.send_header("Content-Length", str(len(out)))
+                self.end_headers()
+                self.wfile.write(out)
+
+            def do_CONNECT(self) -> None:
+                if not self._allowed():
+                    return
+                host, _, port = self.path.rpartition(":")
+                upstream = socket.create_connection((host, int(port)), timeout=10)
+                self.send_response(200, "Connection established")
+                self.end_headers()
+                pipes = [threading.Thread(target=_pipe, args=(a, b), daemon=True)
+                         for a, b in ((self.connection, upstream), (upstream, self.connection))]
+                for t in pipes:
+                    t.start()
+                for t in pipes:
+                    t.join(15)
+                upstream.close()
+                self.close_connection = True
+
+            def log_message(self, format: str, *args: Any) -> None:
+                return
+
+        self.httpd = ThreadingHTTPServer((host, 0), Handler)
+        self.httpd.daemon_threads = True
+        self.origin = f"http://{host}:{self.httpd.server_address[1]}"
+        threading.Thread(target=self.httpd.serve_forever, args=(0.05,), daemon=True).start()
+
+    def close(self) -> None:
+        """Stop serving."""
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def _pipe(src: socket.socket, dst: socket.socket) -> None:
+    try:
+        while data := src.recv(1 << 16):
+            dst.sendall(data)
+    except OSError:
+        pass
+    with contextlib.suppress(OSError):
+        dst.shutdown(socket.SHUT_WR)

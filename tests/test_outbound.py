@@ -5,6 +5,9 @@ turns a POST into a GET, a trickling answer meets one overall deadline, and a bo
 from __future__ import annotations
 
 import gzip
+import http.client
+import re
+import ssl
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,11 +16,12 @@ import pytest
 
 from app.alertmanager import Alertmanager, AlertmanagerError, AmAuth
 from collectors.exceptions import CollectorError
-from collectors.outbound import RedirectRefused, redirect_target
+from collectors.outbound import Proxy, RedirectRefused, bypassed, proxy_for, redirect_target
 from collectors.promhttp import ChunkFailed, PromAuth, PromClient, RetryPolicy
 from collectors.scrape import scrape
 from tests.cli import run
-from tests.loopback import Endless, Recording, Trickler
+from tests.loopback import Endless, ForwardProxy, Recording, Trickler
+from tests.proxies import TlsProxy, self_signed
 
 TOKEN = "s3cret-scrape-token"
 ENV = {"HETPOOL_SCRAPE_TOKEN": TOKEN}
@@ -173,3 +177,86 @@ def test_an_abort_ends_a_scrape_waiting_on_a_trickle_at_once() -> None:
         assert time.monotonic() - began < 10  # not the 30 s deadline
     finally:
         slow.close()
+
+
+# -- proxies ----------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize(("host", "port", "no_proxy", "covered"), [
+    ("a.example.com", 80, "example.com", True),       # a name covers its subdomains
+    ("a.example.com", 80, ".example.com", True),
+    ("example.com", 80, ".example.com", True),        # with or without the leading dot
+    ("badexample.com", 80, "example.com", False),     # a suffix of the name is not a subdomain
+    ("10.0.0.5", 9100, "10.0.0.5:9100", True),
+    ("10.0.0.5", 9400, "10.0.0.5:9100", False),       # host:port covers that port only
+    ("::1", 9100, "[::1]", True),
+    ("exporter", 9100, " other , exporter ", True),
+    ("exporter", 9100, "*", True),
+    ("exporter", 9100, "", False),
+])
+def test_no_proxy_as_a_table(host: str, port: int, no_proxy: str, covered: bool) -> None:
+    assert bypassed(host, port, no_proxy) is covered
+
+
+def test_the_proxy_settings_are_read_as_curl_reads_them() -> None:
+    env = {"http_proxy": "http://p:3128", "HTTP_PROXY": "http://q:1", "ALL_PROXY": "r:8080"}
+    assert proxy_for("http", "exporter", 9100, env) == Proxy("p", 3128)          # lower case first
+    assert proxy_for("https", "exporter", 443, env) == Proxy("r", 8080)          # all_proxy, scheme assumed
+    assert proxy_for("http", "exporter", 9100, {**env, "no_proxy": "exporter"}) is None
+    assert proxy_for("http", "exporter", 9100, {}) is None
+    with_creds = proxy_for("http", "x", 80, {"http_proxy": "http://ops:p%40ss@p:3128"})
+    assert with_creds == Proxy("p", 3128, "ops", "p@ss") and "p@ss" not in repr(with_creds)
+    assert with_creds.headers() == {"Proxy-Authorization": "Basic b3BzOnBAc3M="}  # base64 of ops:p@ss
+    for bad in ("https://p:443", "socks5://ops:pw@p:1080", "http://p:99999"):
+        with pytest.raises(CollectorError, match=r"cannot use the proxy .*expected http://host:port") as exc:
+            proxy_for("http", "x", 80, {"http_proxy": bad})
+        assert "pw" not in str(exc.value)
+
+
+def test_a_scrape_goes_through_the_proxy_the_environment_names(here: Recording) -> None:
+    here.routes["/metrics"] = (200, {"Content-Type": "text/plain"}, b"up 1\n")
+    proxy = ForwardProxy(wants="Basic b3BzOnB3")  # ops:pw
+    try:
+        env = {**ENV, "http_proxy": proxy.origin.replace("http://", "http://ops:pw@")}
+        assert b"".join(scrape(f"{here.origin}/metrics", env=env)) == b"up 1\n"
+        (asked,) = proxy.seen
+        assert (asked.method, asked.path) == ("GET", f"{here.origin}/metrics")  # the absolute form
+        (got,) = here.seen
+        assert got.headers["Authorization"] == f"Bearer {TOKEN}" and "Proxy-Authorization" not in got.headers
+        # no_proxy covers the exporter: straight to it
+        assert b"".join(scrape(f"{here.origin}/metrics", env={**env, "NO_PROXY": "127.0.0.1"})) == b"up 1\n"
+        assert len(proxy.seen) == 1 and len(here.seen) == 2
+        # wrong credentials: the proxy's answer, and never the password
+        with pytest.raises(CollectorError, match="HTTP 407") as exc:
+            b"".join(scrape(f"{here.origin}/metrics", env={**env, "http_proxy": proxy.origin.replace(
+                "http://", "http://ops:wrong@")}))
+        assert "wrong" not in str(exc.value)
+    finally:
+        proxy.close()
+
+
+def test_an_https_scrape_is_tunnelled_and_the_proxy_sees_no_credentials(here: Recording, tmp_path: Path) -> None:
+    here.routes["/metrics"] = (200, {"Content-Type": "text/plain"}, b"up 1\n")
+    cert, key = self_signed(tmp_path)
+    trusted = ssl.create_default_context(cafile=str(cert))
+
+    def connect(scheme: str, host: str, port: int, timeout_s: float) -> http.client.HTTPConnection:
+        if scheme == "https":
+            return http.client.HTTPSConnection(host, port, timeout=timeout_s, context=trusted)
+        return http.client.HTTPConnection(host, port, timeout=timeout_s)
+
+    proxy = ForwardProxy(wants="Basic b3BzOnB3")
+    with TlsProxy(here.origin, tls=(cert, key)) as tls:
+        try:
+            target = f"{tls.url}/metrics"
+            env = {**ENV, "https_proxy": proxy.origin.replace("http://", "http://ops:pw@")}
+            assert b"".join(scrape(target, env=env, connect=connect)) == b"up 1\n"
+            (asked,) = proxy.seen
+            assert (asked.method, asked.path) == ("CONNECT", tls.url.removeprefix("https://"))
+            assert "Authorization" not in asked.headers  # the bearer token went inside the tunnel
+            assert asked.headers["Proxy-Authorization"] == "Basic b3BzOnB3" and here.seen[-1].path == "/metrics"
+            bad = {**env, "https_proxy": proxy.origin.replace("http://", "http://ops:wrong@")}
+            with pytest.raises(CollectorError, match=r"407 Proxy Authentication Required \(through the proxy "
+                                                     rf"{re.escape(proxy.origin)}\)") as exc:
+                b"".join(scrape(target, env=bad, connect=connect))
+            assert "wrong" not in str(exc.value)
+        finally:
+            proxy.close()
