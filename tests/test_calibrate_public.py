@@ -442,7 +442,7 @@ def test_b_the_cli_fits_the_half_and_benchmarks_the_rest(moe: CliRun) -> None:
 # prefilled one after another, so measured TTFT grows as about c/2 prefills (1.6 s at 4, 27 s at 128, p99 twice
 # the median). `replay bench` and calibration spread the clients over the cycle, where TTFT is about one prefill.
 LOCKSTEP = ("the source's fixed-length closed loop runs in lockstep waves (TTFT ~ c/2 prefills: 1.6 s at c=4, "
-            "27 s at c=128), while the replay's closed loop spreads its clients (TTFT ~ one prefill)")
+            "27 s at c=128), while the replay's closed loop spreads its clients (TTFT ~ a decode pass and one prefill)")
 
 
 @pytest.mark.slow
