@@ -88,9 +88,21 @@ def test_rows_replayed_as_their_client_ran_give_back_the_planted_coefficients() 
     (f,), _ = calibrate(None, reg, bench=parse_bench_table("\n".join(told) + "\n"))
     assert (f.mfu, f.mem_bw_eff, f.step_overhead_ms, f.chunk_overhead_us) == pytest.approx((0.4, 0.6, 3.0, 1500.0),
                                                                                           rel=1e-3)
-    labels = Bench(parse_bench_table("\n".join(told) + "\n")).compared(np.ones(8), np.ones(8))["TTFT"][2]
-    assert labels[1] == "ISL 256, OSL 64 (drawn up to them, ratio 0.8) at concurrency 4"  # how the fit names a row
+    assert f.checks[1].replayed == "lockstep; lengths drawn up to them, ratio 0.8; 40 prompts"
     (g,), _ = calibrate(None, reg, bench=parse_bench_table("\n".join(bare) + "\n"))
-    assert Bench(parse_bench_table("\n".join(bare) + "\n")).compared(np.ones(8), np.ones(8))["TTFT"][2][1] == \
-        "ISL 256, OSL 64 at concurrency 4"
     assert g.chunk_overhead_us == 0.0 and g.mfu is not None and g.mfu < 0.37
+
+
+def test_a_row_says_how_its_client_is_replayed() -> None:
+    head = "pool,isl,osl,concurrency,ttft_ms,tpot_ms,arrivals,range_ratio,range_style,num_prompts\n"
+    bench = Bench(parse_bench_table(head + "p,256,64,4,10,2,lockstep,0.8,up_to,40\n"
+                                           "p,256,64,16,10,2,,0.1,,\n"
+                                           "p,256,64,16,10,2,lockstep,1,up_to,\n"))
+    labels = bench.compared(np.ones(3), np.ones(3))["TTFT"][2]
+    assert labels == ["ISL 256, OSL 64 (drawn up to them, ratio 0.8) at concurrency 4",
+                      "ISL 256, OSL 64 (drawn around them, ratio 0.1) at concurrency 16",
+                      "ISL 256, OSL 64 at concurrency 16"]  # SGLang's ratio 1: fixed lengths
+    assert [bench.replayed(k) for k in range(3)] == [
+        "lockstep; lengths drawn up to them, ratio 0.8; 40 prompts",
+        "staggered; lengths drawn around them, ratio 0.1; 64 prompts",  # calibration's own 4 a client
+        "lockstep; 64 prompts"]

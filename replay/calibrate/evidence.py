@@ -150,6 +150,14 @@ class Bench:
                   for (isl, osl, c), (r, style, _) in zip(self.rows, self.draws, strict=True)]
         return {"TTFT": (ttft, self.obs_ttft, labels), "TPOT": (tpot, self.obs_tpot, labels)}
 
+    def replayed(self, k: int) -> str:
+        """How row k's client is run: 'staggered; 64 prompts', or 'lockstep; lengths drawn up to them, ratio 0.8;
+        640 prompts'."""
+        ratio, style, prompts = self.draws[k]
+        drawn = _drawn(ratio, style).strip(" ()")
+        return "; ".join(x for x in (self.arrivals[k], drawn and f"lengths {drawn}",
+                                     f"{prompts or calibration_requests(self.rows[k][2])} prompts") if x)
+
     def residuals(self, spec: PoolSpec) -> np.ndarray:
         """log(model / observed) of every row's TTFT and TPOT."""
         ttft, tpot = self.model(spec)

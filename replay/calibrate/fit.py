@@ -3,6 +3,7 @@ started from a search of the two passes and the step overhead, and each pool's r
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 
 import numpy as np
@@ -93,6 +94,7 @@ def fit_record(spec: PoolSpec, best: PoolSpec, report: list[Coefficient], group:
                                   float(mp * 1000), *(band[k] or (None, None)), *(band[n + k] or (None, None)))
                        for k, ((isl, osl, c), t, mt, p, mp) in enumerate(zip(
                            table.rows, table.obs_ttft, model_ttft, table.obs_tpot, model_tpot, strict=True)))
+        checks = tuple(dataclasses.replace(check, replayed=table.replayed(k)) for k, check in enumerate(checks))
     unphysical = tuple(k for k, least in PHYSICAL_MIN.items()
                        if carried is None and models and (v := getattr(best, k)) is not None and v < least)
     if explains is False:

@@ -28,6 +28,7 @@ class BenchCheck:
     ttft_ms_high: float | None = None
     tpot_ms_low: float | None = None
     tpot_ms_high: float | None = None
+    replayed: str = ""                 # how the row's client was run: its arrivals, lengths and prompts
 
 
 @dataclass(frozen=True)
