@@ -21,17 +21,17 @@ wave finishes in one pass and the replacements are prefilled as one batch, so TT
 batched prefills). So client j sends its first request at j/N of one request's expected service time at that
 concurrency (`service_seconds`: the step model's passes of one cycle with the clients spread evenly), which puts
 each client at its own point of the cycle from the first wave on; a first request sent during a pass waits for
-its end, as on a server. At concurrency 1 this is the plain back-to-back loop.
+its end, as on a server. At concurrency 1 this is the plain back-to-back loop. Warm-ups are the first requests
+of the same loop, sent by the same clients and not measured, so that measurement can start past the first wave;
+vLLM runs its warm-ups as a separate phase and lets it drain, which in a model without caches would change
+nothing. Like vLLM's warm-ups they repeat the first request's lengths.
 
 A request sent on a completion waits for a pass as well. The engine schedules its next pass the moment one ends
 (vLLM's engine core and SGLang's scheduler loop without a pause, or ahead of time with asynchronous scheduling),
 while the completion still has to reach its client, and the client's next request the engine: through the API
 server, the network and its tokenizer. So a request sent at a completion's instant reaches the engine an instant
 after the next pass began and waits for it to end, unless the replica is idle: its TTFT is that pass and its
-own, and grows with concurrency as the pass of the other clients' decode tokens does. Warm-ups are the first requests
-of the same loop, sent by the same clients and not measured, so that measurement can start past the first wave;
-vLLM runs its warm-ups as a separate phase and lets it drain, which in a model without caches would change
-nothing. Like vLLM's warm-ups they repeat the first request's lengths.
+own, and grows with concurrency as the pass of the other clients' decode tokens does.
 
 `arrivals="lockstep"` runs the loop the other way, as a benchmark client measures when every client starts at
 once and the lengths are fixed (SGLang's and vLLM's clients with an unbounded request rate): the clients stay
