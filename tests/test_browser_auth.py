@@ -23,12 +23,14 @@ def roles(tmp_path: Path) -> Path:
     return path
 
 
-def wait_until_logged_out(page: Any, timeout_s: float = 60.0) -> None:
-    """Wait until the browser holds no Streamlit identity cookie (its name, or a chunk of it)."""
+def wait_until_logged_out(page: Any, seen: list[str], timeout_s: float = 60.0) -> None:
+    """Wait until the browser holds no Streamlit identity cookie (its name, or a chunk of it); `seen` is what the
+    page requested and was answered since the logout, for the message when it does not happen."""
     deadline = time.monotonic() + timeout_s
     while any(c["name"].startswith("_streamlit_user") for c in page.context.cookies()):
-        assert time.monotonic() < deadline, "the identity cookie outlived the logout"
-        time.sleep(0.1)
+        assert time.monotonic() < deadline, f"the identity cookie outlived the logout; the page at {page.url}, " \
+                                            f"its documents since: {seen}"
+        page.wait_for_timeout(100)  # the browser's events go on being handled while waiting
 
 
 def test_an_oidc_login_and_logout_in_chromium(fleet_db: Path, tmp_path: Path, roles: Path) -> None:
@@ -50,11 +52,14 @@ def test_an_oidc_login_and_logout_in_chromium(fleet_db: Path, tmp_path: Path, ro
             page.get_by_role("button", name="Log in").click()
             page.get_by_text("Signed in as Lee (lee@example.com) · role lead").wait_for(timeout=60_000)
             assert idp.tokens_issued == 1
+            seen: list[str] = []
+            page.on("response", lambda r: seen.append(f"{r.status} {r.url}")
+                    if r.request.resource_type == "document" else None)
             page.get_by_role("button", name="Log out").click()
             page.get_by_text("Log in to open the console.").wait_for(timeout=60_000)
             # the session shows the login at once; the browser drops the identity cookie when its logout
             # request comes back, which on a loaded machine can be after that: reload only once it has
-            wait_until_logged_out(page)
+            wait_until_logged_out(page, seen)
             page.reload()  # the identity cookie is gone: still logged out
             page.get_by_text("Log in to open the console.").wait_for(timeout=60_000)
             assert page.get_by_text("Signed in as").count() == 0

@@ -164,4 +164,7 @@ def _sidebar(decision: Decision, s: Setup) -> None:
     box.caption(f"Why: {md(decision.why)}.")
     if s.mode == OIDC and box.button("Log out", key="auth.logout"):
         st.logout()
+        # nothing more of this run: its pages were decided for the user who just left, and the browser is on its
+        # way to the logout endpoint, which drops the identity cookie
+        st.stop()
 
