@@ -8,19 +8,14 @@ import threading
 from app.serve.schedule import RunStatus, Schedule
 
 
-class Job(Schedule[int]):
+class Job(Schedule[int, RunStatus]):
     """Runs the next outcome of a script: an int is a result, an exception is raised."""
 
     def __init__(self, outcomes: list[object], log: list[str]) -> None:
-        super().__init__("job", 3600.0, log=log.append, clock=lambda: 1_800_000_000.0)
+        super().__init__("job", 3600.0, RunStatus(), log=log.append, clock=lambda: 1_800_000_000.0)
         self.outcomes = outcomes
-        self._status = RunStatus()
         self.kept: list[int] = []
         self.ran = threading.Event()
-
-    @property
-    def status(self) -> RunStatus:
-        return self._status
 
     def work(self) -> int:
         self.ran.set()

@@ -24,22 +24,16 @@ class ExportStatus(RunStatus):
     last: LakeResult | None = None
 
 
-class LakeExport(Schedule[LakeResult]):
+class LakeExport(Schedule[LakeResult, ExportStatus]):
     """Runs the export at once, then every `every_s` seconds, in its own thread; stops between partitions."""
 
     def __init__(self, store: Access, plan: ExportPlan, *, log: Log | None = None,
                  clock: Callable[[], float] = time.time, export: Export = write_lake):
-        super().__init__("export", plan.every_s, log=log, clock=clock)
+        super().__init__("export", plan.every_s, ExportStatus(), log=log, clock=clock)
         self.store = store
         self.plan = plan
         self.filter = ExportFilter(pools=plan.pools, metrics=plan.metrics)
         self.export = export
-        self._status = ExportStatus()
-
-    @property
-    def status(self) -> ExportStatus:
-        """The export's status."""
-        return self._status
 
     def check(self) -> None:
         """Refuse at start a pool or metric the store does not know, rather than fail every run."""
@@ -56,7 +50,7 @@ class LakeExport(Schedule[LakeResult]):
 
     def keep(self, result: LakeResult) -> None:
         """The last result, for /health."""
-        self._status.last = result
+        self.status.last = result
 
     def announce(self, result: LakeResult, started: float) -> None:
         """What the export wrote."""
@@ -70,7 +64,7 @@ class LakeExport(Schedule[LakeResult]):
         """The schedule's status as plain data, for /health."""
         common = self.common_report()
         with self._lock:
-            s = self._status.last
+            s = self.status.last
         last = None if s is None else {
             "rows": s.rows, "partitions_written": s.written, "partitions_unchanged": s.unchanged,
             "partitions_kept": s.kept, "resolution": s.resolution}

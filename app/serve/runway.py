@@ -35,20 +35,14 @@ class RunwayStatus(RunStatus):
     breaking: tuple[str, ...] = ()
 
 
-class RunwaySchedule(Schedule[RunwayDone]):
+class RunwaySchedule(Schedule[RunwayDone, RunwayStatus]):
     """Computes and stores the runway at once, then every `every_s` seconds, in its own thread."""
 
     def __init__(self, store: Access, plan: RunwayPlan, *, log: Log | None = None,
                  clock: Callable[[], float] = time.time):
-        super().__init__("runway", plan.every_s, log=log, clock=clock)
+        super().__init__("runway", plan.every_s, RunwayStatus(), log=log, clock=clock)
         self.store = store
         self.plan = plan
-        self._status = RunwayStatus()
-
-    @property
-    def status(self) -> RunwayStatus:
-        """The schedule's status."""
-        return self._status
 
     def work(self) -> RunwayDone:
         """One computation, stored."""
@@ -67,7 +61,7 @@ class RunwaySchedule(Schedule[RunwayDone]):
 
     def keep(self, result: RunwayDone) -> None:
         """The pools breaking within the horizon."""
-        self._status.breaking = tuple(p.pool for p in result.runway.breaking)
+        self.status.breaking = tuple(p.pool for p in result.runway.breaking)
 
     def announce(self, result: RunwayDone, started: float) -> None:
         """How many pools were computed, and which break."""
@@ -79,7 +73,7 @@ class RunwaySchedule(Schedule[RunwayDone]):
         """The schedule's status as plain data, for /health."""
         report = self.common_report()
         with self._lock:
-            return {**report, "breaking": list(self._status.breaking)}
+            return {**report, "breaking": list(self.status.breaking)}
 
 
 def runway_alerts(latest: pl.DataFrame, registry: Registry, weeks: float, today: dt.date,

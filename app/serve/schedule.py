@@ -38,26 +38,23 @@ class RunStatus:
                 "last_ok_at": iso_utc(self.last_ok_at), "last_error": self.last_error}
 
 
-class Schedule(Generic[Result]):
+Status = TypeVar("Status", bound=RunStatus)
+
+
+class Schedule(Generic[Result, Status]):
     """Runs `work` at once, then every `every_s` seconds, in a thread named `name`; a subclass says what the work
     is, how its errors read and what its result adds to the status and the log."""
 
-    _lock: threading.Lock
-
-    def __init__(self, name: str, every_s: float, *, log: Log | None = None,
+    def __init__(self, name: str, every_s: float, status: Status, *, log: Log | None = None,
                  clock: Callable[[], float] = time.time) -> None:
         self.name = name
+        self.status = status  # the common fields, and the subclass's own beside them
         self.every_s = every_s
         self.log = log or (lambda _line: None)
         self.clock = clock
         self.stopping = threading.Event()
         self._lock = threading.Lock()
         self._thread = threading.Thread(target=self._loop, name=name, daemon=True)
-
-    @property
-    def status(self) -> RunStatus:
-        """The status object the subclass keeps (its own fields beside the common ones)."""
-        raise NotImplementedError
 
     def work(self) -> Result:
         """One run's work."""
@@ -73,7 +70,7 @@ class Schedule(Generic[Result]):
     def announce(self, result: Result, started: float) -> None:
         """Log what a run did."""
 
-    def start(self) -> Schedule[Result]:
+    def start(self) -> Schedule[Result, Status]:
         """Run on the schedule until stopped."""
         self._thread.start()
         return self

@@ -146,7 +146,7 @@ class Bench:
 
     def compared(self, ttft: np.ndarray, tpot: np.ndarray) -> dict[str, tuple[np.ndarray, np.ndarray, list[str]]]:
         """What the fit compares, per kind: (model, observed, label) of each row."""
-        labels = [f"ISL {isl}, OSL {osl}{_drawn(r, style)} at concurrency {c}"
+        labels = [f"ISL {isl}, OSL {osl}{f' ({d})' if (d := _drawn(r, style)) else ''} at concurrency {c}"
                   for (isl, osl, c), (r, style, _) in zip(self.rows, self.draws, strict=True)]
         return {"TTFT": (ttft, self.obs_ttft, labels), "TPOT": (tpot, self.obs_tpot, labels)}
 
@@ -154,7 +154,7 @@ class Bench:
         """How row k's client is run: 'staggered; 64 prompts', or 'lockstep; lengths drawn up to them, ratio 0.8;
         640 prompts'."""
         ratio, style, prompts = self.draws[k]
-        drawn = _drawn(ratio, style).strip(" ()")
+        drawn = _drawn(ratio, style)
         return "; ".join(x for x in (self.arrivals[k], drawn and f"lengths {drawn}",
                                      f"{prompts or calibration_requests(self.rows[k][2])} prompts") if x)
 
@@ -174,7 +174,7 @@ class Bench:
 
 def _drawn(ratio: float, style: str) -> str:
     """How a row's lengths were drawn, for its label: nothing when fixed."""
-    return "" if fixed_lengths(ratio, style) else f" (drawn {style.replace('_', ' ')} them, ratio {ratio:g})"
+    return "" if fixed_lengths(ratio, style) else f"drawn {style.replace('_', ' ')} them, ratio {ratio:g}"
 
 
 def _span(what: str, values: np.ndarray, unit: str) -> str:

@@ -3,7 +3,6 @@ started from a search of the two passes and the step overhead, and each pool's r
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable
 
 import numpy as np
@@ -91,10 +90,9 @@ def fit_record(spec: PoolSpec, best: PoolSpec, report: list[Coefficient], group:
         band = bands(best, spread, lambda s: [float(v) * 1000 for v in np.concatenate(table.model(s))]) \
             if spread and carried is None else [None] * (2 * n)
         checks = tuple(BenchCheck(spec.id, isl, osl, c, float(t * 1000), float(mt * 1000), float(p * 1000),
-                                  float(mp * 1000), *(band[k] or (None, None)), *(band[n + k] or (None, None)))
+                                  float(mp * 1000), *_ends(band[k]), *_ends(band[n + k]), table.replayed(k))
                        for k, ((isl, osl, c), t, mt, p, mp) in enumerate(zip(
                            table.rows, table.obs_ttft, model_ttft, table.obs_tpot, model_tpot, strict=True)))
-        checks = tuple(dataclasses.replace(check, replayed=table.replayed(k)) for k, check in enumerate(checks))
     unphysical = tuple(k for k, least in PHYSICAL_MIN.items()
                        if carried is None and models and (v := getattr(best, k)) is not None and v < least)
     if explains is False:
@@ -180,3 +178,8 @@ def _core(spec: PoolSpec, p: dict[str, float | None], residuals: Callable[[dict[
         "initial_simplex": start + np.array([[0, 0, 0], [0.05, 0, 0], [0, 0.05, 0], [0, 0, 0.1]]),
         "xatol": 1e-3, "fatol": 1e-12, "maxfev": EVALUATIONS // 2})
     return values(found.x) or dict(held)
+
+
+def _ends(band: tuple[float, float] | None) -> tuple[float | None, float | None]:
+    """A band's low and high ends, or none when the fit gave no band."""
+    return band or (None, None)
