@@ -281,7 +281,7 @@ def _assign(r: Reader, node: Node, path: str) -> Assignment:
 
 
 ENGINE_FIELDS = ("pp", "max_num_batched_tokens", "gpu_memory_utilization", "kv_cache_dtype", "step_overhead_ms",
-                 "seq_overhead_us", "chunk_overhead_us", "ep", "attention_dp", "schedule")
+                 "seq_overhead_us", "chunk_overhead_us", "ep", "attention_dp", "schedule", "async_scheduling")
 
 
 SERVING_FIELDS = (
@@ -295,6 +295,7 @@ SERVING_FIELDS = (
     Field("chunk_overhead_us", "number", 0.0, ge=0), Field("ep", "integer", 1, gt=0),
     Field("attention_dp", "integer", 1, gt=0),
     Field("schedule", "choice", "decode_first", options=SCHEDULES),
+    Field("async_scheduling", "boolean", False),
 )
 SERVING_KEYS = tuple(fd.key for fd in SERVING_FIELDS)  # Serving's own field names
 

@@ -261,6 +261,9 @@ class EngineShape:
     # tp / attention_dp devices, with its own copy of the dense weights, while the experts stay expert-parallel
     attention_dp: int = 1
     schedule: str = "decode_first"  # SCHEDULES: what a step runs when prompts wait
+    # the scheduler composes each pass while the one before it runs (vLLM's --async-scheduling, SGLang's overlap
+    # scheduler unless --disable-overlap-schedule), so a request arriving during a pass joins the one after next
+    async_scheduling: bool = False
 
     @property
     def tp(self) -> int:

@@ -91,6 +91,8 @@ def _pool(p: Pool) -> dict[str, Any]:
             out["serving"]["attention_dp"] = s.attention_dp
         if s.schedule != "decode_first":
             out["serving"]["schedule"] = s.schedule
+        if s.async_scheduling:
+            out["serving"]["async_scheduling"] = True
     return out
 
 

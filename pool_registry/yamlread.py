@@ -116,7 +116,7 @@ class Field:
     """One optional scalar of a mapping: its key, the Reader method that reads it, its bounds and its default."""
 
     key: str
-    read: str  # text, string, integer, number or choice
+    read: str  # text, string, integer, number, choice or boolean
     default: Any
     gt: float | None = None
     ge: float | None = None

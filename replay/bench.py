@@ -27,11 +27,12 @@ vLLM runs its warm-ups as a separate phase and lets it drain, which in a model w
 nothing. Like vLLM's warm-ups they repeat the first request's lengths.
 
 A request sent on a completion waits for a pass as well. The engine schedules its next pass the moment one ends
-(vLLM's engine core and SGLang's scheduler loop without a pause, or ahead of time with asynchronous scheduling),
-while the completion still has to reach its client, and the client's next request the engine: through the API
-server, the network and its tokenizer. So a request sent at a completion's instant reaches the engine an instant
-after the next pass began and waits for it to end, unless the replica is idle: its TTFT is that pass and its
-own, and grows with concurrency as the pass of the other clients' decode tokens does.
+(vLLM's engine core and SGLang's scheduler loop without a pause), while the completion still has to reach its
+client, and the client's next request the engine: through the API server, the network and its tokenizer. So a
+request sent at a completion's instant reaches the engine an instant after the next pass began and waits for it
+to end, unless the replica is idle: its TTFT is that pass and its own, and grows with concurrency as the pass of
+the other clients' decode tokens does. With the pool's `async_scheduling` the pass after that one was composed
+as it began, so the request waits for two.
 
 `arrivals="lockstep"` runs the loop the other way, as a benchmark client measures when every client starts at
 once and the lengths are fixed (SGLang's and vLLM's clients with an unbounded request rate): the clients stay
@@ -183,7 +184,7 @@ def closed_loop(pool: PoolSpec, concurrency: int, isl: int, osl: int, requests: 
     replica = Replica(0, 0, 0, step_model(pool), max_concurrency=pool.max_concurrency,
                       budget=pool.max_num_batched_tokens, kv_capacity=pool.kv_capacity_tokens,
                       rate=pool.replica_cost_per_s, book=book, loads=[0], queues=[0],
-                      prefill_first=pool.schedule == "prefill_first")
+                      prefill_first=pool.schedule == "prefill_first", ahead=pool.async_scheduling)
     start = [0.0] * n
     done: list[int] = []
     sent = 0

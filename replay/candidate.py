@@ -19,7 +19,7 @@ POSITIVE_OVERRIDES = ("hourly_cost_per_device", "replicas_scale")
 NONNEGATIVE_OVERRIDES = ("step_overhead_ms", "seq_overhead_us", "chunk_overhead_us", "collective_us")
 SHARE_OVERRIDES = ("serial_share",)  # 0 to 1, both ends included
 OVERRIDE_FIELDS = (*INT_OVERRIDES, *RATIO_OVERRIDES, *POSITIVE_OVERRIDES, *NONNEGATIVE_OVERRIDES, *SHARE_OVERRIDES,
-                   "kv_cache_dtype", "schedule", "enabled")
+                   "kv_cache_dtype", "schedule", "async_scheduling", "enabled")
 
 
 @dataclass(frozen=True)
@@ -51,6 +51,7 @@ class PoolOverride:
     chunk_overhead_us: float | None = None
     collective_us: float | None = None
     schedule: str | None = None
+    async_scheduling: bool | None = None
     serial_share: float | None = None
     # a calibration's standard error of each fitted coefficient, as a factor (replay.bands): bench and plan show
     # their predictions with the band it gives

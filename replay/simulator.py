@@ -100,7 +100,7 @@ def build_replicas(plan: Plan, book: Book, noise: float, rng: np.random.Generato
             reps.append(Replica(rid, p, r, step, max_concurrency=spec.max_concurrency,
                                 budget=spec.max_num_batched_tokens, kv_capacity=spec.kv_capacity_tokens,
                                 rate=spec.replica_cost_per_s, book=book, loads=loads, queues=queues, events=events,
-                                prefill_first=spec.schedule == "prefill_first",
+                                prefill_first=spec.schedule == "prefill_first", ahead=spec.async_scheduling,
                                 s_per_patch=encode.seconds_per_patch(step, spec.model)))
             rid += 1
         out.append(reps)

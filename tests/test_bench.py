@@ -196,6 +196,35 @@ def test_two_clients_by_hand_the_second_starting_half_a_service_time_later() -> 
     assert (point.requests, point.peak_concurrency) == (4, 2)
 
 
+def test_two_clients_by_hand_under_asynchronous_scheduling() -> None:
+    # the engine composes each pass as the one before it begins (async_scheduling), so a request that reaches it
+    # during a pass joins the pass after next: every request but the first waits a decode pass more than above
+    spec = dataclasses.replace(small_pool(), async_scheduling=True)
+    pass_s = step_model(spec).pass_seconds
+    s1 = service_seconds(spec, 2, P, OSL) / 2
+    passes = [(1, P, 0),              # 1: r0's prompt -> r0's first token (the replica was idle: no wait)
+              (1, 1, P + 1),          # 2: r0 decodes
+              (1, 1, P + 2),          # 3: r0 decodes; r1 is sent during it
+              (1, 1, P + 3),          # 4: r0 alone, as composed when pass 3 began
+              (2, P + 1, P + 4),      # 5: r0's last token, r1's prompt -> r1's first token; client 0 sends r2
+              (1, 1, P + 1),          # 6: r1 decodes; pass 7 was composed as it began
+              (1, 1, P + 2),          # 7: r1 decodes
+              (2, P + 1, P + 3),      # 8: r1 decodes, r2's prompt
+              (2, 2, 2 * P + 5),      # 9: r1 done (reads P + 4, r2 P + 1): client 1 sends r3
+              (1, 1, P + 2),          # 10: r2 decodes alone
+              (1, 1, P + 3),          # 11
+              (2, P + 1, P + 4),      # 12: r2's last token, r3's prompt
+              (1, 1, P + 1), (1, 1, P + 2), (1, 1, P + 3), (1, 1, P + 4)]  # 13-16: r3 alone
+    t = np.concatenate([[0.0], np.cumsum([pass_s(*p) for p in passes])])
+    assert t[2] < s1 < t[3]
+    sent, first, done = [0.0, s1, t[5], t[9]], [t[1], t[5], t[8], t[12]], [t[5], t[9], t[12], t[16]]
+    point = closed_loop(spec, 2, P, OSL, 4)
+    ttft = [f - s for f, s in zip(first, sent, strict=True)]
+    e2e = [d - s for d, s in zip(done, sent, strict=True)]
+    assert_point(point, {**stats(ttft, e2e, [OSL] * 4), "duration_s": t[16]})
+    assert (point.requests, point.peak_concurrency) == (4, 2)
+
+
 def test_two_clients_by_hand_when_prompts_run_first() -> None:
     # schedule prefill_first (SGLang): a waiting prompt runs in a pass of its own and the decoders wait for it,
     # where decode-first (the test above) computes it next to their tokens

@@ -87,6 +87,8 @@ def test_example_candidates_are_valid(fleet: Registry, path: Path) -> None:
      "c.yaml:3: pools.h100-a.step_overhead_ms: must be >= 0, got -2"),
     ("policy: sla_cost\npools:\n  h100-a: {serial_share: 1.2}\n",
      "c.yaml:3: pools.h100-a.serial_share: must be <= 1, got 1.2"),
+    ("policy: sla_cost\npools:\n  h100-a: {async_scheduling: 1}\n",
+     "c.yaml:3: pools.h100-a.async_scheduling: expected true or false, got '1' (integer)"),
     ("policy: sla_cost\npools:\n  h100-a: {replicas_scale: 0}\n",
      "c.yaml:3: pools.h100-a.replicas_scale: must be > 0, got 0"),
     ("", "c.yaml: empty file; expected a mapping with at least 'policy'"),
@@ -100,11 +102,13 @@ def test_invalid_candidates_are_refused_helpfully(fleet: Registry, text: str, ex
 
 def test_engine_overrides_and_relative_replicas(fleet: Registry) -> None:
     text = ("policy: sla_cost\npools:\n  h100-a: {replicas_scale: 0.5, pp: 2, max_num_batched_tokens: 2048,"
-            " kv_cache_dtype: fp8, step_overhead_ms: 3, gpu_memory_utilization: 0.8}\n")
+            " kv_cache_dtype: fp8, step_overhead_ms: 3, gpu_memory_utilization: 0.8, async_scheduling: true}\n")
     c = load_candidate_text(text, fleet, "c.yaml")
-    h100 = {p.id: p for p in resolve_pools(fleet, c)}["h100-a"]
+    pools = {p.id: p for p in resolve_pools(fleet, c)}
+    h100 = pools["h100-a"]
     assert (h100.replicas, h100.pp, h100.max_num_batched_tokens, h100.kv_cache_dtype) == (8, 2, 2048, "fp8")
-    assert (h100.step_overhead_ms, h100.gpu_memory_utilization) == (3.0, 0.8)
+    assert (h100.step_overhead_ms, h100.gpu_memory_utilization, h100.async_scheduling) == (3.0, 0.8, True)
+    assert not any(p.async_scheduling for i, p in pools.items() if i != "h100-a")  # the registry's: off
     assert load_candidate_text(yaml.safe_dump(candidate_to_dict(c)), fleet) == c
 
 

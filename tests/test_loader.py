@@ -179,6 +179,9 @@ INVALID = [
      "pools[0].serving.step_overhead_ms", "must be >= 0, got -1"),
     ("unknown schedule", _swap("max_concurrency: 32}", "max_concurrency: 32, schedule: prefill}"), 28,
      "pools[0].serving.schedule", "unknown value 'prefill'; expected one of: decode_first, prefill_first"),
+    ("async scheduling not a boolean",
+     _swap("max_concurrency: 32}", "max_concurrency: 32, async_scheduling: yes please}"), 28,
+     "pools[0].serving.async_scheduling", "expected true or false, got 'yes please' (string)"),
     ("overhead not a number", _swap("max_concurrency: 32}", "max_concurrency: 32, step_overhead_ms: soon}"), 28,
      "pools[0].serving.step_overhead_ms", "expected a number, got 'soon' (string)"),
     # the step model's optional shape, layout and link fields
@@ -262,6 +265,10 @@ def test_engine_fields_default_like_vllm_and_round_trip() -> None:
     sglang = load_registry_text(_swap("max_concurrency: 32}", "max_concurrency: 32, schedule: prefill_first}"))
     assert sglang.pool("p1").serving.schedule == "prefill_first"  # type: ignore[union-attr]
     assert registry_from_json(registry_to_json(sglang)) == sglang
+    assert not s.async_scheduling and '"async_scheduling"' not in registry_to_json(reg)
+    ahead = load_registry_text(_swap("max_concurrency: 32}", "max_concurrency: 32, async_scheduling: true}"))
+    assert ahead.pool("p1").serving.async_scheduling is True  # type: ignore[union-attr]
+    assert registry_from_json(registry_to_json(ahead)) == ahead
 
 
 @pytest.mark.parametrize(("text", "line", "path", "reason"), [c[1:] for c in INVALID], ids=[c[0] for c in INVALID])

@@ -159,8 +159,8 @@ def test_asking_for_the_build_without_one_is_an_error_not_a_silent_fallback(tmp_
 
 
 # Every policy, overload with preemption and rejection, noise, failures and throttling, the step terms, both
-# schedules, images encoded apart and the closed loop: a digest of every per-request column and of the bench points,
-# in one process per mode.
+# schedules, asynchronous scheduling, images encoded apart and the closed loop: a digest of every per-request
+# column and of the bench points, in one process per mode.
 SCENARIOS = r"""
 import dataclasses, hashlib, json, sys
 sys.path.insert(0, sys.argv[1])
@@ -181,6 +181,8 @@ runs.append((Candidate(name="split", policy="pd_split", policy_options=split, sl
 runs.append((Candidate(name="terms", sla_tiers=tier, noise=0.1), frame, shaped(reg)))
 first = {p.id: PoolOverride(schedule="prefill_first") for p in reg.pools}  # SGLang's schedule, every term on
 runs.append((Candidate(name="prompts first", sla_tiers=tier, pools=first), frame, shaped(reg)))
+ahead = {p.id: PoolOverride(async_scheduling=True) for p in reg.pools}  # each pass composed as the one before began
+runs.append((Candidate(name="ahead", policy="sla_cost", sla_tiers=tier, pools=ahead), frame, shaped(reg)))
 small = {p.id: PoolOverride(replicas=1, max_concurrency=8, max_queue=20) for p in reg.pools}
 runs.append((Candidate(name="overload", policy="least_loaded", overflow="reject", pools=small), traffic(4000, 900),
              reg))
@@ -213,6 +215,7 @@ for cand, fr, r in runs:
 spec = resolve_pools(reg, Candidate(name="b"))[0]
 for c in (1, 2, 8, 32):
     h.update(repr(closed_loop(spec, c, 1024, 128, 64, range_ratio=0.5, seed=c)).encode())
+    h.update(repr(closed_loop(dataclasses.replace(spec, async_scheduling=True), c, 1024, 128, 64)).encode())
 print(json.dumps(counts))
 print(native.status())
 print(h.hexdigest())

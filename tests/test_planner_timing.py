@@ -5,7 +5,16 @@ from __future__ import annotations
 from pool_registry import Registry
 from replay import Candidate, PoolOverride
 from replay.fleet import resolve_pools
-from replay.planner import Coefficients, Layout, coefficients_of, engine_of, spec_of
+from replay.planner import (
+    Coefficients,
+    Layout,
+    PlanSettings,
+    coefficients_of,
+    engine_of,
+    plan_model,
+    serving_block,
+    spec_of,
+)
 from tests.planner_fleets import DENSE_70B_FP8, pool, registry
 
 
@@ -15,6 +24,21 @@ def test_the_registrys_own_layout_is_the_spec_replay_resolves(fleet: Registry) -
         assert p.serving is not None
         layout = Layout(p.id, served.tp, served.pp, served.ep, p.serving.replicas)
         assert spec_of(fleet, p, p.serving.model, layout, p.serving.max_concurrency, coefficients_of(p)) == served
+
+
+def test_a_pools_schedule_is_the_one_its_layouts_are_timed_and_written_with() -> None:
+    # an SGLang pool (prompts first, each pass composed while the one before runs) is planned as it schedules
+    serving = {"model": "dense-70b-fp8", "replicas": 1, "devices_per_replica": 8, "max_concurrency": 16,
+               "schedule": "prefill_first", "async_scheduling": True}
+    reg = registry([DENSE_70B_FP8], [pool(serving=serving)])
+    p = reg.pools[0]
+    spec = spec_of(reg, p, "dense-70b-fp8", Layout("h100-x", 8, 1, 1, 1), 16, coefficients_of(p))
+    assert spec == resolve_pools(reg, Candidate(name="r"))[0]
+    assert (spec.schedule, spec.async_scheduling) == ("prefill_first", True)
+    plan = next(x for x in plan_model(reg, "dense-70b-fp8", ("h100-x",), PlanSettings(concurrency=(16,))).plans
+                if x.fits)
+    block = serving_block(p, "dense-70b-fp8", plan)
+    assert (block["schedule"], block["async_scheduling"]) == ("prefill_first", True)
 
 
 def test_a_candidates_fit_replaces_the_registrys_coefficients() -> None:

@@ -2,10 +2,10 @@
 fit on the first half of the reference's output in time predicts the six latency figures of the second half.
 
 The reference is written from the scheduling rules in replay/replica/schedule.py's docstring (decode-first chunked
-prefill, first come first served, admission at pass boundaries) and shares only the pass time of
-costmodel.StepModel with the replay. The replay jumps from event to event and sums runs of passes in closed
-form; the reference loops over every pass, so a wrong closed form, a missed run end or a late admission shows
-up request by request.
+prefill, first come first served, admission at pass boundaries, or a pass later under asynchronous scheduling)
+and shares only the pass time of costmodel.StepModel with the replay. The replay jumps from event to event and
+sums runs of passes in closed form; the reference loops over every pass, so a wrong closed form, a missed run end
+or a late admission shows up request by request.
 """
 
 from __future__ import annotations
@@ -33,13 +33,13 @@ TRUE = {"mfu": 0.42, "mem_bw_eff": 0.71, "step_overhead_ms": 3.0, "seq_overhead_
 
 
 def registry(mfu: float = 0.5, eff: float = 0.5, step_ms: float = 0.0, seq_us: float = 0.0, *,
-             schedule: str = "decode_first", pp: int = 1, serial: float = 0.0) -> Registry:
+             schedule: str = "decode_first", pp: int = 1, serial: float = 0.0, ahead: bool = False) -> Registry:
     """One pool of one two-device replica (two TP ranks, or two pipeline stages), at most 16 sequences, 2,048
     tokens a pass."""
     p = pool("p", dpr=2, concurrency=16, mfu=mfu, eff=eff)
     assert p.serving is not None
     serving = dataclasses.replace(p.serving, max_num_batched_tokens=2048, step_overhead_ms=step_ms,
-                                  seq_overhead_us=seq_us, schedule=schedule, pp=pp)
+                                  seq_overhead_us=seq_us, schedule=schedule, pp=pp, async_scheduling=ahead)
     cost = dataclasses.replace(p.cost_model, mfu_decode=0.8 * mfu, collective_us=6.0, serial_share=serial)
     return fleet(dataclasses.replace(p, serving=serving, cost_model=cost), chips=(chip(link_gbps=300.0),),
                  models=(MODEL,))
@@ -72,6 +72,7 @@ def reference(arrival_s: list[float], ins: list[int], outs: list[int], spec: Poo
     running: list[Seq] = []
     ttft, e2e = [0.0] * len(ins), [0.0] * len(ins)
     t, nxt, done = 0.0, 0, 0
+    began = -1.0  # when the last pass began: under asynchronous scheduling the next was composed then
     while done < len(ins):
         if not running and not waiting:
             t = max(t, arrival_s[order[nxt]])
@@ -87,7 +88,10 @@ def reference(arrival_s: list[float], ins: list[int], outs: list[int], spec: Poo
             if s.rem > 0 and left > 0:
                 chunks.append((s, min(s.rem, left)))
                 left -= chunks[-1][1]
-        while waiting and len(running) < most and left > 0:
+        gate = began if spec.async_scheduling else t
+        if not running and not (waiting and waiting[0].arrival <= gate):
+            gate = t  # nothing composed to run: the scheduler takes what waits at once
+        while waiting and len(running) < most and left > 0 and waiting[0].arrival <= gate:
             s = waiting.popleft()
             running.append(s)
             if s.rem > 0:
@@ -104,6 +108,7 @@ def reference(arrival_s: list[float], ins: list[int], outs: list[int], spec: Poo
         kv = sum(s.prompt + s.decoded + (s.prompt > 0) for s in decoders) + sum(s.prompt - s.rem for s, _ in chunks)
         context = sum(s.prompt + s.decoded + (s.prompt > 0) for s in decoders) + sum(
             c * (s.prompt - s.rem + c / 2.0) for s, c in chunks)
+        began = t
         t += step.pass_seconds(len(decoders) + len(chunks), tokens, kv, len(decoders), context)
         finished = []
         for s in decoders:
@@ -136,17 +141,23 @@ def replayed(traffic: pl.DataFrame, reg: Registry, candidate: Candidate | None =
     return run_replay(candidate or Candidate(name="c", policy="cost_min"), traffic, reg, 0).requests
 
 
-@pytest.mark.parametrize("seed,rate,schedule,pp,serial", [
-    (1, 2.0, "decode_first", 1, 0.0), (2, 6.0, "decode_first", 1, 0.0), (3, 20.0, "decode_first", 1, 0.0),
-    (4, 6.0, "prefill_first", 1, 0.0), (5, 20.0, "prefill_first", 1, 0.0), (6, 6.0, "decode_first", 2, 0.0),
-    (7, 20.0, "prefill_first", 2, 0.0), (8, 6.0, "decode_first", 1, 0.4), (9, 20.0, "decode_first", 2, 0.4),
-    (10, 6.0, "prefill_first", 1, 1.0)])
+@pytest.mark.parametrize("seed,rate,schedule,pp,serial,ahead", [
+    (1, 2.0, "decode_first", 1, 0.0, False), (2, 6.0, "decode_first", 1, 0.0, False),
+    (3, 20.0, "decode_first", 1, 0.0, False), (4, 6.0, "prefill_first", 1, 0.0, False),
+    (5, 20.0, "prefill_first", 1, 0.0, False), (6, 6.0, "decode_first", 2, 0.0, False),
+    (7, 20.0, "prefill_first", 2, 0.0, False), (8, 6.0, "decode_first", 1, 0.4, False),
+    (9, 20.0, "decode_first", 2, 0.4, False), (10, 6.0, "prefill_first", 1, 1.0, False),
+    (11, 2.0, "decode_first", 1, 0.0, True), (12, 6.0, "decode_first", 1, 0.0, True),
+    (13, 20.0, "decode_first", 1, 0.0, True), (14, 6.0, "prefill_first", 1, 0.0, True),
+    (15, 20.0, "prefill_first", 2, 0.4, True)])
 def test_the_replay_gives_each_request_the_latencies_of_a_pass_by_pass_loop(seed: int, rate: float, schedule: str,
-                                                                            pp: int, serial: float) -> None:
+                                                                            pp: int, serial: float,
+                                                                            ahead: bool) -> None:
     """At light, busy and overloaded rates (the queue then grows for the whole trace), with every step term on,
-    on both schedules, with two pipeline stages, and with memory and compute partly or not at all overlapped."""
+    on both schedules, with two pipeline stages, with memory and compute partly or not at all overlapped, and
+    with each pass composed while the one before it runs (asynchronous scheduling)."""
     reg = registry(TRUE["mfu"], TRUE["mem_bw_eff"], TRUE["step_overhead_ms"], TRUE["seq_overhead_us"],
-                   schedule=schedule, pp=pp, serial=serial)
+                   schedule=schedule, pp=pp, serial=serial, ahead=ahead)
     traffic = trace(seed, 400, rate)
     rows = replayed(traffic, reg)
     ttft, e2e = reference((traffic["arrival_ms"] / 1000.0).to_list(), traffic["in_tokens"].to_list(),

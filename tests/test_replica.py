@@ -1,5 +1,6 @@
 """One replica driven event by event (replay/replica/): admission, chunked prefill, a newcomer joining at the next
-pass boundary, preemption when decoding outgrows the KV cache, SGLang's schedule, a failure and its repair.
+pass boundary (or the one after, under asynchronous scheduling), preemption when decoding outgrows the KV cache,
+SGLang's schedule, a failure and its repair.
 
 Every pass here takes 10 ms whatever its batch: weights read at 1e-12 s a byte, no KV bytes, no compute and no
 engine time, so the times below are counts of passes, written out by hand.
@@ -19,11 +20,12 @@ PASS = 0.01
 
 
 def replica(*, budget: int = 64, max_concurrency: int = 8, kv_capacity: int = 10_000, n: int = 8,
-            prefill_first: bool = False) -> Replica:
+            prefill_first: bool = False, ahead: bool = False) -> Replica:
     step = StepModel(pp=1, s_per_byte=1e-12, s_per_token=0.0, kv_bytes=0.0, weight_bytes=PASS * 1e12, pick=1.0,
                      overhead_s=0.0)
     return Replica(0, 0, 0, step, max_concurrency=max_concurrency, budget=budget, kv_capacity=kv_capacity,
-                   rate=3.6, book=Book(n, [0] * n), loads=[0], queues=[0], prefill_first=prefill_first)
+                   rate=3.6, book=Book(n, [0] * n), loads=[0], queues=[0], prefill_first=prefill_first,
+                   ahead=ahead)
 
 
 def send(rep: Replica, i: int, t: float, prompt: int, out: int) -> None:
@@ -65,6 +67,50 @@ def test_a_newcomer_joins_at_the_next_pass_boundary() -> None:
     assert rep.book.first[1] == pytest.approx(4 * PASS)  # its prompt shares the 30-40 ms pass with the decoder
     assert rep.book.done[1] == pytest.approx(6 * PASS)
     assert rep.book.done[0] == pytest.approx(20 * PASS)  # the decoder never paused: 1 + 19 passes
+
+
+@pytest.mark.parametrize(("arrives", "joins"), [(2.5, 4), (3.0, 4), (3.0001, 5)])
+def test_under_asynchronous_scheduling_a_newcomer_joins_the_pass_after_next(arrives: float, joins: int) -> None:
+    # the pass after the one running was composed as it began: a request arriving during pass k (or as it begins)
+    # joins k + 2; without it, the boundary at or after the arrival
+    for ahead in (False, True):
+        rep = replica(ahead=ahead)
+        send(rep, 0, 0.0, prompt=10, out=20)
+        run_until_idle(rep, until=PASS)
+        send(rep, 1, arrives * PASS, prompt=10, out=3)
+        at = joins if ahead else math.ceil(arrives)
+        assert rep.next_at == pytest.approx(at * PASS)
+        run_until_idle(rep)
+        assert rep.book.first[1] == pytest.approx((at + 1) * PASS)
+        assert rep.book.done[1] == pytest.approx((at + 3) * PASS)
+        assert rep.book.done[0] == pytest.approx(20 * PASS)
+
+
+def test_under_asynchronous_scheduling_an_arrival_in_a_runs_last_pass_waits_one_more() -> None:
+    # request 1 comes during the prompt's pass (0-10 ms), a run of one pass that is not cut: without asynchronous
+    # scheduling it joins at 10 ms; with it, the 10-20 ms pass was composed at 0 ms, so it joins at 20 ms
+    for ahead, first in ((False, 2), (True, 3)):
+        rep = replica(ahead=ahead)
+        send(rep, 0, 0.0, prompt=10, out=20)
+        send(rep, 1, 0.5 * PASS, prompt=10, out=2)
+        run_until_idle(rep)
+        assert rep.book.first[1] == pytest.approx(first * PASS)
+        assert rep.book.done[1] == pytest.approx((first + 1) * PASS)
+        assert rep.book.wait[1] == pytest.approx((first - 1.5) * PASS)
+        assert rep.book.done[0] == pytest.approx(20 * PASS)
+
+
+def test_under_asynchronous_scheduling_an_idle_replica_starts_at_once() -> None:
+    # nothing running: no pass is composed beside another, so requests arriving together share the first pass,
+    # and one arriving when the last sequence finishes starts at that boundary
+    rep = replica(ahead=True)
+    send(rep, 0, 0.0, prompt=10, out=3)
+    send(rep, 1, 0.0, prompt=10, out=3)
+    run_until_idle(rep, until=2.5 * PASS)
+    send(rep, 2, 2.5 * PASS, prompt=10, out=2)  # during the last pass: the replica is idle at 30 ms
+    run_until_idle(rep)
+    assert rep.book.first[:3] == pytest.approx([PASS, PASS, 4 * PASS])
+    assert rep.book.done[:3] == pytest.approx([3 * PASS, 3 * PASS, 5 * PASS])
 
 
 def test_admission_waits_for_kv_room_and_the_head_of_the_queue_blocks_the_rest() -> None:
@@ -127,6 +173,19 @@ def test_what_a_router_reads_knows_only_the_predicted_lengths() -> None:
     ttft, e2e = rep.predict(1, PASS)
     assert ttft == pytest.approx(7 * PASS + PASS) and e2e == pytest.approx(ttft + 2 * PASS)
     assert math.isnan(rep.book.first[1]) and rep.book.phase[0] == DECODE
+
+
+def test_what_a_router_reads_counts_the_pass_composed_ahead() -> None:
+    # a slot free and nothing queued: the newcomer waits half the running pass, and under asynchronous scheduling
+    # the pass after it, then its prompt's pass
+    ttft = {}
+    for ahead in (False, True):
+        rep = replica(ahead=ahead)
+        send(rep, 0, 0.0, prompt=10, out=20)
+        run_until_idle(rep, until=PASS)
+        rep.book.load(1, 10, 10, 3, 3)
+        ttft[ahead] = rep.predict(1, 1.2 * PASS)[0]
+    assert ttft == pytest.approx({False: 1.5 * PASS, True: 2.5 * PASS})
 
 
 def test_kv_peak_and_occupancy_are_counted_pass_by_pass() -> None:

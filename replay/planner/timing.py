@@ -74,7 +74,9 @@ def spec_of(registry: Registry, pool: Pool, model_id: str, layout: Layout, concu
         mfu_decode=coefficients.mfu_decode, collective_us=coefficients.collective_us, ep=layout.ep,
         attention_dp=layout.attention_dp,
         serial_share=coefficients.serial_share, chunk_overhead_us=coefficients.chunk_overhead_us,
-        devices_per_node=pool.devices_per_node, network=pool.network)
+        devices_per_node=pool.devices_per_node, network=pool.network,
+        # how its engine schedules (SGLang's prefill-first, a pass composed ahead) stays the pool's
+        schedule=s.schedule if s else "decode_first", async_scheduling=s.async_scheduling if s else False)
 
 
 def time_layout(spec: PoolSpec, concurrency: int, isl: int, osl: int, requests: int | None = None) -> BenchPoint:

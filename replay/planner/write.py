@@ -38,6 +38,10 @@ def serving_block(pool: Pool, model_id: str, plan: Plan) -> dict[str, Any]:
         block["ep"] = lay.ep
     if lay.attention_dp > 1:
         block["attention_dp"] = lay.attention_dp
+    if s and s.schedule != "decode_first":
+        block["schedule"] = s.schedule
+    if s and s.async_scheduling:
+        block["async_scheduling"] = True
     return block
 
 

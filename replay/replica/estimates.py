@@ -29,7 +29,9 @@ class Replica(Events):
         todo = book.pleft[i]  # predicted, never the true length
         if not self.queue and self.running < self.max_concurrency and self.kv_held + h + n_d + 1 <= self.kv_capacity:
             mem, comp = self.mem_s, self.compute_s
-            w = 0.5 * ((mem if mem > comp else comp) + self.fixed_s) if self.run_passes else 0.0
+            # half the running pass, and under asynchronous scheduling the next one, composed before it came
+            w = (1.5 if self.ahead else 0.5) * ((mem if mem > comp else comp) + self.fixed_s) if self.run_passes \
+                else 0.0
         else:
             w = self.wait_estimate(t)
         p = book.rem[i]

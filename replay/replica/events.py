@@ -87,6 +87,8 @@ class Events(Scheduler):
         """The current run ended at t (its last pass finished): account for it, finish sequences, turn completed
         prefills into decoders, admit, plan."""
         book = self.book
+        # under asynchronous scheduling the next pass was composed when the last one began
+        gate = self.run_start + self.run_time(self.run_passes - 1) if self.ahead else INF
         self.advance(self.run_passes, t)
         dec, steps, nkey = self.decoding, self.steps, self.key_stride
         due = (steps + 1) * nkey  # the keys of sequences finishing by this pass count
@@ -142,7 +144,7 @@ class Events(Scheduler):
                     book.pleft[i] = left
                     book.pfin[i] = steps + left
                     heapq.heappush(self.predicted_done, (steps + left) * nkey + i)
-        self.plan(t)
+        self.plan(t, gate)
 
     def finish(self, i: int, t: float, *, decoded: bool) -> None:
         """Request i has generated all its tokens at t."""

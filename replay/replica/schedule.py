@@ -7,7 +7,9 @@ order, while fewer than max_concurrency sequences run, the pass has token budget
 the rest. With the pool's `schedule: prefill_first` (SGLang) a pass computes prompt chunks alone, with the whole
 budget, whenever some wait, and the decoders wait for it. When decoding would overflow the cache, the most
 recently admitted sequence is preempted and later recomputed (its prompt and generated tokens prefilled again),
-as vLLM does.
+as vLLM does. Under asynchronous scheduling (the pool's `async_scheduling`) the scheduler composes each pass while
+the one before it runs, so a request joins a pass only if it was queued when the pass before began: one arriving
+during pass k joins k + 2, unless the replica is idle.
 
 A run lasts until the first of: a decoding sequence finishing, a prompt chunk boundary, the KV cache full, or an
 arrival the replica could admit (`cut`: it joins at the next pass boundary). Its passes are the step model's line
@@ -28,8 +30,9 @@ class Scheduler(ReplicaState):
 
     __slots__ = ()
 
-    def plan(self, t: float) -> None:
-        """Choose the next run's batch at boundary t and schedule its end."""
+    def plan(self, t: float, gate: float = INF) -> None:
+        """Choose the next run's batch at boundary t and schedule its end; only requests queued by `gate` (the
+        start of the pass that just ended, under asynchronous scheduling) may join it."""
         book = self.book
         rem = book.rem
         cap = self.kv_capacity
@@ -66,7 +69,7 @@ class Scheduler(ReplicaState):
             blocks, cache = book.blocks, self.cache
             order = self.admitted
             admitted = 0
-            while wait and n_run < mc and left > 0:
+            while wait and n_run < mc and left > 0 and enq[wait[0]] <= gate:
                 i = wait[0]
                 h = held[i]
                 r = rem[i]
@@ -113,9 +116,14 @@ class Scheduler(ReplicaState):
                         tokens += 1
             self.queues[self.pool] -= admitted
             self.running, self.kv_held, self.kv_read, self.queued_pred = n_run, kv_res, kv_read, queued_pred
-        paused = first and bool(chunks)
         if first and not chunks:
             tokens = len(dec)  # a decode pass
+        # queued after the pass before this one was composed: it joins the pass after, so this run is one pass
+        late = bool(wait) and book.enq[wait[0]] > gate
+        if late and tokens == 0:  # nothing to run beside: the scheduler takes it at once
+            self.plan(t)
+            return
+        paused = first and bool(chunks)
         self.prefill_only = paused
         self.chunks, self.run_tokens, self.budget_left = chunks, tokens, left
         self.version += 1
@@ -142,6 +150,8 @@ class Scheduler(ReplicaState):
                         enc += patches[i] * self.s_per_patch
                 if enc:
                     knd = 1
+        if late:
+            knd = 1
         if n_d and not paused:
             full = (cap - self.kv_held) // n_d
             if full < knd:
@@ -204,10 +214,13 @@ class Scheduler(ReplicaState):
         arriving before it joins the same pass.
         """
         t0 = self.run_start
-        if t <= t0:  # the run starts now: plan it again with the newcomer
+        if t <= t0 and (not self.ahead or self.span_start == t0):  # the run starts now: plan it with the newcomer
             self.plan(t0)
             return
         j, tb = boundary_at(self.mem_s, self.mem_growth_s, self.compute_s, self.fixed_s, t0, t, self.compute_growth_s)
+        if self.ahead:  # the pass starting there was composed before the newcomer came: it joins the one after
+            j += 1
+            tb = t0 + self.run_time(j)
         if j >= self.run_passes:
             return
         self.run_passes, self.run_end = j, tb

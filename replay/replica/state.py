@@ -26,6 +26,7 @@ class ReplicaState:
     __slots__ = (
         "admits",
         "admitted",
+        "ahead",
         "book",
         "budget",
         "budget_left",
@@ -88,7 +89,7 @@ class ReplicaState:
     def __init__(self, serial: int, pool: int, index: int, step: StepModel, *, max_concurrency: int, budget: int,
                  kv_capacity: int, rate: float, book: Book, loads: list[int], queues: list[int],
                  events: list[tuple[float, int, int]] | None = None, prefill_first: bool = False,
-                 caching: bool = True, s_per_patch: float = 0.0) -> None:
+                 caching: bool = True, s_per_patch: float = 0.0, ahead: bool = False) -> None:
         self.serial, self.pool, self.index, self.book = serial, pool, index, book
         # the run ends of all of a run's replicas, as a heap the simulator pops; None when nothing pops it (bench)
         self.events = events
@@ -98,6 +99,9 @@ class ReplicaState:
         # SGLang's schedule (pool_registry.SCHEDULES): a pass of waiting prompts alone whenever there are some
         self.prefill_first: bool = prefill_first
         self.prefill_only = False              # the current run computes prompt chunks only; its decoders wait
+        # asynchronous scheduling (EngineShape.async_scheduling): each pass is composed while the one before it runs,
+        # so a request joins a pass only if it was waiting when the pass before it began
+        self.ahead: bool = ahead
         self.max_concurrency: int = max_concurrency
         self.budget: int = budget              # max_num_batched_tokens: tokens one pass computes at most
         self.kv_capacity: int = kv_capacity    # KV cache tokens
