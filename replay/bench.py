@@ -58,6 +58,8 @@ from replay.replica.state import INF
 
 ARRIVALS = ("staggered", "lockstep")  # a benchmark table row without arrivals is staggered
 RANGE_STYLES = ("around", "up_to")    # how a client reads its random range ratio (above)
+# which statistic over a run's requests a benchmark table's TTFT and TPOT are: vLLM and SGLang print both
+STATISTICS = ("median", "mean")
 
 
 @dataclass(frozen=True)
@@ -79,6 +81,14 @@ class BenchPoint:
     requests: int = 0              # measured requests
     duration_s: float = 0.0        # first measured send to last completion
     peak_concurrency: int = 0      # the most measured requests outstanding at one moment
+
+    def latency_ms(self, statistic: str) -> tuple[float, float | None]:
+        """(TTFT, TPOT) as the `statistic` of STATISTICS over the measured requests."""
+        if statistic == "mean":
+            return self.ttft_ms_mean, self.tpot_ms_mean
+        if statistic == "median":
+            return self.ttft_ms_p50, self.tpot_ms_p50
+        raise ReplayError(f"unknown statistic {statistic!r}; known: {', '.join(STATISTICS)}")
 
 
 def length_bounds(length: int, range_ratio: float, *, low: int = 0, style: str = "around") -> tuple[int, int]:

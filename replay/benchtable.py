@@ -1,6 +1,7 @@
 """Benchmark tables: CSV rows of closed-loop serving benchmarks, the evidence `replay calibrate --bench` fits.
 
     pool,isl,osl,concurrency,ttft_ms,tpot_ms[,output_tok_s][,arrivals][,range_ratio,range_style][,num_prompts]
+        [,statistic]
     h100-a,1024,128,16,187.5,21.4
 
 One row per (pool, prompt length, output length, concurrency), with the median (or mean) TTFT and TPOT in
@@ -9,8 +10,10 @@ The optional columns say how the client ran, so that calibration replays the row
 `arrivals` (staggered, the default, or lockstep: every client starting at once, as a client with an unbounded
 request rate does), `range_ratio` with `range_style` (lengths drawn around isl and osl, `vllm bench serve`'s
 reading and the default, or up to them, SGLang's bench_serving's; empty or 0 around them: fixed lengths) and
-`num_prompts` (the requests the row measured; empty: calibration's own number). Every value is checked; a bad
-one is an error naming the file, line and column.
+`num_prompts` (the requests the row measured; empty: calibration's own number). `statistic` says which figure
+over the row's requests ttft_ms and tpot_ms are: `median` (the default) or `mean`, as the client prints both and
+a lockstep client's mean TTFT holds its first wave's queued prompts, which its median does not. Every value is
+checked; a bad one is an error naming the file, line and column.
 """
 
 from __future__ import annotations
@@ -22,17 +25,17 @@ import polars as pl
 
 from canonical.csvtext import csv_records
 from canonical.fileread import UnreadableFile, read_text
-from replay.bench import ARRIVALS, RANGE_STYLES, range_problem
+from replay.bench import ARRIVALS, RANGE_STYLES, STATISTICS, range_problem
 from replay.exceptions import BenchTableError
 
 REQUIRED = ("pool", "isl", "osl", "concurrency", "ttft_ms", "tpot_ms")
-OPTIONAL = ("output_tok_s", "arrivals", "range_ratio", "range_style", "num_prompts")
+OPTIONAL = ("output_tok_s", "arrivals", "range_ratio", "range_style", "num_prompts", "statistic")
 INTS = {"isl": 0, "osl": 1, "concurrency": 1}
 MAX_INT = 2**31 - 1  # token counts and concurrency are stored as 32-bit integers elsewhere
 FLOATS = ("ttft_ms", "tpot_ms", "output_tok_s")
 SCHEMA = {"line": pl.Int64, "pool": pl.String, "isl": pl.Int64, "osl": pl.Int64, "concurrency": pl.Int64,
           "ttft_ms": pl.Float64, "tpot_ms": pl.Float64, "output_tok_s": pl.Float64, "arrivals": pl.String,
-          "range_ratio": pl.Float64, "range_style": pl.String, "num_prompts": pl.Int64}
+          "range_ratio": pl.Float64, "range_style": pl.String, "num_prompts": pl.Int64, "statistic": pl.String}
 
 
 def read_bench_table(path: str | Path) -> pl.DataFrame:
@@ -89,6 +92,11 @@ def parse_bench_table(text: str, source: str = "<bench>") -> pl.DataFrame:
         rows["range_style"].append(style)
         rows["num_prompts"].append(_int(prompts, 1, source, line, "num_prompts")
                                    if (prompts := cell.get("num_prompts", "")) else None)
+        statistic = cell.get("statistic", "") or STATISTICS[0]
+        if statistic not in STATISTICS:
+            raise BenchTableError(f"{source}:{line}: column statistic: unknown value {statistic[:40]!r}; expected "
+                                  f"{' or '.join(STATISTICS)}")
+        rows["statistic"].append(statistic)
     if not rows["line"]:
         raise BenchTableError(f"{source}: no benchmark rows after the header")
     return pl.DataFrame(rows, schema=SCHEMA)

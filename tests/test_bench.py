@@ -509,3 +509,12 @@ def test_concurrency_levels_refuse_what_is_not_a_level(text: str, message: str) 
     with pytest.raises(ValueError) as err:
         concurrency_levels(text)
     assert str(err.value) == message
+
+
+def test_a_point_gives_the_statistic_a_table_asks_for() -> None:
+    point = replay.bench.BenchPoint(concurrency=4, ttft_ms_p50=50.0, ttft_ms_p99=90.0, tpot_ms_p50=9.0,
+                                    tpot_ms_p99=12.0, output_tok_s=1.0, req_s=1.0, ttft_ms_mean=61.0,
+                                    tpot_ms_mean=9.5)
+    assert point.latency_ms("median") == (50.0, 9.0) and point.latency_ms("mean") == (61.0, 9.5)
+    with pytest.raises(ReplayError, match="unknown statistic 'p99'; known: median, mean"):
+        point.latency_ms("p99")

@@ -32,7 +32,13 @@ def test_a_table_says_how_its_client_drew_and_how_many_it_sent() -> None:
     assert t["range_style"].to_list() == ["up_to", "around", "around", "up_to"]
     assert t["num_prompts"].to_list() == [40, None, None, 320]
     plain = parse_bench_table(HEAD + "a,1,2,3,4.5,6\n")
-    assert plain.select("range_ratio", "range_style", "num_prompts").row(0) == (0.0, "around", None)
+    assert plain.select("range_ratio", "range_style", "num_prompts", "statistic").row(0) == (0.0, "around", None,
+                                                                                            "median")
+
+
+def test_a_table_says_which_statistic_its_latencies_are() -> None:
+    t = parse_bench_table(HEAD.strip() + ",statistic\na,1,2,3,4.5,6,mean\na,1,2,3,4.5,6,\na,1,2,3,4.5,6,median\n")
+    assert t["statistic"].to_list() == ["mean", "median", "median"]
 
 
 RANGE_HEAD = HEAD.strip() + ",range_ratio,range_style,num_prompts\n"
@@ -52,6 +58,8 @@ RANGE_HEAD = HEAD.strip() + ",range_ratio,range_style,num_prompts\n"
      "b.csv:2: column range_style: unknown value 'below'; expected around or up_to"),
     (RANGE_HEAD + "a,1,1,1,1,1,0.5,,0\n", "b.csv:2: column num_prompts: must be >= 1, got 0"),
     (RANGE_HEAD + "a,1,1,1,1,1,0.5,,many\n", "b.csv:2: column num_prompts: expected a whole number, got 'many'"),
+    (HEAD.strip() + ",statistic\na,1,1,1,1,1,p50\n", "b.csv:2: column statistic: unknown value 'p50'; expected "
+                                                      "median or mean"),
 ])
 def test_bad_client_columns(text: str, message: str) -> None:
     with pytest.raises(BenchTableError) as exc:

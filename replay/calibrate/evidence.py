@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from replay.bench import RANGE_STYLES, closed_loop, fixed_lengths
+from replay.bench import RANGE_STYLES, STATISTICS, closed_loop, fixed_lengths
 from replay.candidate import Candidate
 from replay.engine import prepare_traffic
 from replay.fleet import PoolSpec
@@ -136,6 +136,7 @@ class Bench:
         def column(name: str, default: object) -> list[Any]:
             return rows[name].to_list() if name in rows.columns else [default] * rows.height
         self.arrivals: list[str] = column("arrivals", "staggered")
+        self.statistics: list[str] = column("statistic", STATISTICS[0])  # which figure of its requests a row is
         # how each row's client drew its lengths and how many requests it sent: replayed as it ran
         self.draws: list[tuple[float, str, int | None]] = list(zip(
             column("range_ratio", 0.0), column("range_style", RANGE_STYLES[0]), column("num_prompts", None),
@@ -151,12 +152,13 @@ class Bench:
         return {"TTFT": (ttft, self.obs_ttft, labels), "TPOT": (tpot, self.obs_tpot, labels)}
 
     def replayed(self, k: int) -> str:
-        """How row k's client is run: 'staggered; 64 prompts', or 'lockstep; lengths drawn up to them, ratio 0.8;
-        640 prompts'."""
+        """How row k's client is run and what it reports: 'staggered; 64 prompts; medians', or 'lockstep; lengths
+        drawn up to them, ratio 0.8; 640 prompts; means'."""
         ratio, style, prompts = self.draws[k]
         drawn = _drawn(ratio, style)
         return "; ".join(x for x in (self.arrivals[k], drawn and f"lengths {drawn}",
-                                     f"{prompts or calibration_requests(self.rows[k][2])} prompts") if x)
+                                     f"{prompts or calibration_requests(self.rows[k][2])} prompts",
+                                     f"{self.statistics[k]}s") if x)
 
     def residuals(self, spec: PoolSpec) -> np.ndarray:
         """log(model / observed) of every row's TTFT and TPOT."""
@@ -164,12 +166,13 @@ class Bench:
         return np.concatenate([_log_residual(ttft, self.obs_ttft), _log_residual(tpot, self.obs_tpot)])
 
     def model(self, spec: PoolSpec) -> tuple[np.ndarray, np.ndarray]:
-        """Median TTFT and TPOT of every row on a trial pool."""
+        """TTFT and TPOT of every row on a trial pool, each the statistic its row gives (a median or a mean)."""
         points = [closed_loop(spec, c, isl, osl, n or calibration_requests(c), arrivals=a, range_ratio=r,
-                              range_style=style)
-                  for (isl, osl, c), a, (r, style, n) in zip(self.rows, self.arrivals, self.draws, strict=True)]
-        return (np.array([p.ttft_ms_p50 for p in points]) / 1000,
-                np.array([np.nan if p.tpot_ms_p50 is None else p.tpot_ms_p50 for p in points]) / 1000)
+                              range_style=style).latency_ms(stat)
+                  for (isl, osl, c), a, (r, style, n), stat in zip(self.rows, self.arrivals, self.draws,
+                                                                   self.statistics, strict=True)]
+        return (np.array([ttft for ttft, _ in points]) / 1000,
+                np.array([np.nan if tpot is None else tpot for _, tpot in points]) / 1000)
 
 
 def _drawn(ratio: float, style: str) -> str:

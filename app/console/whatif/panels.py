@@ -53,7 +53,8 @@ def calibration(path: str, registry: Registry, pick: Pick | None, pools: tuple[s
                               help="Optional columns say how the client ran, and each row is replayed so: arrivals "
                                    "(staggered or lockstep: every client starting at once), range_ratio and "
                                    "range_style (lengths drawn around isl and osl as vllm bench serve does, or "
-                                   "up_to them as SGLang's bench_serving does) and num_prompts.")
+                                   "up_to them as SGLang's bench_serving does) and num_prompts; statistic says "
+                                   "whether ttft_ms and tpot_ms are medians (the default) or means.")
     use_traffic = pick is not None and st.checkbox(f"Fit the observed requests of {pick.label} too"
                                                    if upload else f"Fit the observed requests of {pick.label}",
                                                    value=True, key="wi.calib_traffic")
