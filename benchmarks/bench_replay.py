@@ -67,12 +67,14 @@ def six_pool_fleet() -> Registry:
 def shaped(reg: Registry) -> Registry:
     """The fleet with its models' shapes as examples/fleet.yaml declares them (tensor-parallel all-reduces,
     attention over the context and the experts a batch touches), 2 us a collective hop on every chip's link,
-    20 us a running sequence and a serial share of 0.3 of memory and compute: every step term on."""
+    20 us a running sequence, a serial share of 0.3 of memory and compute and each pass composed while the one before
+    runs (async_scheduling): every step term on."""
     declared = {m.id: m for m in example_fleet().models}
     models = tuple(declared.get(m.id, m) for m in reg.models)
     chips = tuple(dataclasses.replace(c, interconnect=dataclasses.replace(c.interconnect, latency_us=2.0))
                   for c in reg.chips)
-    pools = tuple(dataclasses.replace(p, serving=dataclasses.replace(p.serving, seq_overhead_us=20.0),
+    pools = tuple(dataclasses.replace(p, serving=dataclasses.replace(p.serving, seq_overhead_us=20.0,
+                                                                            async_scheduling=True),
                                       cost_model=dataclasses.replace(p.cost_model, serial_share=0.3))
                   if p.serving is not None else p for p in reg.pools)
     return dataclasses.replace(reg, models=models, chips=chips, pools=pools)
