@@ -182,7 +182,7 @@ runs.append((Candidate(name="terms", sla_tiers=tier, noise=0.1), frame, shaped(r
 first = {p.id: PoolOverride(schedule="prefill_first") for p in reg.pools}  # SGLang's schedule, every term on
 runs.append((Candidate(name="prompts first", sla_tiers=tier, pools=first), frame, shaped(reg)))
 ahead = {p.id: PoolOverride(async_scheduling=True) for p in reg.pools}  # each pass composed as the one before began
-runs.append((Candidate(name="ahead", policy="sla_cost", sla_tiers=tier, pools=ahead), frame, shaped(reg)))
+runs.append((Candidate(name="ahead", policy="sla_cost", sla_tiers=tier, pools=ahead), frame, reg))
 small = {p.id: PoolOverride(replicas=1, max_concurrency=8, max_queue=20) for p in reg.pools}
 runs.append((Candidate(name="overload", policy="least_loaded", overflow="reject", pools=small), traffic(4000, 900),
              reg))
