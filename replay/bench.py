@@ -91,6 +91,12 @@ class BenchPoint:
         raise ReplayError(f"unknown statistic {statistic!r}; known: {', '.join(STATISTICS)}")
 
 
+def schedule_text(pool: PoolSpec) -> str:
+    """How the pool's engine schedules, for a header: 'decode first', 'prefill first, passes composed ahead'."""
+    first = pool.schedule.replace("_", " ")
+    return f"{first}, passes composed ahead" if pool.async_scheduling else first
+
+
 def length_bounds(length: int, range_ratio: float, *, low: int = 0, style: str = "around") -> tuple[int, int]:
     """The integers a random-dataset length is drawn from: [floor(length (1 - R)), ceil(length (1 + R))] around
     it, or [max(1, floor(length R)), length] up to it."""

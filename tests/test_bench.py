@@ -114,7 +114,12 @@ def test_the_bench_command_prints_and_emits_json(capsys: pytest.CaptureFixture[s
     assert main(["--db", str(fleet_db), "replay", "bench", "--pool", "h100-a", "--concurrency", "4",
                  "--isl", "512", "--osl", "64"]) == 0
     text = capsys.readouterr().out
-    assert "concurrency" in text and "output tok/s" in text
+    assert "concurrency" in text and "output tok/s" in text and "(pp 1; decode first)" in text
+    ahead = fleet_db.parent / "ahead.yaml"
+    ahead.write_text("name: ahead\npolicy: sla_cost\npools: {h100-a: {async_scheduling: true}}\n")
+    assert main(["--db", str(fleet_db), "replay", "bench", "--pool", "h100-a", "--concurrency", "4", "--isl", "512",
+                 "--osl", "64", "--candidate", str(ahead)]) == 0
+    assert "(pp 1; decode first, passes composed ahead)" in capsys.readouterr().out
     assert main(["--db", str(fleet_db), "replay", "bench", "--pool", "nope", "--concurrency", "4",
                  "--isl", "512", "--osl", "64"]) == 2
     assert "unknown pool 'nope'; replayable: h100-a" in capsys.readouterr().err

@@ -330,7 +330,7 @@ def bench_cmd(ctx: Context) -> int:
     from replay import Candidate, closed_loop, default_requests, load_candidate
     from replay.assumptions import assumptions
     from replay.bands import bands
-    from replay.bench import fixed_lengths
+    from replay.bench import fixed_lengths, schedule_text
     from replay.fleet import PoolSpec, pools_by_id
     from store import require_registry
 
@@ -352,7 +352,8 @@ def bench_cmd(ctx: Context) -> int:
                f"isl {args.isl}, osl {args.osl} (range ratio {args.random_range_ratio:g} "
                f"{args.range_style.replace('_', ' ')} them, seed {args.seed})")
     warmups = f", {args.num_warmups} warm-ups" if args.num_warmups else ""
-    lines = [f"{spec.id}: one replica of {spec.devices_per_replica} x {spec.chip.name} (pp {spec.pp}), "
+    lines = [f"{spec.id}: one replica of {spec.devices_per_replica} x {spec.chip.name} (pp {spec.pp}; "
+             f"{schedule_text(spec)}), "
              f"{spec.model.id}, {lengths}{warmups}",
              f"{'concurrency':>11} {'requests':>8} {'ttft mean':>9} {'ttft p50':>9} {'ttft p99':>9} "
              f"{'tpot mean':>9} {'tpot p50':>9} {'tpot p99':>9} {'output tok/s':>12} {'req/s':>7}   (ms)"]
