@@ -4,6 +4,7 @@ each replayed on trial coefficients to give residuals in log time."""
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 from typing import Any
 
 import numpy as np
@@ -24,6 +25,7 @@ GAP_S = 3600.0         # idle time put between stretches so that they do not mee
 MISS = 5.0             # residual of a request the trial model did not serve
 GROUPS = 24            # groups of similar prompts (and arrival times) compared by their mean log time
 MIN_GROUP = 20
+EPOCH_MS = 946_684_800_000  # 2000-01-01: arrival times from before it are a trace's own offsets, not clock times
 
 
 def sample_stretches(rows: pl.DataFrame) -> pl.DataFrame:
@@ -32,6 +34,7 @@ def sample_stretches(rows: pl.DataFrame) -> pl.DataFrame:
     n = rows.height
     if "seq" not in rows.columns:
         rows = rows.with_row_index("seq").with_columns(pl.col("seq").cast(pl.Int64))
+    rows = rows.with_columns(pl.col("arrival_ms").alias("at_ms"))  # as stored: what labels show, however shifted
     total = STRETCHES * (STRETCH + WARMUP)
     if n <= total:
         return rows.with_columns(pl.lit(True).alias("scored"))
@@ -83,6 +86,7 @@ class Trace:
         out = frame["out_tokens"].to_numpy().astype(float)
         prompt = (frame["in_tokens"] - frame["cached_tokens"]).to_numpy().astype(float)
         arrival = frame["arrival_ms"].to_numpy().astype(float)
+        stored = frame["at_ms"].to_numpy().astype(float)
         ttft = frame["obs_ttft_s"].fill_null(np.nan).to_numpy().astype(float)
         e2e = frame["obs_e2e_s"].fill_null(np.nan).to_numpy().astype(float)
         ok = scored & np.isfinite(ttft) & (ttft > 0)
@@ -101,7 +105,7 @@ class Trace:
         self.tpot_groups = by_prompt + by_arrival
         self.labels = {"TTFT": [_span("prompts of", prompt[self.ttft_at][g], "tokens") for g in self.ttft_groups],
                        "TPOT": [_span("prompts of", prompt[self.tpot_at][g], "tokens") for g in by_prompt]
-                       + [_span("arrivals at", arrival[self.tpot_at][g] / 1000, "s") for g in by_arrival]}
+                       + [_arrivals(stored[self.tpot_at][g]) for g in by_arrival]}
         self.obs_ttft_means = _log_means(self.obs_ttft, self.ttft_groups)
         self.obs_tpot_means = _log_means(self.obs_tpot, self.tpot_groups)
 
@@ -183,6 +187,16 @@ def _drawn(ratio: float, style: str) -> str:
 def _span(what: str, values: np.ndarray, unit: str) -> str:
     """A group's label: the range its key spans ('prompts of 512-1024 tokens')."""
     return f"{what} {values.min():.0f}-{values.max():.0f} {unit} ({values.size} requests)"
+
+
+def _arrivals(ms: np.ndarray) -> str:
+    """A group's label by arrival: UTC clock times for stored requests ('arrivals 2026-12-07 14:08:01 to 14:10:32
+    UTC (21 requests)'), seconds for a trace that starts near 0."""
+    if ms.min() < EPOCH_MS:
+        return _span("arrivals at", ms / 1000, "s")
+    first, last = (dt.datetime.fromtimestamp(v / 1000, dt.UTC) for v in (ms.min(), ms.max()))
+    end = last.strftime("%H:%M:%S" if last.date() == first.date() else "%Y-%m-%d %H:%M:%S")
+    return f"arrivals {first:%Y-%m-%d %H:%M:%S} to {end} UTC ({ms.size} requests)"
 
 
 def _log_residual(model: np.ndarray, observed: np.ndarray) -> np.ndarray:
