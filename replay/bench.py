@@ -58,8 +58,8 @@ from replay.replica.state import INF
 
 ARRIVALS = ("staggered", "lockstep")  # a benchmark table row without arrivals is staggered
 RANGE_STYLES = ("around", "up_to")    # how a client reads its random range ratio (above)
-# which statistic over a run's requests a benchmark table's TTFT and TPOT are: vLLM and SGLang print both
-STATISTICS = ("median", "mean")
+# which statistic over a run's requests a benchmark table's TTFT and TPOT are: vLLM and SGLang print all three
+STATISTICS = ("median", "mean", "p99")
 
 
 @dataclass(frozen=True)
@@ -88,6 +88,8 @@ class BenchPoint:
             return self.ttft_ms_mean, self.tpot_ms_mean
         if statistic == "median":
             return self.ttft_ms_p50, self.tpot_ms_p50
+        if statistic == "p99":
+            return self.ttft_ms_p99, self.tpot_ms_p99
         raise ReplayError(f"unknown statistic {statistic!r}; known: {', '.join(STATISTICS)}")
 
 

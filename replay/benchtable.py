@@ -11,9 +11,9 @@ The optional columns say how the client ran, so that calibration replays the row
 request rate does), `range_ratio` with `range_style` (lengths drawn around isl and osl, `vllm bench serve`'s
 reading and the default, or up to them, SGLang's bench_serving's; empty or 0 around them: fixed lengths) and
 `num_prompts` (the requests the row measured; empty: calibration's own number). `statistic` says which figure
-over the row's requests ttft_ms and tpot_ms are: `median` (the default) or `mean`, as the client prints both and
-a lockstep client's mean TTFT holds its first wave's queued prompts, which its median does not. Every value is
-checked; a bad one is an error naming the file, line and column.
+over the row's requests ttft_ms and tpot_ms are: `median` (the default), `mean` or `p99`, as the client prints
+them all and a lockstep client's mean TTFT holds its first wave's queued prompts, which its median does not.
+Every value is checked; a bad one is an error naming the file, line and column.
 """
 
 from __future__ import annotations
@@ -95,7 +95,7 @@ def parse_bench_table(text: str, source: str = "<bench>") -> pl.DataFrame:
         statistic = cell.get("statistic", "") or STATISTICS[0]
         if statistic not in STATISTICS:
             raise BenchTableError(f"{source}:{line}: column statistic: unknown value {statistic[:40]!r}; expected "
-                                  f"{' or '.join(STATISTICS)}")
+                                  f"one of {', '.join(STATISTICS)}")
         rows["statistic"].append(statistic)
     if not rows["line"]:
         raise BenchTableError(f"{source}: no benchmark rows after the header")

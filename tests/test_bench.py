@@ -521,5 +521,6 @@ def test_a_point_gives_the_statistic_a_table_asks_for() -> None:
                                     tpot_ms_p99=12.0, output_tok_s=1.0, req_s=1.0, ttft_ms_mean=61.0,
                                     tpot_ms_mean=9.5)
     assert point.latency_ms("median") == (50.0, 9.0) and point.latency_ms("mean") == (61.0, 9.5)
-    with pytest.raises(ReplayError, match="unknown statistic 'p99'; known: median, mean"):
-        point.latency_ms("p99")
+    assert point.latency_ms("p99") == (90.0, 12.0)
+    with pytest.raises(ReplayError, match="unknown statistic 'p90'; known: median, mean, p99"):
+        point.latency_ms("p90")

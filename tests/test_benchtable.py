@@ -37,8 +37,9 @@ def test_a_table_says_how_its_client_drew_and_how_many_it_sent() -> None:
 
 
 def test_a_table_says_which_statistic_its_latencies_are() -> None:
-    t = parse_bench_table(HEAD.strip() + ",statistic\na,1,2,3,4.5,6,mean\na,1,2,3,4.5,6,\na,1,2,3,4.5,6,median\n")
-    assert t["statistic"].to_list() == ["mean", "median", "median"]
+    t = parse_bench_table(HEAD.strip() + ",statistic\na,1,2,3,4.5,6,mean\na,1,2,3,4.5,6,\na,1,2,3,4.5,6,median\n"
+                          "a,1,2,3,4.5,6,p99\n")
+    assert t["statistic"].to_list() == ["mean", "median", "median", "p99"]
 
 
 RANGE_HEAD = HEAD.strip() + ",range_ratio,range_style,num_prompts\n"
@@ -59,7 +60,7 @@ RANGE_HEAD = HEAD.strip() + ",range_ratio,range_style,num_prompts\n"
     (RANGE_HEAD + "a,1,1,1,1,1,0.5,,0\n", "b.csv:2: column num_prompts: must be >= 1, got 0"),
     (RANGE_HEAD + "a,1,1,1,1,1,0.5,,many\n", "b.csv:2: column num_prompts: expected a whole number, got 'many'"),
     (HEAD.strip() + ",statistic\na,1,1,1,1,1,p50\n", "b.csv:2: column statistic: unknown value 'p50'; expected "
-                                                      "median or mean"),
+                                                      "one of median, mean, p99"),
 ])
 def test_bad_client_columns(text: str, message: str) -> None:
     with pytest.raises(BenchTableError) as exc:

@@ -25,6 +25,7 @@ GAP_S = 3600.0         # idle time put between stretches so that they do not mee
 MISS = 5.0             # residual of a request the trial model did not serve
 GROUPS = 24            # groups of similar prompts (and arrival times) compared by their mean log time
 MIN_GROUP = 20
+STATISTIC_NAMES = {"median": "medians", "mean": "means", "p99": "99th percentiles"}  # of bench.STATISTICS
 EPOCH_MS = 946_684_800_000  # 2000-01-01: arrival times from before it are a trace's own offsets, not clock times
 
 
@@ -162,7 +163,7 @@ class Bench:
         drawn = _drawn(ratio, style)
         return "; ".join(x for x in (self.arrivals[k], drawn and f"lengths {drawn}",
                                      f"{prompts or calibration_requests(self.rows[k][2])} prompts",
-                                     f"{self.statistics[k]}s") if x)
+                                     STATISTIC_NAMES[self.statistics[k]]) if x)
 
     def residuals(self, spec: PoolSpec) -> np.ndarray:
         """log(model / observed) of every row's TTFT and TPOT."""

@@ -54,7 +54,7 @@ def calibration(path: str, registry: Registry, pick: Pick | None, pools: tuple[s
                                    "(staggered or lockstep: every client starting at once), range_ratio and "
                                    "range_style (lengths drawn around isl and osl as vllm bench serve does, or "
                                    "up_to them as SGLang's bench_serving does) and num_prompts; statistic says "
-                                   "whether ttft_ms and tpot_ms are medians (the default) or means.")
+                                   "whether ttft_ms and tpot_ms are medians (the default), means or p99.")
     use_traffic = pick is not None and st.checkbox(f"Fit the observed requests of {pick.label} too"
                                                    if upload else f"Fit the observed requests of {pick.label}",
                                                    value=True, key="wi.calib_traffic")
