@@ -11,8 +11,9 @@ The optional columns say how the client ran, so that calibration replays the row
 request rate does), `range_ratio` with `range_style` (lengths drawn around isl and osl, `vllm bench serve`'s
 reading and the default, or up to them, SGLang's bench_serving's; empty or 0 around them: fixed lengths) and
 `num_prompts` (the requests the row measured; empty: calibration's own number). `statistic` says which figure
-over the row's requests ttft_ms and tpot_ms are: `median` (the default), `mean` or `p99`, as the client prints
-them all and a lockstep client's mean TTFT holds its first wave's queued prompts, which its median does not.
+over the row's requests ttft_ms and tpot_ms are: `median`, `mean` or `p99`, as the client prints them all and a
+lockstep client's mean TTFT holds its first wave's queued prompts, which its median does not (empty: not said,
+compared as a median).
 Every value is checked; a bad one is an error naming the file, line and column.
 """
 
@@ -92,8 +93,8 @@ def parse_bench_table(text: str, source: str = "<bench>") -> pl.DataFrame:
         rows["range_style"].append(style)
         rows["num_prompts"].append(_int(prompts, 1, source, line, "num_prompts")
                                    if (prompts := cell.get("num_prompts", "")) else None)
-        statistic = cell.get("statistic", "") or STATISTICS[0]
-        if statistic not in STATISTICS:
+        statistic = cell.get("statistic", "") or None  # unsaid: compared as a median, with a note where it matters
+        if statistic is not None and statistic not in STATISTICS:
             raise BenchTableError(f"{source}:{line}: column statistic: unknown value {statistic[:40]!r}; expected "
                                   f"one of {', '.join(STATISTICS)}")
         rows["statistic"].append(statistic)

@@ -1,17 +1,20 @@
-"""The evidence a fit compares with: how a stored trace's groups of requests are labelled for the operator."""
+"""The evidence a fit compares with: how a stored trace's groups of requests are labelled for the operator, and
+the note on benchmark rows that do not say which figure of their requests they give."""
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import re
 
 import numpy as np
 import polars as pl
 
-from replay import Candidate
-from replay.calibrate.evidence import STRETCH, STRETCHES, WARMUP, Trace
+from replay import Candidate, parse_bench_table
+from replay.calibrate.evidence import STRETCH, STRETCHES, WARMUP, Bench, Trace
+from replay.calibrate.notes import STATISTIC_GAP, statistic_note
 from replay.fleet import pools_by_id
-from tests.replay_fleets import fleet, pool
+from tests.replay_fleets import flat_model, fleet, pool
 
 START = dt.datetime(2026, 12, 7, tzinfo=dt.UTC)
 
@@ -44,3 +47,21 @@ def test_groups_by_arrival_are_labelled_with_the_stored_clock_times() -> None:
     # a trace whose times are its own offsets from 0 keeps seconds
     plain = [x for x in Trace(spec, stored(300, 0)).labels["TPOT"] if x.startswith("arrivals")]
     assert plain[0] == "arrivals at 0-38 s (20 requests)"
+
+
+def test_rows_that_do_not_say_their_statistic_get_a_note_where_it_matters() -> None:
+    # 32 clients starting at once with lengths drawn up to 0.8 of 2048 / 64: the first wave's prompts queue behind
+    # each other's chunks, which the mean TTFT holds and the median does not
+    reg = fleet(pool("p", concurrency=64, mfu=0.4, eff=0.6), models=(flat_model(params_b=8.0),))
+    spec = dataclasses.replace(pools_by_id(reg, Candidate(name="t"))["p"], chunk_overhead_us=1500.0)
+    head = "pool,isl,osl,concurrency,ttft_ms,tpot_ms,arrivals,range_ratio,range_style,num_prompts,statistic\n"
+    row = "p,2048,64,32,100,10,lockstep,0.8,up_to,320,"
+    (mean, median), = Bench(parse_bench_table(head + row + "\n")).means_and_medians(spec, [0])
+    assert mean / median > STATISTIC_GAP
+    (note,) = statistic_note(spec, Bench(parse_bench_table(head + row + "\n" + row + "mean\n")))
+    assert note.startswith("1 of 2 benchmark rows of p do not say which figure of their requests they give")
+    assert f"mean TTFT is up to {mean / median:.1f}x the median (ISL 2048, OSL 64 at concurrency 32: " \
+           f"{mean:.0f} against {median:.0f} ms)" in note
+    assert statistic_note(spec, Bench(parse_bench_table(head + row + "median\n"))) == []  # said
+    # spread-out clients at fixed lengths: every request alike, mean and median one figure, nothing to say
+    assert statistic_note(spec, Bench(parse_bench_table(head + "p,2048,64,32,100,10,,,,,\n"))) == []

@@ -141,7 +141,9 @@ class Bench:
         def column(name: str, default: object) -> list[Any]:
             return rows[name].to_list() if name in rows.columns else [default] * rows.height
         self.arrivals: list[str] = column("arrivals", "staggered")
-        self.statistics: list[str] = column("statistic", STATISTICS[0])  # which figure of its requests a row is
+        said: list[str | None] = column("statistic", None)  # which figure of its requests a row is, if it says
+        self.statistics: list[str] = [s or STATISTICS[0] for s in said]
+        self.unsaid: list[int] = [k for k, s in enumerate(said) if s is None]
         # how each row's client drew its lengths and how many requests it sent: replayed as it ran
         self.draws: list[tuple[float, str, int | None]] = list(zip(
             column("range_ratio", 0.0), column("range_style", RANGE_STYLES[0]), column("num_prompts", None),
@@ -178,6 +180,17 @@ class Bench:
                                                                    self.statistics, strict=True)]
         return (np.array([ttft for ttft, _ in points]) / 1000,
                 np.array([np.nan if tpot is None else tpot for _, tpot in points]) / 1000)
+
+
+    def means_and_medians(self, spec: PoolSpec, rows: list[int]) -> list[tuple[float, float]]:
+        """(mean, median) TTFT in ms of the given rows on a pool: how far apart the two figures a row may be lie."""
+        out = []
+        for k in rows:
+            (isl, osl, c), (r, style, n) = self.rows[k], self.draws[k]
+            p = closed_loop(spec, c, isl, osl, n or calibration_requests(c), arrivals=self.arrivals[k], range_ratio=r,
+                            range_style=style)
+            out.append((p.ttft_ms_mean, p.ttft_ms_p50))
+        return out
 
 
 def _drawn(ratio: float, style: str) -> str:

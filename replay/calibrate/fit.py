@@ -11,7 +11,7 @@ from scipy.optimize import minimize
 from replay.assumptions import assumptions
 from replay.bands import bands, spread_of
 from replay.calibrate.evidence import MISS, Bench, Evidence, Trace
-from replay.calibrate.notes import kv_note, typical_note, unexplained_note, unphysical_note
+from replay.calibrate.notes import kv_note, statistic_note, typical_note, unexplained_note, unphysical_note
 from replay.calibrate.record import EXPLAINS, PHYSICAL_MIN, BenchCheck, PoolFit, errors
 from replay.calibrate.start import hops_us, start_values, undeclared_hop
 from replay.costmodel import step_model
@@ -83,7 +83,7 @@ def fit_record(spec: PoolSpec, best: PoolSpec, report: list[Coefficient], group:
                                    np.concatenate([c[kind][1] for c in compared]))[2] for kind in ("TTFT", "TPOT"))
         explains = all(md is None or md <= EXPLAINS[k] for k, md in (("TTFT", ttft_md), ("TPOT", tpot_md)))
     if table is not None:
-        notes = [*notes, *kv_note(spec, table.rows)]
+        notes = [*notes, *kv_note(spec, table.rows), *statistic_note(best, table)]
         model_ttft, model_tpot = models[parts.index(table)]
         n = len(table.rows)
         spread = spread_of(report)

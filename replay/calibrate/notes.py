@@ -7,7 +7,7 @@ import dataclasses
 
 import polars as pl
 
-from replay.calibrate.evidence import MIN_GROUP, kv_bound
+from replay.calibrate.evidence import MIN_GROUP, Bench, kv_bound
 from replay.calibrate.record import EXPLAINS, PHYSICAL_MIN, PoolFit
 from replay.calibrate.start import tp_of, undeclared_hop
 from replay.costmodel import step_model
@@ -34,6 +34,27 @@ def kv_note(spec: PoolSpec, rows: list[tuple[int, int, int]]) -> list[str]:
             f"(concurrency x (ISL + OSL) above {spec.kv_capacity_tokens} tokens, first: ISL {isl}, OSL {osl} at "
             f"concurrency {c}): there requests wait for the cache, and such rows pin the coefficients less well "
             "than rows that fit"]
+
+
+STATISTIC_GAP = 1.2  # a row's replayed mean TTFT this far from its median makes "which figure is it?" matter
+
+
+def statistic_note(spec: PoolSpec, table: Bench) -> list[str]:
+    """That rows which do not say their statistic were compared as medians, where the replayed mean TTFT is far
+    from the median (a lockstep client's first wave is in its mean only)."""
+    if not table.unsaid:
+        return []
+    figures = table.means_and_medians(spec, table.unsaid)
+    gap, k, mean, median = max((m / md if md > 0 else 1.0, k, m, md)
+                               for k, (m, md) in zip(table.unsaid, figures, strict=True))
+    if gap < STATISTIC_GAP:
+        return []
+    isl, osl, c = table.rows[k]
+    return [f"{len(table.unsaid)} of {len(table.rows)} benchmark rows of {spec.id} do not say which figure of their "
+            f"requests they give (column statistic: median, mean or p99) and were compared as medians; replayed as "
+            f"their client ran, the mean TTFT is up to {gap:.1f}x the median (ISL {isl}, OSL {osl} at concurrency "
+            f"{c}: {mean:.0f} against {median:.0f} ms), so rows of means read as medians would fit the wrong "
+            "coefficients without a sign"]
 
 
 def unusable_reason(pool_id: str, rows: pl.DataFrame) -> str | None:
