@@ -24,6 +24,7 @@ from collectors.pipeline import IngestOptions, ingest_exposition
 from pool_registry import Registry
 from replay import Candidate, PoolOverride, SlaTier, closed_loop, default_requests, load_candidate_text, run_replay
 from replay.calibrate import FITTED
+from replay.calibrate.notes import UNSAID_STATISTIC
 from replay.fleet import PoolSpec, pools_by_id, resolve_pools
 from replay.summary import Summary
 from store import ENV_DB, Held, connect, require_registry
@@ -372,6 +373,27 @@ def test_calibration_from_a_benchmark_table_shows_each_coefficients_status(db: P
     at.file_uploader(key="wi.calib_bench").set_value(("bad.csv", b"pool,isl\nx,1\n", "text/csv")).run()
     at.button(key="wi.calibrate").click().run(timeout=CALIBRATE_S)
     assert any("bad.csv:1: missing column osl" in e.value for e in at.error), [e.value for e in at.error]
+
+
+@pytest.mark.slow  # a calibration of lockstep rows with drawn lengths
+def test_rows_that_may_be_means_read_as_medians_are_a_warning_on_the_page(db: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    # rows as InferenceMAX's client measures (every client at once, lengths drawn up to 0.8 of them) that give
+    # the means and do not say so: the fit reads them as medians, and the page says that this may be wrong
+    reg = registry_of(db)
+    spec = next(s for s in resolve_pools(reg, Candidate(name="p")) if s.id == "gaudi3-a")
+    lines = ["pool,isl,osl,concurrency,ttft_ms,tpot_ms,arrivals,range_ratio,range_style,num_prompts"]
+    for c in (4, 16, 32):
+        p = closed_loop(spec, c, 1024, 64, 10 * c, arrivals="lockstep", range_ratio=0.8, range_style="up_to")
+        lines.append(f"gaudi3-a,1024,64,{c},{p.ttft_ms_mean:.4f},{p.tpot_ms_mean:.4f},lockstep,0.8,up_to,{10 * c}")
+    at = open_page(db, monkeypatch)
+    at.file_uploader(key="wi.calib_bench").set_value(("means.csv", ("\n".join(lines) + "\n").encode(), "text/csv"))
+    at.run()
+    at.checkbox(key="wi.calib_traffic").uncheck().run()
+    at.button(key="wi.calibrate").click().run(timeout=CALIBRATE_S)
+    assert not at.exception, at.exception
+    (warning,) = [w.value for w in at.warning if UNSAID_STATISTIC in w.value]
+    assert warning.startswith("**gaudi3-a**: 3 of 3 benchmark rows of gaudi3-a do not say which figure")
 
 
 @pytest.mark.slow  # two calibrations of a benchmark table, about 90 s: the longest test of the quick tier

@@ -7,6 +7,7 @@ import dataclasses
 
 import polars as pl
 
+from replay.bench import STATISTICS
 from replay.calibrate.evidence import MIN_GROUP, Bench, kv_bound
 from replay.calibrate.record import EXPLAINS, PHYSICAL_MIN, PoolFit
 from replay.calibrate.start import tp_of, undeclared_hop
@@ -37,6 +38,7 @@ def kv_note(spec: PoolSpec, rows: list[tuple[int, int, int]]) -> list[str]:
 
 
 STATISTIC_GAP = 1.2  # a row's replayed mean TTFT this far from its median makes "which figure is it?" matter
+UNSAID_STATISTIC = "do not say which figure of their requests they give"  # the note's words, which the console finds
 
 
 def statistic_note(spec: PoolSpec, table: Bench) -> list[str]:
@@ -50,8 +52,8 @@ def statistic_note(spec: PoolSpec, table: Bench) -> list[str]:
     if gap < STATISTIC_GAP:
         return []
     isl, osl, c = table.rows[k]
-    return [f"{len(table.unsaid)} of {len(table.rows)} benchmark rows of {spec.id} do not say which figure of their "
-            f"requests they give (column statistic: median, mean or p99) and were compared as medians; replayed as "
+    return [f"{len(table.unsaid)} of {len(table.rows)} benchmark rows of {spec.id} {UNSAID_STATISTIC} (column "
+            f"statistic: {', '.join(STATISTICS)}) and were compared as medians; replayed as "
             f"their client ran, the mean TTFT is up to {gap:.1f}x the median (ISL {isl}, OSL {osl} at concurrency "
             f"{c}: {mean:.0f} against {median:.0f} ms), so rows of means read as medians would fit the wrong "
             "coefficients without a sign"]

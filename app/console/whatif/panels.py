@@ -18,6 +18,7 @@ from pool_registry import Registry
 from replay.bench import closed_loop, concurrency_levels, default_requests
 from replay.benchtable import parse_bench_table
 from replay.calibrate import PoolFit, calibrate
+from replay.calibrate.notes import UNSAID_STATISTIC
 from replay.calibrate.record import rounded
 from replay.candidate import OVERRIDE_FIELDS, Candidate, PoolOverride
 from replay.editor import check_form, form_of
@@ -102,9 +103,10 @@ def calibration(path: str, registry: Registry, pick: Pick | None, pools: tuple[s
             st.info(f"**{f.pool}** has no evidence of its own: {f.notes[0] if f.notes else ''}")
         elif f.mfu is None and f.notes:
             st.warning(f"**{f.pool}** was not fitted: {f.notes[0]}")
-        else:  # a fit that misses its own rows, or lands outside physics, is no fit to use unread
+        else:  # a fit that misses its own rows, lands outside physics or may have read means as medians
             for n in f.notes:
-                if n.startswith(("the model cannot explain", "fitted ")) and (f.explains is False or f.unphysical):
+                wrong = n.startswith(("the model cannot explain", "fitted ")) and (f.explains is False or f.unphysical)
+                if wrong or UNSAID_STATISTIC in n:
                     st.warning(f"**{f.pool}**: {n}")
     _coefficients(fits, configured)
     checks = [c for f in fits for c in f.checks]
