@@ -61,7 +61,7 @@ def test_rows_that_do_not_say_their_statistic_get_a_note_where_it_matters() -> N
     (note,) = statistic_note(spec, Bench(parse_bench_table(head + row + "\n" + row + "mean\n")))
     assert note.startswith("1 of 2 benchmark rows of p do not say which figure of their requests they give")
     assert f"mean TTFT is up to {mean / median:.1f}x the median (ISL 2048, OSL 64 at concurrency 32: " \
-           f"{mean:.0f} against {median:.0f} ms)" in note
+           f"{mean:.0f} ms against {median:.0f} ms)" in note
     assert statistic_note(spec, Bench(parse_bench_table(head + row + "median\n"))) == []  # said
     # spread-out clients at fixed lengths: every request alike, mean and median one figure, nothing to say
     assert statistic_note(spec, Bench(parse_bench_table(head + "p,2048,64,32,100,10,,,,,\n"))) == []

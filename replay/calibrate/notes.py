@@ -55,7 +55,7 @@ def statistic_note(spec: PoolSpec, table: Bench) -> list[str]:
     return [f"{len(table.unsaid)} of {len(table.rows)} benchmark rows of {spec.id} {UNSAID_STATISTIC} (column "
             f"statistic: {', '.join(STATISTICS)}) and were compared as medians; replayed as "
             f"their client ran, the mean TTFT is up to {gap:.1f}x the median (ISL {isl}, OSL {osl} at concurrency "
-            f"{c}: {mean:.0f} against {median:.0f} ms), so rows of means read as medians would fit the wrong "
+            f"{c}: {mean:.0f} ms against {median:.0f} ms), so rows of means read as medians would fit the wrong "
             "coefficients without a sign"]
 
 
