@@ -201,12 +201,26 @@ def test_two_clients_by_hand_the_second_starting_half_a_service_time_later() -> 
     assert (point.requests, point.peak_concurrency) == (4, 2)
 
 
+def traced(spec: PoolSpec, passes: list[tuple[int, int, int]], *, sent: list[int | str], first: list[int],
+           done: list[int]) -> None:
+    """Two clients' four requests in the closed loop against a trace by hand: `passes` as (sequences, tokens, KV
+    read), and when each request was sent, got its first token and completed as the pass that ended then ("s1":
+    half a service time in, during pass 3, when the second client starts)."""
+    t = np.concatenate([[0.0], np.cumsum([step_model(spec).pass_seconds(*p) for p in passes])])
+    s1 = service_seconds(spec, 2, P, OSL) / 2
+    assert t[2] < s1 < t[3]
+    at = [s1 if k == "s1" else float(t[int(k)]) for k in sent]
+    ttft = [t[f] - s for f, s in zip(first, at, strict=True)]
+    e2e = [t[d] - s for d, s in zip(done, at, strict=True)]
+    point = closed_loop(spec, 2, P, OSL, 4)
+    assert_point(point, {**stats(ttft, e2e, [OSL] * 4), "duration_s": t[done[-1]]})
+    assert (point.requests, point.peak_concurrency) == (4, 2)
+
+
 def test_two_clients_by_hand_under_asynchronous_scheduling() -> None:
     # the engine composes each pass as the one before it begins (async_scheduling), so a request that reaches it
     # during a pass joins the pass after next: every request but the first waits a decode pass more than above
     spec = dataclasses.replace(small_pool(), async_scheduling=True)
-    pass_s = step_model(spec).pass_seconds
-    s1 = service_seconds(spec, 2, P, OSL) / 2
     passes = [(1, P, 0),              # 1: r0's prompt -> r0's first token (the replica was idle: no wait)
               (1, 1, P + 1),          # 2: r0 decodes
               (1, 1, P + 2),          # 3: r0 decodes; r1 is sent during it
@@ -220,22 +234,13 @@ def test_two_clients_by_hand_under_asynchronous_scheduling() -> None:
               (1, 1, P + 3),          # 11
               (2, P + 1, P + 4),      # 12: r2's last token, r3's prompt
               (1, 1, P + 1), (1, 1, P + 2), (1, 1, P + 3), (1, 1, P + 4)]  # 13-16: r3 alone
-    t = np.concatenate([[0.0], np.cumsum([pass_s(*p) for p in passes])])
-    assert t[2] < s1 < t[3]
-    sent, first, done = [0.0, s1, t[5], t[9]], [t[1], t[5], t[8], t[12]], [t[5], t[9], t[12], t[16]]
-    point = closed_loop(spec, 2, P, OSL, 4)
-    ttft = [f - s for f, s in zip(first, sent, strict=True)]
-    e2e = [d - s for d, s in zip(done, sent, strict=True)]
-    assert_point(point, {**stats(ttft, e2e, [OSL] * 4), "duration_s": t[16]})
-    assert (point.requests, point.peak_concurrency) == (4, 2)
+    traced(spec, passes, sent=[0, "s1", 5, 9], first=[1, 5, 8, 12], done=[5, 9, 12, 16])
 
 
 def test_two_clients_by_hand_when_prompts_run_first() -> None:
     # schedule prefill_first (SGLang): a waiting prompt runs in a pass of its own and the decoders wait for it,
     # where decode-first (the test above) computes it next to their tokens
     spec = dataclasses.replace(small_pool(), schedule="prefill_first")
-    pass_s = step_model(spec).pass_seconds
-    s1 = service_seconds(spec, 2, P, OSL) / 2
     passes = [(1, P, 0),              # 1: r0's prompt -> r0's first token
               (1, 1, P + 1),          # 2: r0 decodes
               (1, 1, P + 2),          # 3: r0 decodes; r1 is sent during it and waits for its end
@@ -250,14 +255,7 @@ def test_two_clients_by_hand_when_prompts_run_first() -> None:
               (2, 2, 2 * P + 4),      # 12
               (2, 2, 2 * P + 6),      # 13: r2 done; no requests left to send
               (1, 1, P + 3), (1, 1, P + 4)]  # 14-15: r3 alone
-    t = np.concatenate([[0.0], np.cumsum([pass_s(*p) for p in passes])])
-    assert t[2] < s1 < t[3]
-    sent, first, done = [0.0, s1, t[6], t[9]], [t[1], t[4], t[8], t[11]], [t[6], t[9], t[13], t[15]]
-    point = closed_loop(spec, 2, P, OSL, 4)
-    ttft = [f - s for f, s in zip(first, sent, strict=True)]
-    e2e = [d - s for d, s in zip(done, sent, strict=True)]
-    assert_point(point, {**stats(ttft, e2e, [OSL] * 4), "duration_s": t[15]})
-    assert (point.requests, point.peak_concurrency) == (4, 2)
+    traced(spec, passes, sent=[0, "s1", 6, 9], first=[1, 4, 8, 11], done=[6, 9, 13, 15])
 
 
 def test_prompts_first_keeps_a_lockstep_wave_together(fleet: Registry) -> None:
