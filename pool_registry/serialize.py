@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 from pool_registry.loader import SHAPE_FIELDS, load_registry_text
-from pool_registry.model import Chip, Interconnect, Model, Pool, Registry
+from pool_registry.model import SCHEDULES, Chip, EngineShape, Interconnect, Model, Pool, Registry
 from pool_registry.onboarding import check_to_dict
 from pool_registry.vision import vision_to_dict
 from pool_registry.yamlread import no_gc_pauses
@@ -89,10 +89,17 @@ def _pool(p: Pool) -> dict[str, Any]:
             out["serving"]["ep"] = s.ep
         if s.attention_dp != 1:
             out["serving"]["attention_dp"] = s.attention_dp
-        if s.schedule != "decode_first":
-            out["serving"]["schedule"] = s.schedule
-        if s.async_scheduling:
-            out["serving"]["async_scheduling"] = True
+        out["serving"].update(scheduling_fields(s))
+    return out
+
+
+def scheduling_fields(s: EngineShape) -> dict[str, Any]:
+    """How an engine schedules, as a serving block writes it: only what differs from the defaults (vLLM's)."""
+    out: dict[str, Any] = {}
+    if s.schedule != SCHEDULES[0]:
+        out["schedule"] = s.schedule
+    if s.async_scheduling:
+        out["async_scheduling"] = True
     return out
 
 

@@ -58,8 +58,10 @@ from replay.replica.state import INF
 
 ARRIVALS = ("staggered", "lockstep")  # a benchmark table row without arrivals is staggered
 RANGE_STYLES = ("around", "up_to")    # how a client reads its random range ratio (above)
-# which statistic over a run's requests a benchmark table's TTFT and TPOT are: vLLM and SGLang print all three
-STATISTICS = ("median", "mean", "p99")
+# which statistic over a run's requests a benchmark table's TTFT and TPOT are (vLLM and SGLang print all three),
+# and how a row that gives it is described
+STATISTIC_NAMES = {"median": "medians", "mean": "means", "p99": "99th percentiles"}
+STATISTICS = tuple(STATISTIC_NAMES)
 
 
 @dataclass(frozen=True)

@@ -65,3 +65,19 @@ def test_rows_that_do_not_say_their_statistic_get_a_note_where_it_matters() -> N
     assert statistic_note(spec, Bench(parse_bench_table(head + row + "median\n"))) == []  # said
     # spread-out clients at fixed lengths: every request alike, mean and median one figure, nothing to say
     assert statistic_note(spec, Bench(parse_bench_table(head + "p,2048,64,32,100,10,,,,,\n"))) == []
+
+
+def test_the_note_reads_the_points_the_fit_ran_on_that_pool() -> None:
+    # the fit's record runs every row on its coefficients; the note on the same pool reads those runs again
+    reg = fleet(pool("p", concurrency=64, mfu=0.4, eff=0.6), models=(flat_model(params_b=8.0),))
+    spec = pools_by_id(reg, Candidate(name="t"))["p"]
+    head = "pool,isl,osl,concurrency,ttft_ms,tpot_ms,arrivals,range_ratio,range_style,num_prompts,statistic\n"
+    bench = Bench(parse_bench_table(head + "p,2048,64,16,100,10,lockstep,0.8,up_to,160,mean\n"
+                                           "p,2048,64,32,100,10,lockstep,0.8,up_to,320,\n"))
+    ttft, _ = bench.model(spec)
+    points = bench.points(spec)
+    assert bench.points(spec) is points  # not rerun
+    assert ttft[0] * 1000 == points[0].ttft_ms_mean and ttft[1] * 1000 == points[1].ttft_ms_p50
+    assert bench.means_and_medians(spec, [1]) == [(points[1].ttft_ms_mean, points[1].ttft_ms_p50)]
+    other = dataclasses.replace(spec, mfu=0.2)
+    assert bench.points(other) is not points and bench.points(other)[1].ttft_ms_p50 > points[1].ttft_ms_p50

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pool_registry import Pool, Registry
+from pool_registry.model import SCHEDULES
 from replay.bench import BenchPoint, closed_loop, default_requests
 from replay.candidate import Candidate
 from replay.fleet import PoolSpec
@@ -76,7 +77,7 @@ def spec_of(registry: Registry, pool: Pool, model_id: str, layout: Layout, concu
         serial_share=coefficients.serial_share, chunk_overhead_us=coefficients.chunk_overhead_us,
         devices_per_node=pool.devices_per_node, network=pool.network,
         # how its engine schedules (SGLang's prefill-first, a pass composed ahead) stays the pool's
-        schedule=s.schedule if s else "decode_first", async_scheduling=s.async_scheduling if s else False)
+        schedule=s.schedule if s else SCHEDULES[0], async_scheduling=s.async_scheduling if s else False)
 
 
 def time_layout(spec: PoolSpec, concurrency: int, isl: int, osl: int, requests: int | None = None) -> BenchPoint:

@@ -17,6 +17,7 @@ import yaml
 
 from pool_registry import Pool, Registry, load_registry_text
 from pool_registry.onboarding import ITEMS, item_spec
+from pool_registry.serialize import scheduling_fields
 from replay.planner.rank import Plan
 from replay.planner.search import PlanError
 from replay.planner.timing import Coefficients, engine_of
@@ -38,10 +39,8 @@ def serving_block(pool: Pool, model_id: str, plan: Plan) -> dict[str, Any]:
         block["ep"] = lay.ep
     if lay.attention_dp > 1:
         block["attention_dp"] = lay.attention_dp
-    if s and s.schedule != "decode_first":
-        block["schedule"] = s.schedule
-    if s and s.async_scheduling:
-        block["async_scheduling"] = True
+    if s:
+        block.update(scheduling_fields(s))
     return block
 
 
